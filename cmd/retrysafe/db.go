@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/retrysafe/retrysafe/internal/dbconf"
+	"github.com/retrysafe/retrysafe/internal/pgembed"
+	"github.com/retrysafe/retrysafe/migrations"
+)
+
+// dbFlags are the database settings every command that needs PostgreSQL
+// shares. Flags override the environment.
+type dbFlags struct {
+	url      string
+	schema   string
+	maxConns int
+}
+
+func (d *dbFlags) register(fs *flag.FlagSet, e *env) {
+	schema := e.getenv("RETRYSAFE_SCHEMA")
+	if schema == "" {
+		schema = migrations.DefaultSchema
+	}
+	fs.StringVar(&d.url, "database-url", e.getenv("DATABASE_URL"),
+		"PostgreSQL URL (env DATABASE_URL). Empty: start a private throwaway cluster from the local PostgreSQL binaries")
+	fs.StringVar(&d.schema, "schema", schema, "schema that holds retrysafe's tables (env RETRYSAFE_SCHEMA)")
+	fs.IntVar(&d.maxConns, "max-conns", 8, "maximum connections in the pool")
+}
+
+// database is an open pool plus whatever must be torn down with it.
+type database struct {
+	Pool    *pgxpool.Pool
+	URL     string
+	Schema  string
+	cluster *pgembed.Cluster
+}
+
+func (d *database) Close() {
+	d.Pool.Close()
+	if d.cluster != nil {
+		d.cluster.Stop() //nolint:errcheck // best effort on exit
+	}
+}
+
+// open connects to the configured database, or starts a private cluster when
+// none is configured (saying so in one line). With migrate, the schema is
+// brought up to date first.
+func (d *dbFlags) open(ctx context.Context, e *env, migrate bool) (*database, error) {
+	if err := migrations.ValidateSchema(d.schema); err != nil {
+		return nil, fmt.Errorf("--schema: %w", err)
+	}
+	if d.maxConns < 1 {
+		return nil, fmt.Errorf("--max-conns must be at least 1, got %d", d.maxConns)
+	}
+	db := &database{URL: d.url, Schema: d.schema}
+	if db.URL == "" {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		c, err := pgembed.Start(sctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("no DATABASE_URL given and no private cluster could be started: %w", err)
+		}
+		fmt.Fprintf(e.stderr, "retrysafe: no DATABASE_URL; started a private throwaway PostgreSQL on 127.0.0.1:%d (removed on exit)\n", c.Port)
+		db.cluster, db.URL = c, c.URL
+		migrate = true // a fresh cluster is empty
+	}
+	pool, err := dbconf.Open(ctx, db.URL, d.schema, int32(d.maxConns))
+	if err != nil {
+		if db.cluster != nil {
+			db.cluster.Stop() //nolint:errcheck
+		}
+		return nil, err
+	}
+	db.Pool = pool
+	if migrate {
+		if _, err := migrations.Migrate(ctx, pool, d.schema); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	return db, nil
+}

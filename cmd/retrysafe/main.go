@@ -1,0 +1,141 @@
+// Command retrysafe is the one binary of the retrysafe runtime: it migrates
+// the database, derives keys, runs the sidecar server, the worker, the
+// sandbox services and the operator tools. `retrysafe help` lists them.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one subcommand. Each lives in its own file and registers itself
+// from init, so that commands can be added without touching this file.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, env *env, args []string) error
+}
+
+var commands = map[string]*command{}
+
+func register(c *command) {
+	if _, dup := commands[c.name]; dup {
+		panic("duplicate command " + c.name)
+	}
+	commands[c.name] = c
+}
+
+// env is what a command may touch of the outside world; tests substitute it.
+type env struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	getenv func(string) string
+}
+
+// errUsage marks an error already explained by a usage message: exit 2.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
+	code := runMain(ctx, e, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+func runMain(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+		if len(args) > 1 {
+			if c, ok := commands[args[1]]; ok {
+				return exitCode(e, c.run(ctx, e, []string{"--help"}))
+			}
+		}
+		usage(e.stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(e.stderr, "retrysafe: unknown command %q\n\n", args[0])
+		usage(e.stderr)
+		return 2
+	}
+	return exitCode(e, c.run(ctx, e, args[1:]))
+}
+
+func exitCode(e *env, err error) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	case errors.Is(err, errSilentFailure):
+		return 1
+	default:
+		fmt.Fprintf(e.stderr, "retrysafe: %v\n", err)
+		return 1
+	}
+}
+
+// errSilentFailure ends a command with exit 1 after it has reported its own
+// failure (for example `key`, which writes errors per line).
+var errSilentFailure = errors.New("failed")
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "retrysafe: run LLM agent tools that move money and send messages, once,")
+	fmt.Fprintln(w, "under retries, redeliveries and crashes.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Usage: retrysafe <command> [flags]   (retrysafe <command> --help for its flags)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-14s %s\n", n, commands[n].summary)
+	}
+}
+
+// newFlagSet builds a flag set whose --help prints a description first and
+// whose errors return instead of exiting.
+func newFlagSet(e *env, name, synopsis, description string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		out := fs.Output()
+		fmt.Fprintf(out, "Usage: retrysafe %s\n\n%s\n\nFlags:\n", synopsis, description)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args; a parse error (already printed) becomes errUsage,
+// and --help prints to stdout and returns flag.ErrHelp.
+func parseFlags(e *env, fs *flag.FlagSet, args []string) error {
+	for _, a := range args {
+		if a == "-h" || a == "--help" || a == "-help" {
+			fs.SetOutput(e.stdout)
+			fs.Usage()
+			return flag.ErrHelp
+		}
+		if a == "--" {
+			break
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	return nil
+}

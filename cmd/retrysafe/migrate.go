@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/retrysafe/retrysafe/migrations"
+)
+
+func init() {
+	register(&command{name: "migrate", summary: "create or upgrade retrysafe's tables (safe to run concurrently)", run: runMigrate})
+}
+
+func runMigrate(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "migrate", "migrate [--database-url URL] [--schema NAME] [--status]",
+		"Applies the embedded, numbered SQL migrations to the schema, in one transaction\n"+
+			"under an advisory lock: running it twice, or from two processes at once, is safe.")
+	var db dbFlags
+	db.register(fs, e)
+	status := fs.Bool("status", false, "print the applied and latest versions and change nothing")
+	if err := parseFlags(e, fs, args); err != nil {
+		return err
+	}
+	if db.url == "" {
+		return fmt.Errorf("migrate needs a database: set DATABASE_URL or --database-url")
+	}
+	d, err := db.open(ctx, e, false)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if *status {
+		v, err := migrations.Version(ctx, d.Pool, db.schema)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "schema %s: version %d, latest %d\n", db.schema, v, migrations.Latest())
+		return nil
+	}
+	res, err := migrations.Migrate(ctx, d.Pool, db.schema)
+	if err != nil {
+		return err
+	}
+	for _, m := range res.Applied {
+		fmt.Fprintf(e.stdout, "applied %03d_%s\n", m.Version, m.Name)
+	}
+	fmt.Fprintf(e.stdout, "schema %s at version %d\n", db.schema, res.Current)
+	return nil
+}

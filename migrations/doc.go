@@ -1,0 +1,17 @@
+// Package migrations holds retrysafe's versioned SQL and the one migrator
+// that applies it.
+//
+// Files are named NNN_description.sql and embedded into the binary, so a
+// deployed `retrysafe migrate` always carries exactly the schema its code
+// expects. Every migration runs inside a single transaction that first takes
+// a transaction-scoped advisory lock derived from the target schema name: two
+// processes migrating at once serialize on the lock, and the second one finds
+// nothing left to do. A failed migration rolls back whole, leaving the schema
+// at the previous version.
+//
+// Tables are created unqualified in the target schema (default "retrysafe")
+// through search_path, so the same files serve any schema name and tests can
+// give each package its own database.
+//
+// This package imports only pgx.
+package migrations

@@ -1,0 +1,54 @@
+# Shared shell helpers for scripts/: sourced, not run.
+
+ensure_go() {
+  if ! command -v go >/dev/null 2>&1; then
+    if [ -x /usr/local/go/bin/go ]; then
+      export PATH="/usr/local/go/bin:$PATH"
+    else
+      echo "Go is not installed: install Go 1.26 (https://go.dev/dl) and retry" >&2
+      exit 1
+    fi
+  fi
+}
+
+pg_ready() {
+  if command -v pg_isready >/dev/null 2>&1; then
+    pg_isready -q -h 127.0.0.1 -p 5432
+  else
+    (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null
+  fi
+}
+
+sudo_if_needed() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# ensure_postgres installs PostgreSQL through apt when it is missing and
+# starts the local cluster when it is down, with trust auth on loopback for
+# the postgres user (what the tests use by default).
+ensure_postgres() {
+  if pg_ready; then return 0; fi
+  if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
+    echo "==> installing PostgreSQL (apt-get)"
+    sudo_if_needed apt-get update -qq
+    sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  fi
+  local ver
+  ver=$(ls /usr/lib/postgresql | sort -n | tail -1)
+  if ! command -v pg_ctlcluster >/dev/null 2>&1 || [ ! -d "/etc/postgresql/$ver/main" ]; then
+    sudo_if_needed pg_createcluster "$ver" main >/dev/null
+  fi
+  local hba="/etc/postgresql/$ver/main/pg_hba.conf"
+  if [ -f "$hba" ] && ! grep -q '^host all all 127.0.0.1/32 trust' "$hba"; then
+    # Tests connect as postgres over loopback without a password.
+    sudo_if_needed sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\nlocal all all trust' "$hba"
+  fi
+  echo "==> starting PostgreSQL $ver"
+  sudo_if_needed pg_ctlcluster --skip-systemctl-redirect "$ver" main start || true
+  for _ in $(seq 1 60); do
+    if pg_ready; then return 0; fi
+    sleep 0.5
+  done
+  echo "PostgreSQL did not come up on 127.0.0.1:5432" >&2
+  exit 1
+}
