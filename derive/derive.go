@@ -1,0 +1,347 @@
+package derive
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"sort"
+	"sync"
+	"unicode/utf8"
+)
+
+// MinSecretLen is the shortest HMAC secret accepted, in bytes.
+const MinSecretLen = 32
+
+// Config configures a Deriver.
+type Config struct {
+	// Secret is the HMAC key. Required, at least MinSecretLen bytes. All
+	// services that must agree on keys share it.
+	Secret []byte
+	// Schemas are the actions this Deriver knows. Nil means
+	// BuiltinSchemas(). Each (action, version) may appear once.
+	Schemas []Schema
+	// DefaultVersions picks the version used when a call does not name
+	// one. An action missing here defaults to its lowest registered
+	// version, so adding a version never changes existing keys.
+	DefaultVersions map[string]int
+}
+
+// Deriver normalizes fields and computes keys. It is safe for concurrent use.
+type Deriver struct {
+	secret   []byte
+	schemas  map[string]map[int]*compiled
+	defaults map[string]int
+	macs     sync.Pool
+	bufs     sync.Pool
+}
+
+// New validates cfg and every schema in it.
+func New(cfg Config) (*Deriver, error) {
+	if len(cfg.Secret) < MinSecretLen {
+		return nil, fmt.Errorf("%w (got %d)", ErrSecretTooShort, len(cfg.Secret))
+	}
+	schemas := cfg.Schemas
+	if schemas == nil {
+		schemas = BuiltinSchemas()
+	}
+	d := &Deriver{
+		secret:   append([]byte(nil), cfg.Secret...),
+		schemas:  map[string]map[int]*compiled{},
+		defaults: map[string]int{},
+	}
+	for _, s := range schemas {
+		c, err := compile(s)
+		if err != nil {
+			return nil, err
+		}
+		if d.schemas[s.Action] == nil {
+			d.schemas[s.Action] = map[int]*compiled{}
+		}
+		if d.schemas[s.Action][s.Version] != nil {
+			return nil, fmt.Errorf("%w: %s v%d registered twice", ErrSchema, s.Action, s.Version)
+		}
+		d.schemas[s.Action][s.Version] = c
+		if cur, ok := d.defaults[s.Action]; !ok || s.Version < cur {
+			d.defaults[s.Action] = s.Version
+		}
+	}
+	for action, v := range cfg.DefaultVersions {
+		if d.schemas[action][v] == nil {
+			return nil, fmt.Errorf("%w: default version %d for %q has no schema", ErrSchema, v, action)
+		}
+		d.defaults[action] = v
+	}
+	d.macs.New = func() any { return hmac.New(sha256.New, d.secret) }
+	d.bufs.New = func() any { b := make([]byte, 0, 512); return &b }
+	return d, nil
+}
+
+// Schema returns the schema of action at version (0: its default version).
+func (d *Deriver) Schema(action string, version int) (Schema, error) {
+	c, err := d.lookup(action, version)
+	if err != nil {
+		return Schema{}, err
+	}
+	return c.Schema, nil
+}
+
+// DefaultVersion is the version used for action when a call names none.
+func (d *Deriver) DefaultVersion(action string) (int, bool) {
+	v, ok := d.defaults[action]
+	return v, ok
+}
+
+// Actions lists the known actions, sorted.
+func (d *Deriver) Actions() []string {
+	out := make([]string, 0, len(d.schemas))
+	for a := range d.schemas {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (d *Deriver) lookup(action string, version int) (*compiled, error) {
+	versions, ok := d.schemas[action]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownAction, action)
+	}
+	if version == 0 {
+		version = d.defaults[action]
+	}
+	c, ok := versions[version]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q v%d", ErrUnknownVersion, action, version)
+	}
+	return c, nil
+}
+
+// Value is one normalized field.
+type Value struct {
+	Name  string
+	Value string
+}
+
+// Payload is the normalized fields in canonical (code point) order.
+type Payload []Value
+
+// Get returns the value of name.
+func (p Payload) Get(name string) (string, bool) {
+	for _, v := range p {
+		if v.Name == name {
+			return v.Value, true
+		}
+	}
+	return "", false
+}
+
+// Map returns the payload as a map.
+func (p Payload) Map() map[string]string {
+	m := make(map[string]string, len(p))
+	for _, v := range p {
+		m[v.Name] = v.Value
+	}
+	return m
+}
+
+// PayloadFromMap builds a canonical-order payload from a map (for example
+// a frozen payload read back from the database).
+func PayloadFromMap(m map[string]string) Payload {
+	p := make(Payload, 0, len(m))
+	for k, v := range m {
+		p = append(p, Value{k, v})
+	}
+	sort.Slice(p, func(i, j int) bool { return p[i].Name < p[j].Name })
+	return p
+}
+
+// MarshalJSON writes the payload as a JSON object in canonical order.
+func (p Payload) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, v := range p {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, v.Name)
+		b = append(b, ':')
+		b = appendString(b, v.Value)
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON reads a JSON object of strings.
+func (p *Payload) UnmarshalJSON(data []byte) error {
+	var m map[string]string
+	if err := json.Unmarshal(data, &m); err != nil {
+		return err
+	}
+	*p = PayloadFromMap(m)
+	return nil
+}
+
+// Diff lists the names whose values differ between p and q (present in one
+// only, or different), sorted.
+func (p Payload) Diff(q Payload) []string {
+	var out []string
+	i, j := 0, 0
+	for i < len(p) || j < len(q) {
+		switch {
+		case j >= len(q) || (i < len(p) && p[i].Name < q[j].Name):
+			out = append(out, p[i].Name)
+			i++
+		case i >= len(p) || q[j].Name < p[i].Name:
+			out = append(out, q[j].Name)
+			j++
+		default:
+			if p[i].Value != q[j].Value {
+				out = append(out, p[i].Name)
+			}
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+// Result is one derivation.
+type Result struct {
+	Tenant    string
+	Action    string
+	Version   int
+	Payload   Payload
+	Canonical []byte
+	Key       string   // 64 lowercase hex characters
+	Ignored   []string // input fields the schema does not name (sorted); not in the key
+}
+
+// Opts are per-call options. A nil *Opts means the defaults.
+type Opts struct {
+	// Version selects the rule version; 0 means the action's default.
+	Version int
+}
+
+// Derive normalizes fields by the action's schema and computes the key.
+// Values may be strings, json.Number (decode with UseNumber), float64,
+// integers, or nil. An error names the field and never its value.
+func (d *Deriver) Derive(tenant, action string, fields map[string]any, opts *Opts) (*Result, error) {
+	if tenant == "" || !utf8.ValidString(tenant) {
+		return nil, ErrBadTenant
+	}
+	version := 0
+	if opts != nil {
+		version = opts.Version
+	}
+	c, err := d.lookup(action, version)
+	if err != nil {
+		return nil, err
+	}
+	payload, err := c.normalize(fields)
+	if err != nil {
+		return nil, err
+	}
+	var ignored []string
+	for name := range fields {
+		if !c.fieldSet[name] {
+			ignored = append(ignored, name)
+		}
+	}
+	sort.Strings(ignored)
+	r := &Result{Tenant: tenant, Action: action, Version: c.Version, Payload: payload, Ignored: ignored}
+	r.Canonical, r.Key = d.key(tenant, action, c.Version, payload)
+	return r, nil
+}
+
+// KeyFor recomputes the canonical bytes and key of an already-normalized
+// payload (a frozen one, for audit). It does not normalize again.
+func (d *Deriver) KeyFor(tenant, action string, version int, p Payload) (canonical []byte, key string) {
+	return d.key(tenant, action, version, p)
+}
+
+func (d *Deriver) key(tenant, action string, version int, p Payload) ([]byte, string) {
+	bp := d.bufs.Get().(*[]byte)
+	buf := appendCanonical((*bp)[:0], action, tenant, version, p)
+	mac := d.macs.Get().(hash.Hash)
+	mac.Reset()
+	mac.Write(buf)
+	var sum [sha256.Size]byte
+	var hexed [2 * sha256.Size]byte
+	hex.Encode(hexed[:], mac.Sum(sum[:0]))
+	d.macs.Put(mac)
+	canonical := append([]byte(nil), buf...)
+	*bp = buf
+	d.bufs.Put(bp)
+	return canonical, string(hexed[:])
+}
+
+// normalize walks the schema's fields in canonical order.
+func (c *compiled) normalize(fields map[string]any) (Payload, error) {
+	p := make(Payload, 0, len(c.sorted))
+	for i := range c.sorted {
+		f := &c.sorted[i]
+		raw, present := fields[f.Name]
+		if present && isBlank(raw) {
+			present = false
+		}
+		if c.typeFor[f.Name] != "" && c.Version >= 2 {
+			// Written together with its key field below.
+			continue
+		}
+		if f.Rule == RulePixKey && c.Version >= 2 {
+			if !present {
+				if f.Optional {
+					continue
+				}
+				return nil, fieldError(f.Name, errEmpty)
+			}
+			var stated PixKeyType
+			tf := c.typeOf[f.Name]
+			if tf != "" {
+				if traw, ok := fields[tf]; ok && !isBlank(traw) {
+					s, err := RulePixKeyType.normalize(traw, c.Version, f)
+					if err != nil {
+						return nil, fieldError(tf, err)
+					}
+					stated = PixKeyType(s)
+				}
+			}
+			key, typ, err := normalizePixKey(raw, stated, c.Version)
+			if err != nil {
+				return nil, fieldError(f.Name, err)
+			}
+			p = append(p, Value{f.Name, key})
+			if tf != "" {
+				p = append(p, Value{tf, string(typ)})
+			}
+			continue
+		}
+		if !present {
+			if f.Optional {
+				continue
+			}
+			return nil, fieldError(f.Name, errEmpty)
+		}
+		v, err := f.Rule.normalize(raw, c.Version, f)
+		if err != nil {
+			return nil, fieldError(f.Name, err)
+		}
+		p = append(p, Value{f.Name, v})
+	}
+	if len(c.typeOf) > 0 && c.Version >= 2 {
+		// Type fields were appended beside their key fields; restore order.
+		sort.Slice(p, func(i, j int) bool { return p[i].Name < p[j].Name })
+	}
+	return p, nil
+}
+
+func isBlank(raw any) bool {
+	switch v := raw.(type) {
+	case nil:
+		return true
+	case string:
+		return trim(v) == ""
+	}
+	return false
+}
