@@ -236,7 +236,7 @@ body:
 	if strings.IndexByte(s, sep) == at {
 		// One lone separator: a decimal point, unless (version 2) exactly
 		// three digits follow, when "1.800" may mean 1800 or 1.8.
-		if version >= 2 && len(s)-at-1 == 3 {
+		if version >= 2 && len(s)-at-1 == 3 && at >= 1 && at <= 3 && s[0] != '0' {
 			return false, "", "", 0, ambiguous("ambiguous amount: %q followed by three digits may be a thousands or a decimal separator; write it with cents (e.g. 1.800,00)", sep)
 		}
 		return neg, s[:at], s[at+1:], 0, nil

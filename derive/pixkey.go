@@ -50,7 +50,11 @@ func normalizePixKey(raw any, stated PixKeyType, version int) (string, PixKeyTyp
 		return "", "", errEmpty
 	}
 	if version < 2 {
-		return pixKeyV1(s), "", nil
+		k := pixKeyV1(s)
+		if k == "" {
+			return "", "", invalid("not a Pix key: no letters or digits")
+		}
+		return k, "", nil
 	}
 	t := stated
 	if t == "" {

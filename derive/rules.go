@@ -86,11 +86,13 @@ func trim(s string) string { return strings.TrimFunc(s, unicode.IsSpace) }
 // nfcTrim normalizes then trims, and normalizes again only when trimming
 // exposed a combining mark at the start (so the result is a fixed point).
 func nfcTrim(s string) string {
-	s = trim(norm.NFC.String(s))
-	if !norm.NFC.IsNormalString(s) {
-		s = trim(norm.NFC.String(s))
+	n := norm.NFC.String(s)
+	t := trim(n)
+	for len(t) != len(n) && norm.NFC.QuickSpanString(t) != len(t) {
+		n = norm.NFC.String(t)
+		t = trim(n)
 	}
-	return s
+	return t
 }
 
 func nonEmpty(s string) (string, error) {
