@@ -58,9 +58,9 @@ func (u *Usage) add(v Usage) {
 // TenantReport is one tenant's figures (or the total, Tenant "*").
 type TenantReport struct {
 	Tenant        string          `json:"tenant"`
-	Made          Usage           `json:"made"`       // every call actually made
-	Duplicate     Usage           `json:"duplicate"`  // made for a (message, step) already answered
-	Avoided       Usage           `json:"avoided"`    // replayed by the journal instead
+	Made          Usage           `json:"made"`      // every call actually made
+	Duplicate     Usage           `json:"duplicate"` // made for a (message, step) already answered
+	Avoided       Usage           `json:"avoided"`   // replayed by the journal instead
 	Cost          decimal.Decimal `json:"cost"`
 	DuplicateCost decimal.Decimal `json:"duplicate_cost"`
 	AvoidedCost   decimal.Decimal `json:"avoided_cost"`

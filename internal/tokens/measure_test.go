@@ -61,7 +61,7 @@ func TestMeasureKnownLedger(t *testing.T) {
 		"big":   {InputPer1K: d("1"), OutputPer1K: d("2")},       // 1000/1000 → 3; 500/500 → 1.5
 	}
 	rep, err := Measure(context.Background(), pool, MeasureParams{
-		Since: day1.Truncate(24 * time.Hour), Until: day1.Truncate(24*time.Hour).Add(30 * 24 * time.Hour), Prices: prices,
+		Since: day1.Truncate(24 * time.Hour), Until: day1.Truncate(24 * time.Hour).Add(30 * 24 * time.Hour), Prices: prices,
 	})
 	if err != nil {
 		t.Fatal(err)
