@@ -125,7 +125,7 @@ func BenchmarkMeasure1M(b *testing.B) {
 	_, err := pool.Exec(ctx, `INSERT INTO model_calls
 		(tenant_id, source_ref, step, model, prompt_tokens, completion_tokens, replayed, created_at)
 		SELECT 'tenant-' || (i % 50), 'wamid.' || (i / 5 * 5 + CASE WHEN i % 5 = 4 THEN 0 ELSE i % 5 END), i % 3, 'gpt-4o-mini',
-		       8000, 600, i % 10 = 7, $1::timestamptz + (i * interval '2.592 seconds')
+		       8000, 600, i % 10 = 7, $1::timestamptz + ((i - 1) * interval '2.592 seconds')
 		FROM generate_series(1, 1000000) AS i`, start)
 	if err != nil {
 		b.Fatal(err)
