@@ -1,0 +1,462 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/retrysafe/retrysafe/derive"
+	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/tools"
+)
+
+// Agent answers inbound messages. Safe for concurrent use; it holds no
+// connection between calls.
+type Agent struct {
+	cfg        Config
+	log        *slog.Logger
+	modelTools []openai.Tool
+	offered    map[string]bool // tool names the model may call
+}
+
+// New validates cfg.
+func New(cfg Config) (*Agent, error) {
+	cfg, err := cfg.Validate()
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger, offered: map[string]bool{}}
+	for _, n := range cfg.ModelTools {
+		a.offered[n] = true
+	}
+	for _, t := range cfg.Tools.OpenAITools() {
+		for n := range a.offered {
+			if t.Function != nil && t.Function.Name == tools.FunctionName(n) {
+				a.modelTools = append(a.modelTools, t)
+			}
+		}
+	}
+	return a, nil
+}
+
+// Config returns the validated configuration (defaults filled in).
+func (a *Agent) Config() Config { return a.cfg }
+
+// claim is this worker's hold on an inbound message.
+type claim struct {
+	tenant, messageID, conversationID, body, phoneNumberID string
+	seq                                                    int64
+	n                                                      int // claims so far, the fencing token
+}
+
+// HandleInbox answers one inbound message: the inbox job's work. It returns
+// nil when the message is answered (now or before), a *BusyError when
+// another worker holds it or a tool's action is in flight, ErrNotFound when
+// the message is not stored, and other errors (model or database) for River
+// to retry.
+func (a *Agent) HandleInbox(ctx context.Context, tenant, messageID string) error {
+	start := a.cfg.Clock()
+	cl, err := a.claim(ctx, tenant, messageID)
+	if err != nil || cl == nil {
+		return err
+	}
+	status, err := a.answer(ctx, cl)
+	// Not deferred: a worker that dies mid-turn must leave its claim to
+	// expire, as a crashed process would.
+	if err != nil {
+		a.release(cl)
+		var busy *BusyError
+		if !errors.As(err, &busy) {
+			a.log.Warn("inbox: turn failed, will retry", "tenant", tenant, "message_id", messageID, "error", err)
+		}
+		return err
+	}
+	a.log.Info("inbox: answered", "tenant", tenant, "message_id", messageID, "status", status,
+		"claims", cl.n, "elapsed", a.cfg.Clock().Sub(start))
+	a.cfg.Failpoint(FailInboxBeforeAck)
+	return nil
+}
+
+// claim takes the message's processing claim. nil, nil: already answered.
+func (a *Agent) claim(ctx context.Context, tenant, messageID string) (*claim, error) {
+	cl := &claim{tenant: tenant, messageID: messageID}
+	err := a.cfg.DB.QueryRow(ctx, MessageClaim, tenant, messageID, a.cfg.Owner, a.cfg.ClaimTTL.Microseconds()).
+		Scan(&cl.conversationID, &cl.body, &cl.phoneNumberID, &cl.seq, &cl.n)
+	if err == nil {
+		return cl, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("agent: claim message: %w", err)
+	}
+	var (
+		processed bool
+		left      float64
+	)
+	err = a.cfg.DB.QueryRow(ctx, MessageClaimState, tenant, messageID).Scan(&processed, &left)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("%w: message %s of tenant %s", ErrNotFound, messageID, tenant)
+	case err != nil:
+		return nil, fmt.Errorf("agent: claim message: %w", err)
+	case processed:
+		a.log.Debug("inbox: already answered", "tenant", tenant, "message_id", messageID)
+		return nil, nil
+	}
+	return nil, &BusyError{What: "message", RetryAfter: max(time.Duration(left*float64(time.Second)), 0)}
+}
+
+// release gives the claim back so that River's retry need not wait for it
+// to expire. Best effort: the claim expires anyway.
+func (a *Agent) release(cl *claim) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := a.cfg.DB.Exec(ctx, MessageRelease, cl.tenant, cl.messageID, a.cfg.Owner, cl.n); err != nil {
+		a.log.Warn("inbox: release claim", "tenant", cl.tenant, "message_id", cl.messageID, "error", err)
+	}
+}
+
+// turnResult is what a turn produced, to be recorded.
+type turnResult struct {
+	status string
+	steps  int
+	code   string
+	tools  []ToolOutcome
+	reply  string
+}
+
+// answer runs the model loop for a claimed message and records the turn.
+func (a *Agent) answer(ctx context.Context, cl *claim) (string, error) {
+	conv, err := GetConversation(ctx, a.cfg.DB, cl.tenant, cl.conversationID)
+	if errors.Is(err, ErrNotFound) || (err == nil && conv.InvoiceRef == "") {
+		return a.record(ctx, cl, turnResult{status: TurnNoInvoice, reply: a.cfg.Texts.NoInvoice})
+	}
+	if err != nil {
+		return "", err
+	}
+	msgs, err := a.prompt(ctx, cl, conv)
+	if err != nil {
+		return "", err
+	}
+	var outcomes []ToolOutcome
+	for step := 0; step < a.cfg.MaxSteps; step++ {
+		c, err := a.complete(ctx, cl.tenant, cl.messageID, step, msgs)
+		var me *ModelError
+		if errors.As(err, &me) && !me.Retryable {
+			a.log.Warn("inbox: model refused the request", "tenant", cl.tenant, "message_id", cl.messageID, "step", step, "code", me.Code)
+			return a.record(ctx, cl, turnResult{status: TurnModelError, steps: step, code: me.Code, tools: outcomes, reply: a.cfg.Texts.ModelError})
+		}
+		if err != nil {
+			return "", err
+		}
+		a.log.Debug("inbox: model answered", "tenant", cl.tenant, "message_id", cl.messageID, "step", step,
+			"replayed", c.Replayed, "tool_calls", len(c.Answer.Message.ToolCalls))
+		a.cfg.Failpoint(FailModelAnswered)
+		calls := c.Answer.Message.ToolCalls
+		if len(calls) == 0 {
+			reply := strings.TrimSpace(c.Answer.Message.Content)
+			if reply == "" {
+				reply = a.cfg.Texts.Empty
+			}
+			return a.record(ctx, cl, turnResult{status: TurnAnswered, steps: step + 1, tools: outcomes, reply: reply})
+		}
+		if step+1 == a.cfg.MaxSteps {
+			break // no step left to read the tools' results
+		}
+		prepared, err := a.prepare(ctx, cl, conv, calls)
+		var tce *ToolCallError
+		if errors.As(err, &tce) {
+			a.log.Warn("inbox: malformed tool call, nothing frozen", "tenant", cl.tenant, "message_id", cl.messageID,
+				"step", step, "function", tce.Function, "code", tce.Code, "field", tce.Field)
+			return a.record(ctx, cl, turnResult{status: TurnToolError, steps: step + 1, code: tce.Code, tools: outcomes, reply: a.cfg.Texts.ToolError})
+		}
+		if err != nil {
+			return "", err
+		}
+		msgs = append(msgs, assistantMessage(c.Answer.Message))
+		for i, p := range prepared {
+			content, oc, err := a.execute(ctx, cl, conv, p)
+			if errors.As(err, &tce) {
+				// Lost a race with nothing frozen after all (see prepare).
+				return a.record(ctx, cl, turnResult{status: TurnToolError, steps: step + 1, code: tce.Code, tools: outcomes, reply: a.cfg.Texts.ToolError})
+			}
+			if err != nil {
+				return "", err
+			}
+			outcomes = append(outcomes, *oc)
+			msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: calls[i].ID, Content: content})
+		}
+	}
+	a.log.Warn("inbox: model still calling tools at the step limit", "tenant", cl.tenant, "message_id", cl.messageID, "steps", a.cfg.MaxSteps)
+	return a.record(ctx, cl, turnResult{status: TurnModelError, steps: a.cfg.MaxSteps, code: "step_limit", tools: outcomes, reply: a.cfg.Texts.StepLimit})
+}
+
+// assistantMessage is the model's tool-calling answer as the next request
+// must repeat it.
+func assistantMessage(m openai.ChatCompletionMessage) openai.ChatCompletionMessage {
+	return openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Content: m.Content, ToolCalls: m.ToolCalls}
+}
+
+// prompt is the system prompt and the conversation so far, oldest first,
+// ending with the message being answered.
+func (a *Agent) prompt(ctx context.Context, cl *claim, conv *Conversation) ([]openai.ChatCompletionMessage, error) {
+	rows, err := a.cfg.DB.Query(ctx, MessageListConversation, cl.tenant, cl.conversationID, cl.seq, a.cfg.HistoryLimit)
+	if err != nil {
+		return nil, fmt.Errorf("agent: history: %w", err)
+	}
+	defer rows.Close()
+	var hist []openai.ChatCompletionMessage
+	for rows.Next() {
+		var dir, body string
+		if err := rows.Scan(&dir, &body); err != nil {
+			return nil, fmt.Errorf("agent: history: %w", err)
+		}
+		role := openai.ChatMessageRoleUser
+		if dir == "out" {
+			role = openai.ChatMessageRoleAssistant
+		}
+		hist = append(hist, openai.ChatCompletionMessage{Role: role, Content: body})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("agent: history: %w", err)
+	}
+	slices.Reverse(hist)
+	return append([]openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleSystem, Content: a.cfg.Prompt(*conv)}}, hist...), nil
+}
+
+// preparedCall is a tool call that passed every check that needs no write.
+type preparedCall struct {
+	fn     string
+	action string
+	fields map[string]any
+}
+
+// prepare checks every tool call of a step before any is executed, so that
+// a malformed call next to a good one freezes nothing at all. A call whose
+// fields cannot be normalized passes only when its intent is already frozen
+// (a redelivery whose model now garbles what a first answer got right acts
+// on the first, good extraction, as intent.Freeze documents).
+func (a *Agent) prepare(ctx context.Context, cl *claim, conv *Conversation, calls []openai.ToolCall) ([]preparedCall, error) {
+	out := make([]preparedCall, 0, len(calls))
+	for _, tc := range calls {
+		fn := tc.Function.Name
+		parsed, err := a.cfg.Tools.ParseToolCall(tc)
+		switch {
+		case errors.Is(err, tools.ErrUnknownTool):
+			return nil, &ToolCallError{Function: fn, Code: "unknown_tool", Err: err}
+		case err != nil:
+			return nil, &ToolCallError{Function: fn, Code: "bad_arguments", Err: err}
+		case !a.offered[parsed.Action]:
+			// Registered but not the model's to call (the reply tool).
+			return nil, &ToolCallError{Function: fn, Code: "unknown_tool", Err: tools.ErrUnknownTool}
+		}
+		fields := a.systemFields(parsed, conv)
+		x, err := a.cfg.Intents.Extract(intent.FreezeParams{Tenant: cl.tenant, Ref: conv.InvoiceRef, Action: parsed.Action, Fields: fields, SourceRef: cl.messageID})
+		if err != nil {
+			return nil, &ToolCallError{Function: fn, Code: "bad_arguments", Err: err}
+		}
+		if x.Err != nil {
+			_, gerr := intent.Get(ctx, a.cfg.DB, cl.tenant, conv.InvoiceRef, parsed.Action)
+			if errors.Is(gerr, intent.ErrNotFound) {
+				return nil, fieldError(fn, x.Err)
+			}
+			if gerr != nil {
+				return nil, fmt.Errorf("agent: read intent: %w", gerr)
+			}
+		}
+		out = append(out, preparedCall{fn: fn, action: parsed.Action, fields: fields})
+	}
+	return out, nil
+}
+
+// systemFields overrides what the system knows better than the model: the
+// customer id of the conversation. (The intent_ref is written by the intent
+// store; system fields the model sent were dropped by the registry.)
+func (a *Agent) systemFields(c *tools.Call, conv *Conversation) map[string]any {
+	fields := c.Fields
+	for _, f := range c.Tool.Schema().Fields {
+		if f.Name == "customer_id" && conv.CustomerID != "" {
+			fields["customer_id"] = conv.CustomerID
+		}
+	}
+	return fields
+}
+
+func fieldError(fn string, err error) *ToolCallError {
+	tce := &ToolCallError{Function: fn, Code: "invalid_field", Err: err}
+	var fe *derive.FieldError
+	if errors.As(err, &fe) {
+		tce.Field = fe.Field
+	}
+	switch {
+	case errors.Is(err, derive.ErrMissingField):
+		tce.Code = "missing_field"
+	case errors.Is(err, derive.ErrAmbiguous):
+		tce.Code = "ambiguous_field"
+	case errors.Is(err, intent.ErrKeyInUse):
+		tce.Code = "key_in_use"
+	}
+	return tce
+}
+
+// execute freezes one prepared call's intent and runs it through the
+// executor. It returns what the model is told and what the turn records.
+func (a *Agent) execute(ctx context.Context, cl *claim, conv *Conversation, p preparedCall) (string, *ToolOutcome, error) {
+	fp := intent.FreezeParams{Tenant: cl.tenant, Ref: conv.InvoiceRef, Action: p.action, Fields: p.fields, SourceRef: cl.messageID}
+	fr, err := a.cfg.Intents.Freeze(ctx, a.cfg.DB, fp)
+	if err != nil {
+		var fe *derive.FieldError
+		if errors.As(err, &fe) || errors.Is(err, intent.ErrKeyInUse) {
+			return "", nil, fieldError(p.fn, err)
+		}
+		return "", nil, fmt.Errorf("agent: freeze: %w", err)
+	}
+	if len(fr.Divergent) > 0 || fr.ExtractionErr != nil {
+		a.log.Info("inbox: extraction differs from the frozen intent; the frozen one is used",
+			"tenant", cl.tenant, "message_id", cl.messageID, "action", p.action,
+			"divergent", fr.Divergent, "unusable", fr.ExtractionErr != nil)
+	}
+	a.cfg.Failpoint(FailIntentFrozen)
+	out, err := a.cfg.Executor.Execute(ctx, executor.Call{Tenant: cl.tenant, Ref: conv.InvoiceRef, Action: p.action, Fields: p.fields, SourceRef: cl.messageID},
+		&executor.Opts{NoWait: true})
+	if err != nil {
+		if executor.IsRetryable(err) {
+			return "", nil, &BusyError{What: p.action, RetryAfter: time.Second}
+		}
+		return "", nil, fmt.Errorf("agent: execute %s: %w", p.action, err)
+	}
+	oc := &ToolOutcome{Action: p.action, Status: string(out.Status), Key: out.Key, Replayed: out.Replayed, Divergent: out.Divergent}
+	a.log.Info("inbox: tool executed", "tenant", cl.tenant, "message_id", cl.messageID, "action", p.action,
+		"status", out.Status, "replayed", out.Replayed, "attempt", out.Attempt)
+	var result any
+	switch out.Status {
+	case executor.StatusCompleted:
+		a.cfg.Failpoint(FailActionCompleted)
+		result = map[string]any{"status": "completed", "result": json.RawMessage(out.Response)}
+	case executor.StatusFailed:
+		f := map[string]any{"status": "failed"}
+		if out.Failure != nil {
+			f["code"], f["message"] = out.Failure.Code, out.Failure.Message
+		}
+		result = f
+	case executor.StatusReview:
+		result = map[string]any{"status": "pending_review", "message": "the action is being checked by an operator"}
+	case executor.StatusInFlight:
+		return "", nil, &BusyError{What: p.action, RetryAfter: max(out.RetryAfter, 100*time.Millisecond)}
+	default:
+		return "", nil, fmt.Errorf("agent: execute %s: unexpected status %q", p.action, out.Status)
+	}
+	if out.Status == executor.StatusCompleted && len(out.Response) == 0 {
+		result = map[string]any{"status": "completed"}
+	}
+	b, err := json.Marshal(result)
+	if err != nil {
+		return "", nil, fmt.Errorf("agent: encode tool result: %w", err)
+	}
+	return string(b), oc, nil
+}
+
+// record writes the turn, freezes the reply intent, stores the reply in the
+// history, closes the message and enqueues the reply job, in one
+// transaction. When another worker recorded this turn first, nothing is
+// written and its reply stands.
+func (a *Agent) record(ctx context.Context, cl *claim, r turnResult) (string, error) {
+	toolsJSON, err := json.Marshal(r.tools)
+	if err != nil {
+		return "", fmt.Errorf("agent: record turn: %w", err)
+	}
+	if r.tools == nil {
+		toolsJSON = []byte("[]")
+	}
+	ref := replyRef(cl.messageID)
+	tx, err := a.cfg.DB.Begin(ctx)
+	if err != nil {
+		return "", fmt.Errorf("agent: record turn: begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	var created time.Time
+	err = tx.QueryRow(ctx, TurnInsert, cl.tenant, cl.messageID, cl.conversationID, r.status, r.steps, r.code, string(toolsJSON), ref).Scan(&created)
+	if errors.Is(err, pgx.ErrNoRows) {
+		a.log.Info("inbox: turn already recorded by another worker", "tenant", cl.tenant, "message_id", cl.messageID)
+		return "duplicate", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("agent: record turn: %w", err)
+	}
+	fr, err := a.cfg.Intents.Freeze(ctx, tx, intent.FreezeParams{
+		Tenant: cl.tenant, Ref: ref, Action: a.cfg.ReplyAction, SourceRef: cl.messageID,
+		Fields: map[string]any{"to": "+" + cl.conversationID, "body": r.reply},
+	})
+	if err != nil {
+		return "", fmt.Errorf("agent: freeze reply: %w", err)
+	}
+	key := fr.Intent.Key
+	if _, err := tx.Exec(ctx, TurnSetReplyKey, cl.tenant, cl.messageID, key); err != nil {
+		return "", fmt.Errorf("agent: record turn: %w", err)
+	}
+	if _, err := tx.Exec(ctx, MessageInsertReply, cl.tenant, ref, cl.conversationID, r.reply, cl.phoneNumberID); err != nil {
+		return "", fmt.Errorf("agent: store reply: %w", err)
+	}
+	if _, err := tx.Exec(ctx, MessageMarkProcessed, cl.tenant, cl.messageID); err != nil {
+		return "", fmt.Errorf("agent: close message: %w", err)
+	}
+	if _, err := a.cfg.Queue.InsertTx(ctx, tx, ReplyArgs{Tenant: cl.tenant, MessageID: cl.messageID, Key: key}, nil); err != nil {
+		return "", fmt.Errorf("agent: enqueue reply: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return "", fmt.Errorf("agent: record turn: commit: %w", err)
+	}
+	a.cfg.Failpoint(FailTurnRecorded)
+	return r.status, nil
+}
+
+// HandleReply sends a recorded reply: the reply job's work. The executor
+// runs the frozen reply intent by key, so a job that runs again after the
+// message went out replays the stored outcome (or asks the provider by
+// key) instead of sending twice.
+func (a *Agent) HandleReply(ctx context.Context, args ReplyArgs) error {
+	if args.Tenant == "" || args.MessageID == "" || args.Key == "" {
+		return fmt.Errorf("%w: reply job needs tenant, message id and key", ErrInvalid)
+	}
+	out, err := a.cfg.Executor.ExecuteKey(ctx, args.Tenant, args.Key, &executor.Opts{NoWait: true})
+	if errors.Is(err, executor.ErrNotFound) {
+		return fmt.Errorf("%w: reply intent of message %s", ErrNotFound, args.MessageID)
+	}
+	if err != nil {
+		if executor.IsRetryable(err) {
+			return &BusyError{What: a.cfg.ReplyAction, RetryAfter: time.Second}
+		}
+		return fmt.Errorf("agent: send reply: %w", err)
+	}
+	var status string
+	switch out.Status {
+	case executor.StatusCompleted:
+		status = ReplySent
+	case executor.StatusFailed:
+		status = ReplyFailed
+	case executor.StatusReview:
+		status = ReplyReview
+	case executor.StatusInFlight:
+		return &BusyError{What: a.cfg.ReplyAction, RetryAfter: max(out.RetryAfter, 100*time.Millisecond)}
+	default:
+		return fmt.Errorf("agent: send reply: unexpected status %q", out.Status)
+	}
+	if _, err := a.cfg.DB.Exec(ctx, TurnSetReplyStatus, args.Tenant, args.MessageID, status); err != nil {
+		return fmt.Errorf("agent: reply status: %w", err)
+	}
+	lvl := slog.LevelInfo
+	if status != ReplySent {
+		lvl = slog.LevelWarn
+	}
+	a.log.Log(ctx, lvl, "reply: done", "tenant", args.Tenant, "message_id", args.MessageID, "status", status, "replayed", out.Replayed)
+	a.cfg.Failpoint(FailReplyBeforeAck)
+	return nil
+}

@@ -1,0 +1,258 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/failpoint"
+	"github.com/retrysafe/retrysafe/tools"
+)
+
+// DBTX is what the data functions need: *pgxpool.Pool, *pgx.Conn and pgx.Tx
+// all satisfy it.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// Beginner is a DBTX that opens transactions.
+type Beginner interface {
+	DBTX
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Inserter inserts River jobs inside a caller's transaction;
+// *river.Client[pgx.Tx] satisfies it (NewInserter builds an insert-only one).
+type Inserter interface {
+	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+}
+
+// ChatModel is the model API; *openai.Client satisfies it.
+type ChatModel interface {
+	CreateChatCompletion(ctx context.Context, req openai.ChatCompletionRequest) (openai.ChatCompletionResponse, error)
+}
+
+// JournalMode turns the model journal on or off.
+type JournalMode string
+
+// Journal modes.
+const (
+	JournalOn  JournalMode = "on"
+	JournalOff JournalMode = "off"
+)
+
+// Conversation is the system context of a turn. It comes from the
+// conversations table, never from the model.
+type Conversation struct {
+	Tenant         string
+	ID             string // the customer's WhatsApp id (wa_id)
+	CustomerID     string
+	InvoiceRef     string // the open invoice; "" when nothing is due
+	AmountDueCents int64
+}
+
+// Texts are the fixed replies the agent sends when the model's answer cannot
+// be used. They must not quote anything the customer sent.
+type Texts struct {
+	// NoInvoice: the conversation has no open invoice (the model is not
+	// called).
+	NoInvoice string
+	// ToolError: the model asked for a tool call that cannot be executed
+	// (nothing was charged).
+	ToolError string
+	// ModelError: the model API refused the request as it stands.
+	ModelError string
+	// Empty: the model answered with no text.
+	Empty string
+	// StepLimit: the model kept calling tools past MaxSteps.
+	StepLimit string
+}
+
+// DefaultTexts are the Portuguese fixed replies.
+func DefaultTexts() Texts {
+	return Texts{
+		NoInvoice:  "Olá! Não encontrei nenhuma fatura em aberto para este número. Se achar que é um engano, responda esta mensagem que um atendente vai verificar.",
+		ToolError:  "Desculpe, não consegui gerar a cobrança com esses dados e nada foi cobrado. Pode me enviar de novo o valor e a sua chave Pix (CPF, e-mail ou telefone)?",
+		ModelError: "Desculpe, não consegui processar sua mensagem agora e nada foi cobrado. Um atendente vai falar com você em breve.",
+		Empty:      "Desculpe, não entendi. Pode repetir, por favor?",
+		StepLimit:  "Desculpe, não consegui concluir seu pedido agora. Um atendente vai verificar e falar com você.",
+	}
+}
+
+// Config configures an Agent. Zero fields take the documented defaults;
+// New validates the result.
+type Config struct {
+	// DB is the pool. Required.
+	DB Beginner
+	// Tools holds every tool the executor may run for the agent,
+	// including the reply tool. Required.
+	Tools *tools.Registry
+	// Intents is the intent store (its deriver must know every tool).
+	// Required.
+	Intents *intent.Store
+	// Executor runs tools; its ToolSource must find the same tools
+	// (typically WithFailpoints(Tools, ...)). Required.
+	Executor *executor.Executor
+	// Queue inserts the reply (outbox) jobs. Required.
+	Queue Inserter
+	// Model is the chat API. Required.
+	Model ChatModel
+	// ModelName is sent with every request and recorded in the ledger
+	// (prices are configured per name). Required.
+	ModelName string
+	// Journal: JournalOn (default) or JournalOff.
+	Journal JournalMode
+	// ModelTools names the tools the model may call. Nil: every
+	// registered tool except ReplyAction. The reply tool is never offered.
+	ModelTools []string
+	// ReplyAction is the tool that sends the reply. Default ReplyToolName.
+	ReplyAction string
+	// MaxSteps bounds model calls per message. Default 4.
+	MaxSteps int
+	// HistoryLimit is how many messages of the conversation the model
+	// sees, the inbound one included. Default 20.
+	HistoryLimit int
+	// ModelTimeout bounds one model call. Default 60s.
+	ModelTimeout time.Duration
+	// ClaimTTL is how long a worker's claim on a message keeps redelivered
+	// jobs waiting. It must exceed ModelTimeout. Default 3m.
+	ClaimTTL time.Duration
+	// Prompt builds the system prompt. Default DefaultPrompt.
+	Prompt func(Conversation) string
+	// Texts are the fixed replies. Empty fields take DefaultTexts.
+	Texts Texts
+	// Owner names this worker in message claims. Default host:pid:random.
+	Owner string
+	// Clock is the worker's clock (durations in logs, retry jitter).
+	// Claims use the database clock. Default time.Now.
+	Clock func() time.Time
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Failpoint is called at each named point (see the package
+	// documentation). Default failpoint.Hit.
+	Failpoint func(name string)
+}
+
+// Validate fills defaults into a copy of c and checks it.
+func (c Config) Validate() (Config, error) {
+	bad := func(format string, args ...any) (Config, error) {
+		return c, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
+	}
+	switch {
+	case c.DB == nil:
+		return bad("DB is required")
+	case c.Tools == nil:
+		return bad("Tools is required")
+	case c.Intents == nil:
+		return bad("Intents is required")
+	case c.Executor == nil:
+		return bad("Executor is required")
+	case c.Queue == nil:
+		return bad("Queue is required")
+	case c.Model == nil:
+		return bad("Model is required")
+	case c.ModelName == "":
+		return bad("ModelName is required")
+	}
+	switch c.Journal {
+	case "":
+		c.Journal = JournalOn
+	case JournalOn, JournalOff:
+	default:
+		return bad("Journal %q: want on or off", c.Journal)
+	}
+	if c.ReplyAction == "" {
+		c.ReplyAction = ReplyToolName
+	}
+	if _, ok := c.Tools.Tool(c.ReplyAction); !ok {
+		return bad("reply tool %q is not registered", c.ReplyAction)
+	}
+	if c.ModelTools == nil {
+		for _, n := range c.Tools.Names() {
+			if n != c.ReplyAction {
+				c.ModelTools = append(c.ModelTools, n)
+			}
+		}
+	}
+	c.ModelTools = slices.Clone(c.ModelTools)
+	for _, n := range c.ModelTools {
+		if n == c.ReplyAction {
+			return bad("the reply tool %q cannot be offered to the model", n)
+		}
+		if _, ok := c.Tools.Tool(n); !ok {
+			return bad("model tool %q is not registered", n)
+		}
+	}
+	if c.MaxSteps == 0 {
+		c.MaxSteps = 4
+	}
+	if c.MaxSteps < 1 || c.MaxSteps > 32 {
+		return bad("MaxSteps %d: want 1..32", c.MaxSteps)
+	}
+	if c.HistoryLimit == 0 {
+		c.HistoryLimit = 20
+	}
+	if c.HistoryLimit < 1 {
+		return bad("HistoryLimit %d: want at least 1", c.HistoryLimit)
+	}
+	if c.ModelTimeout == 0 {
+		c.ModelTimeout = 60 * time.Second
+	}
+	if c.ClaimTTL == 0 {
+		c.ClaimTTL = 3 * time.Minute
+	}
+	if c.ModelTimeout < 0 || c.ClaimTTL <= c.ModelTimeout {
+		return bad("ClaimTTL (%s) must exceed ModelTimeout (%s), both positive", c.ClaimTTL, c.ModelTimeout)
+	}
+	if c.Prompt == nil {
+		c.Prompt = DefaultPrompt
+	}
+	def := DefaultTexts()
+	for _, f := range []struct {
+		v *string
+		d string
+	}{
+		{&c.Texts.NoInvoice, def.NoInvoice}, {&c.Texts.ToolError, def.ToolError},
+		{&c.Texts.ModelError, def.ModelError}, {&c.Texts.Empty, def.Empty}, {&c.Texts.StepLimit, def.StepLimit},
+	} {
+		if *f.v == "" {
+			*f.v = f.d
+		}
+	}
+	if c.Owner == "" {
+		c.Owner = defaultOwner()
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Failpoint == nil {
+		c.Failpoint = failpoint.Hit
+	}
+	return c, nil
+}
+
+func defaultOwner() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
+}

@@ -1,0 +1,101 @@
+package agent
+
+// SQL of the agent's tables (migrations/005_agent.sql) and of the model
+// ledger and journal (migrations/004_model_calls.sql). Every statement is
+// scoped by tenant. Durations travel as microseconds so that lease
+// arithmetic happens on the database clock.
+
+// MessageInsert stores an inbound message; it returns a row only when the
+// message was new (a redelivered webhook inserts nothing).
+const MessageInsert = `INSERT INTO messages
+	(tenant_id, message_id, conversation_id, direction, body, phone_number_id, sent_at)
+VALUES ($1, $2, $3, 'in', $4, $5, $6)
+ON CONFLICT DO NOTHING
+RETURNING seq`
+
+// MessageInsertReply stores the agent's reply in the conversation history.
+const MessageInsertReply = `INSERT INTO messages
+	(tenant_id, message_id, conversation_id, direction, body, phone_number_id)
+VALUES ($1, $2, $3, 'out', $4, $5)
+ON CONFLICT DO NOTHING`
+
+// MessageClaim takes the processing claim of an unprocessed inbound message
+// whose claim is free or expired. It returns no row when the message is
+// processed, claimed by a live worker, or absent.
+const MessageClaim = `UPDATE messages
+SET claim_owner = $3, claim_until = now() + $4::bigint * interval '1 microsecond', claims = claims + 1
+WHERE tenant_id = $1 AND message_id = $2 AND direction = 'in' AND processed_at IS NULL
+	AND (claim_until IS NULL OR claim_until <= now())
+RETURNING conversation_id, body, phone_number_id, seq, claims`
+
+// MessageClaimState explains why MessageClaim returned nothing.
+const MessageClaimState = `SELECT processed_at IS NOT NULL,
+	coalesce(extract(epoch FROM claim_until - now()), 0)::float8
+FROM messages WHERE tenant_id = $1 AND message_id = $2 AND direction = 'in'`
+
+// MessageRelease gives a claim back early (the job will run again), fenced
+// by owner and claim count so that a taken-over claim is left alone.
+const MessageRelease = `UPDATE messages SET claim_owner = NULL, claim_until = NULL
+WHERE tenant_id = $1 AND message_id = $2 AND claim_owner = $3 AND claims = $4 AND processed_at IS NULL`
+
+// MessageMarkProcessed closes an inbound message, in the turn's transaction.
+const MessageMarkProcessed = `UPDATE messages SET processed_at = now(), claim_owner = NULL, claim_until = NULL
+WHERE tenant_id = $1 AND message_id = $2 AND direction = 'in'`
+
+// MessageListConversation returns the latest $4 messages of a conversation
+// up to and including seq $3, newest first.
+const MessageListConversation = `SELECT direction, body FROM messages
+WHERE tenant_id = $1 AND conversation_id = $2 AND seq <= $3
+ORDER BY seq DESC LIMIT $4`
+
+// ConversationGet reads a conversation's system context.
+const ConversationGet = `SELECT customer_id, coalesce(invoice_ref, ''), coalesce(amount_due_cents, 0)
+FROM conversations WHERE tenant_id = $1 AND conversation_id = $2`
+
+// ConversationUpsert writes a conversation's system context (from the
+// billing system).
+const ConversationUpsert = `INSERT INTO conversations
+	(tenant_id, conversation_id, customer_id, invoice_ref, amount_due_cents)
+VALUES ($1, $2, $3, nullif($4, ''), nullif($5::bigint, 0))
+ON CONFLICT (tenant_id, conversation_id) DO UPDATE
+SET customer_id = excluded.customer_id, invoice_ref = excluded.invoice_ref,
+	amount_due_cents = excluded.amount_due_cents, updated_at = now()`
+
+// TurnInsert records a turn; it returns a row only for the first writer.
+const TurnInsert = `INSERT INTO agent_turns
+	(tenant_id, message_id, conversation_id, status, steps, error_code, tools, reply_ref)
+VALUES ($1, $2, $3, $4, $5, nullif($6, ''), $7::jsonb, $8)
+ON CONFLICT DO NOTHING
+RETURNING created_at`
+
+// TurnSetReplyKey stores the frozen reply key, in the turn's transaction.
+const TurnSetReplyKey = `UPDATE agent_turns SET reply_key = $3, updated_at = now()
+WHERE tenant_id = $1 AND message_id = $2`
+
+// TurnSetReplyStatus records what became of the reply.
+const TurnSetReplyStatus = `UPDATE agent_turns SET reply_status = $3, updated_at = now()
+WHERE tenant_id = $1 AND message_id = $2 AND reply_status <> $3`
+
+// TurnGet reads a turn.
+const TurnGet = `SELECT conversation_id, status, steps, coalesce(error_code, ''), tools,
+	coalesce(reply_ref, ''), coalesce(reply_key, ''), reply_status, created_at
+FROM agent_turns WHERE tenant_id = $1 AND message_id = $2`
+
+// ModelCallInsert writes one ledger row.
+const ModelCallInsert = `INSERT INTO model_calls
+	(tenant_id, source_ref, step, model, prompt_tokens, completion_tokens, replayed, answer)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb)
+RETURNING id`
+
+// ModelJournalInsert journals a call as the answer of (tenant, source, step)
+// unless another call was journaled first.
+const ModelJournalInsert = `INSERT INTO model_journal (tenant_id, source_ref, step, call_id)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT DO NOTHING`
+
+// ModelJournalGet reads the journaled answer of (tenant, source, step) and
+// what it cost.
+const ModelJournalGet = `SELECT c.id, c.model, c.prompt_tokens, c.completion_tokens, c.answer
+FROM model_journal j
+JOIN model_calls c ON c.tenant_id = j.tenant_id AND c.id = j.call_id
+WHERE j.tenant_id = $1 AND j.source_ref = $2 AND j.step = $3`

@@ -1,0 +1,241 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+)
+
+// Queues and job kinds.
+const (
+	QueueInbox = "agent_inbox"
+	QueueReply = "agent_reply"
+	KindInbox  = "agent_inbox"
+	KindReply  = "agent_reply"
+)
+
+// InboxArgs is one inbound message to answer. Unique in River by (tenant,
+// message id), a second guard behind the messages primary key.
+type InboxArgs struct {
+	Tenant    string `json:"tenant" river:"unique"`
+	MessageID string `json:"message_id" river:"unique"`
+}
+
+// Kind implements river.JobArgs.
+func (InboxArgs) Kind() string { return KindInbox }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (InboxArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueInbox, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// ReplyArgs is one reply to send: the frozen reply intent's key. Unique by
+// (tenant, message id).
+type ReplyArgs struct {
+	Tenant    string `json:"tenant" river:"unique"`
+	MessageID string `json:"message_id" river:"unique"`
+	Key       string `json:"key"`
+}
+
+// Kind implements river.JobArgs.
+func (ReplyArgs) Kind() string { return KindReply }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (ReplyArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueReply, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// RiverConfig configures the River client that works the agent's queues.
+// Zero fields take the documented defaults.
+type RiverConfig struct {
+	// Schema holds River's tables (the same schema as retrysafe's; see
+	// internal/riverschema). Empty: the pool's search_path.
+	Schema string
+	// Concurrency is the number of jobs worked at once per queue (inbox
+	// and reply). Default 4.
+	Concurrency int
+	// JobTimeout cancels a job's context after this long. Default 2m.
+	JobTimeout time.Duration
+	// RescueStuckJobsAfter: a job running this long is presumed orphaned
+	// (its worker died) and is made available again. Must exceed
+	// JobTimeout. Default 5m.
+	RescueStuckJobsAfter time.Duration
+	// RetryBase and RetryMax shape the retry backoff of failed jobs:
+	// min(RetryMax, RetryBase*2^(attempt-1)), of which the upper half is
+	// random. Defaults 1s and 5m.
+	RetryBase, RetryMax time.Duration
+	// MaxAttempts before River discards a job. Default 25.
+	MaxAttempts int
+	// FetchPollInterval is the fallback poll when LISTEN/NOTIFY is quiet.
+	// Default River's (1s).
+	FetchPollInterval time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// TestOnly skips River's start-up jitter (tests only).
+	TestOnly bool
+}
+
+// Validate fills defaults into a copy of c and checks it.
+func (c RiverConfig) Validate() (RiverConfig, error) {
+	if c.Concurrency == 0 {
+		c.Concurrency = 4
+	}
+	if c.JobTimeout == 0 {
+		c.JobTimeout = 2 * time.Minute
+	}
+	if c.RescueStuckJobsAfter == 0 {
+		c.RescueStuckJobsAfter = 5 * time.Minute
+	}
+	if c.RetryBase == 0 {
+		c.RetryBase = time.Second
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = 5 * time.Minute
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 25
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	switch {
+	case c.Concurrency < 1 || c.Concurrency > 10000:
+		return c, fmt.Errorf("%w: Concurrency %d: want 1..10000", ErrConfig, c.Concurrency)
+	case c.JobTimeout < 0:
+		return c, fmt.Errorf("%w: JobTimeout must be positive", ErrConfig)
+	case c.RescueStuckJobsAfter <= c.JobTimeout:
+		return c, fmt.Errorf("%w: RescueStuckJobsAfter (%s) must exceed JobTimeout (%s)", ErrConfig, c.RescueStuckJobsAfter, c.JobTimeout)
+	case c.RetryBase <= 0 || c.RetryMax < c.RetryBase:
+		return c, fmt.Errorf("%w: want 0 < RetryBase <= RetryMax", ErrConfig)
+	case c.MaxAttempts < 1:
+		return c, fmt.Errorf("%w: MaxAttempts must be at least 1", ErrConfig)
+	case c.FetchPollInterval < 0:
+		return c, fmt.Errorf("%w: FetchPollInterval must not be negative", ErrConfig)
+	}
+	return c, nil
+}
+
+// NewClient builds the River client that works the inbox and reply queues
+// with a's handlers. Start it with Start(ctx); stop it with Stop.
+func NewClient(pool *pgxpool.Pool, a *Agent, rc RiverConfig) (*river.Client[pgx.Tx], error) {
+	rc, err := rc.Validate()
+	if err != nil {
+		return nil, err
+	}
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely(workers, &inboxWorker{a: a, timeout: rc.JobTimeout}); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if err := river.AddWorkerSafely(workers, &replyWorker{a: a, timeout: rc.JobTimeout}); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Schema: rc.Schema,
+		Queues: map[string]river.QueueConfig{
+			QueueInbox: {MaxWorkers: rc.Concurrency},
+			QueueReply: {MaxWorkers: rc.Concurrency},
+		},
+		Workers:              workers,
+		JobTimeout:           rc.JobTimeout,
+		RescueStuckJobsAfter: rc.RescueStuckJobsAfter,
+		RetryPolicy:          &RetryPolicy{Base: rc.RetryBase, Max: rc.RetryMax, Clock: a.cfg.Clock},
+		MaxAttempts:          rc.MaxAttempts,
+		FetchPollInterval:    rc.FetchPollInterval,
+		Logger:               rc.Logger,
+		TestOnly:             rc.TestOnly,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent: river client: %w", err)
+	}
+	return client, nil
+}
+
+// NewInserter builds an insert-only River client (it works no queue): what
+// the webhook and the agent need to enqueue jobs inside their transactions.
+func NewInserter(pool *pgxpool.Pool, schema string) (*river.Client[pgx.Tx], error) {
+	c, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: schema})
+	if err != nil {
+		return nil, fmt.Errorf("agent: river inserter: %w", err)
+	}
+	return c, nil
+}
+
+// RetryPolicy is exponential backoff with jitter for failed jobs.
+type RetryPolicy struct {
+	Base, Max time.Duration
+	Clock     func() time.Time // default time.Now
+}
+
+// NextRetry implements river.ClientRetryPolicy.
+func (p *RetryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
+	now := time.Now
+	if p.Clock != nil {
+		now = p.Clock
+	}
+	return now().Add(p.Delay(job.Attempt))
+}
+
+// Delay is the wait before retrying after the given attempt (1 = first).
+func (p *RetryPolicy) Delay(attempt int) time.Duration {
+	d := p.Base
+	for i := 1; i < attempt && d < p.Max; i++ {
+		d *= 2
+	}
+	d = min(d, p.Max)
+	half := d / 2
+	if half <= 0 {
+		return d
+	}
+	return half + rand.N(half+1)
+}
+
+// jobResult maps a handler's error to what River should do with the job.
+func jobResult(err error) error {
+	var busy *BusyError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &busy):
+		// Not a failure: wait for the other worker (or the provider's
+		// backoff) without spending an attempt.
+		return river.JobSnooze(max(busy.RetryAfter, 100*time.Millisecond))
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalid):
+		// Retrying cannot make the message appear.
+		return river.JobCancel(err)
+	default:
+		return err
+	}
+}
+
+type inboxWorker struct {
+	river.WorkerDefaults[InboxArgs]
+	a       *Agent
+	timeout time.Duration
+}
+
+func (w *inboxWorker) Work(ctx context.Context, job *river.Job[InboxArgs]) error {
+	return jobResult(w.a.HandleInbox(ctx, job.Args.Tenant, job.Args.MessageID))
+}
+
+func (w *inboxWorker) Timeout(*river.Job[InboxArgs]) time.Duration { return w.timeout }
+
+type replyWorker struct {
+	river.WorkerDefaults[ReplyArgs]
+	a       *Agent
+	timeout time.Duration
+}
+
+func (w *replyWorker) Work(ctx context.Context, job *river.Job[ReplyArgs]) error {
+	return jobResult(w.a.HandleReply(ctx, job.Args))
+}
+
+func (w *replyWorker) Timeout(*river.Job[ReplyArgs]) time.Duration { return w.timeout }

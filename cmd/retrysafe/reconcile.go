@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/server/metrics"
+	"github.com/retrysafe/retrysafe/server/sidecar"
+)
+
+func init() {
+	register(&command{name: "reconcile", summary: "settle actions whose lease expired (once, or in a loop)", run: runReconcile})
+}
+
+func runReconcile(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "reconcile", "reconcile [--loop] [flags]",
+		`Finds started actions whose lease expired (a worker crashed or timed out
+mid-call), takes each over with a compare-and-set on its attempt, and settles
+it: asks the provider by key where the tool can (a Pix charge found under the
+key completes the action), else calls again with the same key. After
+--max-attempts claims an action goes to review ('retrysafe resolve').
+
+Without --loop, runs one pass and prints what it settled. With --loop, runs
+until SIGTERM/SIGINT and prints every pass that found something.
+'retrysafe serve' runs this loop itself unless given --reconcile=false.
+
+Needs the same tool settings as serve (RETRYSAFE_HMAC_KEY, RETRYSAFE_PSP_URL,
+RETRYSAFE_PSP_TOKEN, ...): settling calls the providers.`)
+	var (
+		db dbFlags
+		rt runtimeFlags
+		lg logFlags
+	)
+	db.register(fs, e)
+	rt.register(fs, e)
+	lg.register(fs, e)
+	loop := fs.Bool("loop", false, "keep running passes until stopped")
+	if err := parseFlags(e, fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "reconcile: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	log, err := lg.logger(e.stderr)
+	if err != nil {
+		return err
+	}
+	reg, err := rt.registry()
+	if err != nil {
+		return err
+	}
+	if db.url == "" {
+		return fmt.Errorf("reconcile needs a database: set DATABASE_URL or --database-url")
+	}
+	d, err := db.open(ctx, e, false)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	rtm, err := rt.build(d.Pool, reg, metrics.New(), log)
+	if err != nil {
+		return err
+	}
+	r := &sidecar.Reconciler{Executor: rtm.Executor, Logger: log, Interval: rt.reconcileInterval, Batch: rt.reconcileBatch}
+	if !*loop {
+		res, err := r.Once(ctx)
+		printPass(e, res)
+		return err
+	}
+	r.OnPass = func(res executor.ReconcileResult, err error) {
+		if err == nil && res != (executor.ReconcileResult{}) {
+			printPass(e, res)
+		}
+	}
+	return r.Run(ctx)
+}
+
+func printPass(e *env, r executor.ReconcileResult) {
+	fmt.Fprintf(e.stdout, "%s reconcile: taken over %d: completed %d, failed %d, review %d, retrying %d, lease lost %d, errors %d\n",
+		time.Now().UTC().Format(time.RFC3339), r.TakenOver, r.Completed, r.Failed, r.Review, r.Retrying, r.LeaseLost, r.Errors)
+}

@@ -1,0 +1,68 @@
+// Package executor runs a tool for a frozen intent so that retries,
+// redeliveries, crashes and concurrent callers act at most once per key, and
+// never report an unfinished action as done.
+//
+// # States
+//
+// One row in actions per (tenant, key), driven by this table:
+//
+//	row found   lease               what happens
+//	none        -                   claim: insert started + lease, COMMIT, call the tool
+//	completed   -                   return the stored response, replayed
+//	failed      -                   return the stored definitive failure
+//	started     live, other owner   in flight: the caller retries later
+//	started     expired             take over (attempt+1 by compare-and-set),
+//	                                then Lookup by key if the tool can, else
+//	                                call again with the same key
+//	review      -                   nothing automatic; an operator resolves it
+//
+// # One commit to freeze and claim, one round trip to replay
+//
+// Execute pipelines four statements in one batch: the intent insert (ON
+// CONFLICT DO NOTHING), the intent read-back, the claim (INSERT INTO actions
+// ... SELECT the frozen key FROM intents ... ON CONFLICT DO NOTHING
+// RETURNING) and the action read-back. Each is its own statement, so each
+// takes a fresh READ COMMITTED snapshot and sees what a concurrent
+// transaction committed while an earlier one waited; together they run in
+// the batch's implicit transaction: one round trip, one commit. A first
+// execution therefore costs two commits (freeze+claim, then completion); a
+// replay costs one round trip and writes nothing.
+//
+// # Fencing and takeover
+//
+// attempt is the fencing token. Completion updates WHERE lease_owner = me AND
+// attempt = my_attempt AND status = 'started'; when it matches no row, the
+// lease was taken over and the result is dropped with ErrLeaseLost. A
+// takeover is one UPDATE with attempt = seen_attempt AND lease_until <= now()
+// in its WHERE, so of two takers exactly one wins. Lease times are computed
+// by the database (clock_timestamp() to set a lease, now() to test expiry),
+// never from a worker's clock; the worker's Clock only times backoff sleeps.
+//
+// The tool's call runs under a timeout shorter than the lease (Config
+// validates Lease > Timeout + LeaseMargin), so a taker never races a call
+// that is still running at its worker. An optional heartbeat extends the
+// lease during long calls and cancels the call when the lease is lost.
+//
+// No database transaction is ever open across a provider call: the claim is
+// committed before the call and the completion is a new statement after it.
+// Pass a pool, not a pgx.Tx, to New.
+//
+// # Failures
+//
+// The tool's error class decides (see package tools): definitive → failed;
+// transient or uncertain → the row stays started with its lease cut to a
+// backoff with jitter, and the call is repeated with the same key (in the
+// same Execute unless Opts.NoWait, else by a later caller or the
+// reconciler); after Config.MaxAttempts → review. A tool that neither takes
+// an idempotency key nor can be asked about one goes to review after an
+// uncertain outcome instead of being called twice.
+//
+// The Reconciler finds started rows whose lease expired (FOR UPDATE SKIP
+// LOCKED, in batches), takes them over in the same statement, and settles
+// each: Lookup first where the tool can, else the same-key call.
+//
+// # Imports
+//
+// executor imports intent, tools (the Tool interface and error classes
+// only) and pgx.
+package executor

@@ -1,0 +1,197 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/retrysafe/retrysafe/intent"
+)
+
+func get(ctx context.Context, db DBTX, tenant, key string) (*Action, error) {
+	if tenant == "" || key == "" {
+		return nil, fmt.Errorf("%w: empty tenant or key", ErrNotFound)
+	}
+	a, err := scanAction(db.QueryRow(ctx, ActionGet, tenant, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("executor: get: %w", err)
+	}
+	return a, nil
+}
+
+func list(ctx context.Context, db DBTX, p ListParams) ([]*Action, error) {
+	if p.Tenant == "" {
+		return nil, fmt.Errorf("%w: ListParams.Tenant is required", ErrConfig)
+	}
+	if p.Limit <= 0 {
+		p.Limit = 100
+	}
+	rows, err := db.Query(ctx, ActionList, p.Tenant, p.Status, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("executor: list: %w", err)
+	}
+	defer rows.Close()
+	var out []*Action
+	for rows.Next() {
+		a, err := scanAction(rows)
+		if err != nil {
+			return nil, fmt.Errorf("executor: list: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("executor: list: %w", err)
+	}
+	return out, nil
+}
+
+func resolve(ctx context.Context, db DBTX, p ResolveParams) (*Action, error) {
+	if p.Status != RowCompleted && p.Status != RowFailed {
+		return nil, fmt.Errorf("%w: resolve to completed or failed, not %q", ErrNotResolvable, p.Status)
+	}
+	if strings.TrimSpace(p.Reason) == "" {
+		return nil, fmt.Errorf("%w: a resolution needs a reason", ErrNotResolvable)
+	}
+	var resp any
+	if p.Status == RowCompleted {
+		if len(p.Response) == 0 {
+			p.Response = json.RawMessage(`null`)
+		}
+		if !json.Valid(p.Response) {
+			return nil, fmt.Errorf("%w: response is not JSON", ErrNotResolvable)
+		}
+		resp = string(p.Response)
+	}
+	a, err := scanAction(db.QueryRow(ctx, ActionResolve, p.Tenant, p.Key, p.Status, resp, p.Reason, p.By, p.Force))
+	if errors.Is(err, pgx.ErrNoRows) {
+		cur, gerr := get(ctx, db, p.Tenant, p.Key)
+		if gerr != nil {
+			return nil, gerr
+		}
+		return nil, fmt.Errorf("%w (status %s)", ErrNotResolvable, cur.Status)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("executor: resolve: %w", err)
+	}
+	return a, nil
+}
+
+// taken is one expired lease the reconciler took over.
+type taken struct {
+	tenant, key string
+	attempt     int
+	prev        *ToolFailure
+}
+
+func (e *Executor) reconcileOnce(ctx context.Context) (ReconcileResult, error) {
+	var res ReconcileResult
+	rows, err := e.cfg.DB.Query(ctx, ActionReconcileTake, e.cfg.ReconcileBatch, e.cfg.Owner, e.leaseMicros())
+	if err != nil {
+		return res, fmt.Errorf("executor: reconcile: %w", err)
+	}
+	var batch []taken
+	for rows.Next() {
+		var (
+			t   taken
+			raw []byte
+		)
+		if err := rows.Scan(&t.tenant, &t.key, &t.attempt, &raw); err != nil {
+			rows.Close()
+			return res, fmt.Errorf("executor: reconcile: %w", err)
+		}
+		t.prev = decodeFailure(raw)
+		batch = append(batch, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return res, fmt.Errorf("executor: reconcile: %w", err)
+	}
+	res.TakenOver = len(batch)
+	// Each item in its own goroutine: every lease in the batch started now,
+	// and settling them one after another could outlive the last ones.
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for _, t := range batch {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := e.settle(ctx, t)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, ErrLeaseLost):
+				res.LeaseLost++
+			case err != nil:
+				res.Errors++
+				e.cfg.Logger.Error("executor: reconcile", "tenant", t.tenant, "error", err)
+			case out.Status == StatusCompleted:
+				res.Completed++
+			case out.Status == StatusFailed:
+				res.Failed++
+			case out.Status == StatusReview:
+				res.Review++
+			default:
+				res.Retrying++
+			}
+		}()
+	}
+	wg.Wait()
+	return res, nil
+}
+
+// settle drives one taken-over action: Lookup first where the tool can,
+// else the same-key call; never a wait (a transient failure releases the
+// lease with backoff for the next pass).
+func (e *Executor) settle(ctx context.Context, t taken) (*Outcome, error) {
+	in, err := intent.GetByKey(ctx, e.cfg.DB, t.tenant, t.key)
+	if err != nil {
+		return nil, fmt.Errorf("executor: reconcile: intent of action: %w", err)
+	}
+	out := &Outcome{Tenant: in.Tenant, Ref: in.Ref, Action: in.Action, Key: in.Key}
+	tool, ok := e.cfg.Tools.Tool(in.Action)
+	if !ok {
+		// Another deployment may know the tool: hand the lease back.
+		h := held{tenant: t.tenant, key: t.key, action: in.Action, attempt: t.attempt}
+		f := t.prev
+		if f == nil {
+			f = &ToolFailure{Class: "uncertain", Code: "unknown_tool", Attempt: t.attempt - 1}
+		}
+		if err := e.release(ctx, h, e.cfg.BackoffMax, f); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTool, in.Action)
+	}
+	return e.work(ctx, tool, in, t.attempt, prevUncertain(t.prev, t.attempt), &Opts{NoWait: true}, out)
+}
+
+func (e *Executor) runReconciler(ctx context.Context) error {
+	for {
+		res, err := e.reconcileOnce(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			e.cfg.Logger.Error("executor: reconcile pass failed", "error", err)
+		}
+		if res.TakenOver > 0 {
+			e.cfg.Logger.Info("executor: reconcile pass", "taken_over", res.TakenOver, "completed", res.Completed,
+				"failed", res.Failed, "review", res.Review, "retrying", res.Retrying, "lease_lost", res.LeaseLost, "errors", res.Errors)
+		}
+		if err == nil && res.TakenOver == e.cfg.ReconcileBatch {
+			continue
+		}
+		if err := e.cfg.Clock.Sleep(ctx, e.cfg.ReconcileInterval); err != nil {
+			return err
+		}
+	}
+}

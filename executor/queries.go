@@ -1,0 +1,109 @@
+package executor
+
+// SQL of the executor, in one place. Every statement is scoped by tenant_id;
+// every lease time comes from the database's clock, never a worker's: a new
+// lease_until is clock_timestamp() + lease, so that time a statement spent
+// waiting on a lock is not taken from the lease, and expiry is tested against
+// now() (the statement's transaction start: the conservative side). Durations
+// are passed as microseconds ($n::bigint * interval '1 microsecond').
+
+// actionColumns is what every action read returns, in scanAction's order.
+const actionColumns = `tenant_id, idem_key, intent_ref, action, status, attempt,
+	coalesce(lease_owner, ''), lease_until, coalesce(lease_until <= now(), false),
+	coalesce(extract(epoch FROM lease_until - now()), 0)::float8,
+	response, error, created_at, updated_at, finished_at`
+
+// ActionClaim inserts the started row for an intent's frozen key, reading
+// the key from intents in this statement (never from the caller's
+// derivation: the first frozen key wins). It returns a row only when this
+// call claimed.
+const ActionClaim = `INSERT INTO actions
+	(tenant_id, idem_key, intent_ref, action, status, attempt, lease_owner, lease_until)
+SELECT tenant_id, idem_key, intent_ref, action, 'started', 1, $4, clock_timestamp() + $5::bigint * interval '1 microsecond'
+FROM intents WHERE tenant_id = $1 AND intent_ref = $2 AND action = $3
+ON CONFLICT DO NOTHING
+RETURNING idem_key, attempt`
+
+// ActionGetForIntent reads the action under an intent's current key. Queued
+// after ActionClaim as its own statement, so it sees a row a concurrent
+// claimer committed while the claim waited.
+const ActionGetForIntent = `SELECT ` + prefixed + `
+FROM intents i JOIN actions a ON a.tenant_id = i.tenant_id AND a.idem_key = i.idem_key
+WHERE i.tenant_id = $1 AND i.intent_ref = $2 AND i.action = $3`
+
+const prefixed = `a.tenant_id, a.idem_key, a.intent_ref, a.action, a.status, a.attempt,
+	coalesce(a.lease_owner, ''), a.lease_until, coalesce(a.lease_until <= now(), false),
+	coalesce(extract(epoch FROM a.lease_until - now()), 0)::float8,
+	a.response, a.error, a.created_at, a.updated_at, a.finished_at`
+
+// ActionGet reads the tenant's action under a key.
+const ActionGet = `SELECT ` + actionColumns + ` FROM actions WHERE tenant_id = $1 AND idem_key = $2`
+
+// ActionList lists a tenant's actions.
+const ActionList = `SELECT ` + actionColumns + ` FROM actions
+WHERE tenant_id = $1 AND ($2 = '' OR status = $2)
+ORDER BY updated_at DESC, idem_key LIMIT $3`
+
+// ActionComplete records a final (or review) outcome, fenced: only the
+// lease owner at its own attempt may write, so a worker whose lease was
+// taken over changes nothing.
+const ActionComplete = `UPDATE actions
+SET status = $5, response = $6::jsonb, error = $7::jsonb, lease_owner = NULL, lease_until = NULL,
+	finished_at = CASE WHEN $5 IN ('completed', 'failed') THEN now() END, updated_at = now()
+WHERE tenant_id = $1 AND idem_key = $2 AND lease_owner = $3 AND attempt = $4 AND status = 'started'`
+
+// ActionRelease keeps the row started after a transient failure but cuts the
+// lease to the backoff, so the next attempt (this worker after its sleep,
+// a later caller or the reconciler) may take over when it ends. Fenced.
+const ActionRelease = `UPDATE actions
+SET lease_until = clock_timestamp() + $5::bigint * interval '1 microsecond', error = $6::jsonb, updated_at = now()
+WHERE tenant_id = $1 AND idem_key = $2 AND lease_owner = $3 AND attempt = $4 AND status = 'started'`
+
+// ActionHeartbeat extends a live lease during a long call. Fenced.
+const ActionHeartbeat = `UPDATE actions
+SET lease_until = clock_timestamp() + $5::bigint * interval '1 microsecond', updated_at = now()
+WHERE tenant_id = $1 AND idem_key = $2 AND lease_owner = $3 AND attempt = $4 AND status = 'started'`
+
+// ActionTakeover is the compare-and-set takeover of an expired lease: the
+// attempt the taker saw is in the WHERE, so of two takers one wins.
+const ActionTakeover = `UPDATE actions
+SET attempt = attempt + 1, lease_owner = $4, lease_until = clock_timestamp() + $5::bigint * interval '1 microsecond', updated_at = now()
+WHERE tenant_id = $1 AND idem_key = $2 AND attempt = $3 AND status = 'started' AND lease_until <= now()
+RETURNING attempt, error`
+
+// ActionRetake lets the owner of a released lease take the next attempt at
+// the end of its own backoff without waiting for the database clock to pass
+// lease_until: nobody else took over while owner and attempt still match.
+const ActionRetake = `UPDATE actions
+SET attempt = attempt + 1, lease_until = clock_timestamp() + $5::bigint * interval '1 microsecond', updated_at = now()
+WHERE tenant_id = $1 AND idem_key = $2 AND attempt = $3 AND lease_owner = $4 AND status = 'started'
+RETURNING attempt, error`
+
+// ActionReconcileTake takes over a batch of expired leases in one
+// statement: SKIP LOCKED lets several reconcilers share the work, and the
+// attempt comparison keeps the takeover a compare-and-set.
+const ActionReconcileTake = `WITH due AS (
+	SELECT tenant_id, idem_key, attempt FROM actions
+	WHERE status = 'started' AND lease_until <= now()
+	ORDER BY lease_until
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
+)
+UPDATE actions a
+SET attempt = a.attempt + 1, lease_owner = $2, lease_until = clock_timestamp() + $3::bigint * interval '1 microsecond', updated_at = now()
+FROM due
+WHERE a.tenant_id = due.tenant_id AND a.idem_key = due.idem_key AND a.attempt = due.attempt
+RETURNING a.tenant_id, a.idem_key, a.attempt, a.error`
+
+// ActionResolve applies an operator's decision to an action in review (or,
+// when forced, to a started one whose lease expired).
+const ActionResolve = `UPDATE actions
+SET status = $3,
+	response = CASE WHEN $3 = 'completed' THEN $4::jsonb ELSE response END,
+	error = coalesce(error, '{}'::jsonb)
+		|| CASE WHEN $3 = 'failed' THEN '{"class":"definitive"}'::jsonb ELSE '{}'::jsonb END
+		|| jsonb_build_object('resolution', jsonb_build_object('status', $3::text, 'reason', $5::text, 'by', $6::text, 'at', now())),
+	lease_owner = NULL, lease_until = NULL, finished_at = now(), updated_at = now()
+WHERE tenant_id = $1 AND idem_key = $2
+	AND (status = 'review' OR ($7 AND status = 'started' AND lease_until <= now()))
+RETURNING ` + actionColumns

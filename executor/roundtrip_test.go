@@ -1,0 +1,124 @@
+package executor_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/internal/dbconf"
+	"github.com/retrysafe/retrysafe/internal/pgtest"
+)
+
+// tracer counts what reaches the server: each traced query or batch is one
+// round trip (statements are prepared and cached by a warm-up first) and,
+// outside an explicit transaction, one implicit transaction.
+type tracer struct{ queries, batches atomic.Int64 }
+
+func (t *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	t.queries.Add(1)
+	return ctx
+}
+func (t *tracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (t *tracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	t.batches.Add(1)
+	return ctx
+}
+func (t *tracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (t *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+func (t *tracer) take() (q, b int64) { return t.queries.Swap(0), t.batches.Swap(0) }
+
+func tracedPool(t testing.TB, schema string, tr *tracer) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := dbconf.PoolConfig(pgtest.URL(t), schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 4
+	cfg.ConnConfig.Tracer = tr
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// The floors: a first execution is two round trips and two commits
+// (freeze+claim, completion); a replay is one round trip that writes
+// nothing.
+func TestRoundTripsAndCommits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	var schema string
+	if err := e.pool.QueryRow(context.Background(), `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	tr := &tracer{}
+	pool := tracedPool(t, schema, tr)
+	ex := e.another(t, "traced", func(c *executor.Config) { c.DB = pool })
+	ctx := context.Background()
+
+	// Warm the statement cache of every connection the pool may use.
+	for i := range 8 {
+		if _, err := ex.Execute(ctx, pixCall("t1", "warm-"+string(rune('a'+i)), extraction(i, cpf(60+i))), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conns := pool.AcquireAllIdle(ctx)
+	for _, c := range conns {
+		c.Release()
+	}
+	tr.take()
+
+	out, err := ex.Execute(ctx, pixCall("t1", "inv-rt", extraction(0, cpf(70))), nil)
+	if err != nil || out.Status != executor.StatusCompleted || out.Replayed {
+		t.Fatal(out, err)
+	}
+	q, b := tr.take()
+	t.Logf("first execution: %d batch + %d statements = %d round trips", b, q, b+q)
+	if b != 1 || q != 1 {
+		t.Fatalf("first execution took %d batches and %d queries, want 1 and 1", b, q)
+	}
+	out, err = ex.Execute(ctx, pixCall("t1", "inv-rt", extraction(1, cpf(70))), nil)
+	if err != nil || !out.Replayed {
+		t.Fatal(out, err)
+	}
+	q, b = tr.take()
+	t.Logf("replay: %d batch + %d statements = %d round trips", b, q, b+q)
+	if b != 1 || q != 0 {
+		t.Fatalf("replay took %d batches and %d queries, want 1 and 0", b, q)
+	}
+
+	// The replay's inserts conflict before writing: no transaction id is
+	// assigned, so its commit is read-only (no WAL flush).
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	x, err := e.store.Extract(extractParams("t1", "inv-rt", extraction(2, cpf(70))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt := &pgx.Batch{}
+	pf := e.store.QueueFreeze(bt, x)
+	bt.Queue(executor.ActionClaim, "t1", "inv-rt", x.Action, "someone", int64(1e6))
+	if err := tx.SendBatch(ctx, bt).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := pf.Result(); err != nil || r.Created {
+		t.Fatal(r, err)
+	}
+	var xid *int64
+	if err := tx.QueryRow(ctx, `SELECT txid_current_if_assigned()`).Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	if xid != nil {
+		t.Fatalf("the replay path assigned transaction id %d: it writes", *xid)
+	}
+}

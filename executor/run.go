@@ -1,0 +1,645 @@
+package executor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/tools"
+)
+
+// writeTimeout bounds the bookkeeping writes that follow a provider call.
+// They run detached from the caller's context: once the provider answered,
+// a caller that gave up must not keep the answer from being recorded.
+const writeTimeout = 10 * time.Second
+
+func writeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func defaultOwner() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "worker"
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+func (c Config) validate() (Config, error) {
+	bad := func(format string, args ...any) (Config, error) {
+		return Config{}, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
+	}
+	if c.DB == nil {
+		return bad("DB is required")
+	}
+	if _, isTx := c.DB.(pgx.Tx); isTx {
+		return bad("DB must be a pool, not a transaction: the claim must commit before the provider is called")
+	}
+	if c.Intents == nil {
+		return bad("Intents is required")
+	}
+	if c.Tools == nil {
+		return bad("Tools is required")
+	}
+	if c.Owner == "" {
+		c.Owner = defaultOwner()
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.Lease, 30*time.Second)
+	def(&c.Timeout, 10*time.Second)
+	def(&c.LeaseMargin, 2*time.Second)
+	def(&c.BackoffBase, 200*time.Millisecond)
+	def(&c.BackoffMax, 10*time.Second)
+	def(&c.ReconcileInterval, 5*time.Second)
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 5
+	}
+	if c.ReconcileBatch == 0 {
+		c.ReconcileBatch = 50
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	switch {
+	case c.Lease < 0 || c.Timeout < 0 || c.LeaseMargin < 0 || c.Heartbeat < 0 || c.BackoffBase < 0 || c.BackoffMax < 0 || c.ReconcileInterval < 0:
+		return bad("durations must not be negative")
+	case c.MaxAttempts < 1:
+		return bad("MaxAttempts must be at least 1")
+	case c.ReconcileBatch < 1:
+		return bad("ReconcileBatch must be at least 1")
+	case c.BackoffBase > c.BackoffMax:
+		return bad("BackoffBase %s exceeds BackoffMax %s", c.BackoffBase, c.BackoffMax)
+	case c.Lease.Microseconds() < 1:
+		return bad("Lease must be at least 1µs")
+	case c.Heartbeat == 0 && c.Lease <= c.Timeout+c.LeaseMargin:
+		// Otherwise a taker could call the provider while this worker's
+		// call is still running.
+		return bad("Lease %s must exceed Timeout %s + LeaseMargin %s", c.Lease, c.Timeout, c.LeaseMargin)
+	case c.Heartbeat > 0 && c.Lease <= 2*c.Heartbeat+c.LeaseMargin:
+		// One missed beat must not lose the lease.
+		return bad("with Heartbeat %s, Lease %s must exceed 2*Heartbeat + LeaseMargin %s", c.Heartbeat, c.Lease, c.LeaseMargin)
+	}
+	return c, nil
+}
+
+func (e *Executor) leaseMicros() int64 { return e.cfg.Lease.Microseconds() }
+
+// backoff is the delay after a transient failure at attempt n: exponential,
+// capped, with the upper half random so that callers that failed together do
+// not come back together.
+func (e *Executor) backoff(n int) time.Duration {
+	d := e.cfg.BackoffBase
+	for i := 1; i < n && d < e.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	if d > e.cfg.BackoffMax {
+		d = e.cfg.BackoffMax
+	}
+	half := d / 2
+	if half <= 0 {
+		return d
+	}
+	return half + time.Duration(mrand.Int64N(int64(half)+1))
+}
+
+func scanAction(row pgx.Row) (*Action, error) {
+	var (
+		a          Action
+		left       float64
+		resp, fail []byte
+	)
+	if err := row.Scan(&a.Tenant, &a.Key, &a.Ref, &a.Action, &a.Status, &a.Attempt, &a.LeaseOwner, &a.LeaseUntil,
+		&a.Expired, &left, &resp, &fail, &a.CreatedAt, &a.UpdatedAt, &a.FinishedAt); err != nil {
+		return nil, err
+	}
+	a.LeaseLeft = time.Duration(left * float64(time.Second))
+	if len(resp) > 0 {
+		a.Response = json.RawMessage(resp)
+	}
+	a.Failure = decodeFailure(fail)
+	return &a, nil
+}
+
+func decodeFailure(raw []byte) *ToolFailure {
+	if len(raw) == 0 {
+		return nil
+	}
+	var f ToolFailure
+	if json.Unmarshal(raw, &f) != nil {
+		return nil
+	}
+	return &f
+}
+
+// prevUncertain reports whether the attempt before a takeover may have
+// acted. Only a failure recorded by that very attempt as transient (the
+// request never left) proves it did not; a worker that died mid-call left
+// no record.
+func prevUncertain(prev *ToolFailure, newAttempt int) bool {
+	return !(prev != nil && prev.Attempt == newAttempt-1 && prev.Class == tools.ClassTransient)
+}
+
+func statusOf(row string) Status {
+	switch row {
+	case RowCompleted:
+		return StatusCompleted
+	case RowFailed:
+		return StatusFailed
+	case RowReview:
+		return StatusReview
+	}
+	return StatusInFlight
+}
+
+// fromRow fills out from a stored row that this call did not settle.
+func fromRow(out *Outcome, a *Action) *Outcome {
+	out.Status = statusOf(a.Status)
+	out.Key = a.Key
+	out.Attempt = a.Attempt
+	out.Replayed = a.Status != RowStarted
+	out.Response = a.Response
+	out.Failure = a.Failure
+	out.RetryAfter = 0
+	if a.Status == RowStarted {
+		out.RetryAfter = a.LeaseLeft
+		if out.RetryAfter <= 0 {
+			out.RetryAfter = time.Millisecond
+		}
+	}
+	return out
+}
+
+// claim is what the freeze+claim batch found.
+type claim struct {
+	fr       *intent.FreezeResult
+	frErr    error
+	claimed  bool
+	claimKey string
+	attempt  int
+	act      *Action
+}
+
+func (e *Executor) queueClaim(b *pgx.Batch, tenant, ref, action string, c *claim) {
+	b.Queue(ActionClaim, tenant, ref, action, e.cfg.Owner, e.leaseMicros()).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&c.claimKey, &c.attempt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		c.claimed = err == nil
+		return err
+	})
+	b.Queue(ActionGetForIntent, tenant, ref, action).QueryRow(func(row pgx.Row) error {
+		a, err := scanAction(row)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		c.act = a
+		return err
+	})
+}
+
+// maxRaces bounds how often Execute starts over after racing an amendment.
+const maxRaces = 3
+
+func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome, error) {
+	tool, ok := e.cfg.Tools.Tool(call.Action)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTool, call.Action)
+	}
+	var version int
+	if opts != nil {
+		version = opts.Version
+	}
+	x, err := e.cfg.Intents.Extract(intent.FreezeParams{
+		Tenant: call.Tenant, Ref: call.Ref, Action: call.Action, Fields: call.Fields,
+		SourceRef: call.SourceRef, Version: version,
+	})
+	if err != nil {
+		return nil, err
+	}
+	for range maxRaces {
+		// One round trip, one implicit transaction: freeze, read back,
+		// claim, read the action. Four statements, four snapshots.
+		c := &claim{}
+		b := &pgx.Batch{}
+		pf := e.cfg.Intents.QueueFreeze(b, x)
+		e.queueClaim(b, call.Tenant, call.Ref, call.Action, c)
+		if err := e.cfg.DB.SendBatch(ctx, b).Close(); err != nil {
+			return nil, fmt.Errorf("executor: freeze and claim: %w", err)
+		}
+		c.fr, c.frErr = pf.Result()
+		if c.frErr != nil {
+			return nil, c.frErr
+		}
+		out := &Outcome{
+			Tenant: call.Tenant, Ref: call.Ref, Action: call.Action, Key: c.fr.Intent.Key,
+			Created: c.fr.Created, Divergent: c.fr.Divergent, Ignored: c.fr.Ignored,
+		}
+		res, err, again := e.drive(ctx, tool, c.fr.Intent, c, out, opts)
+		if !again {
+			return res, err
+		}
+	}
+	return nil, fmt.Errorf("executor: intent %q kept changing under concurrent amendments", call.Ref)
+}
+
+func (e *Executor) executeKey(ctx context.Context, tenant, key string, opts *Opts) (*Outcome, error) {
+	for range maxRaces {
+		in, err := intent.GetByKey(ctx, e.cfg.DB, tenant, key)
+		if errors.Is(err, intent.ErrNotFound) {
+			return nil, fmt.Errorf("%w: no intent under that key for tenant %q", ErrNotFound, tenant)
+		}
+		if err != nil {
+			return nil, err
+		}
+		tool, ok := e.cfg.Tools.Tool(in.Action)
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", ErrUnknownTool, in.Action)
+		}
+		c := &claim{}
+		b := &pgx.Batch{}
+		e.queueClaim(b, tenant, in.Ref, in.Action, c)
+		if err := e.cfg.DB.SendBatch(ctx, b).Close(); err != nil {
+			return nil, fmt.Errorf("executor: claim: %w", err)
+		}
+		out := &Outcome{Tenant: tenant, Ref: in.Ref, Action: in.Action, Key: in.Key}
+		res, err, again := e.drive(ctx, tool, in, c, out, opts)
+		if !again {
+			return res, err
+		}
+		if in.Key != key {
+			break
+		}
+	}
+	return nil, fmt.Errorf("%w: the intent under that key was amended", ErrNotFound)
+}
+
+// drive applies the state table to what the batch found. again asks the
+// caller to start over: an amendment changed the key between statements.
+func (e *Executor) drive(ctx context.Context, tool tools.Tool, in *intent.Intent, c *claim, out *Outcome, opts *Opts) (*Outcome, error, bool) {
+	if c.claimed {
+		if c.claimKey != in.Key {
+			// The claim read a newer key than the read-back: act on the
+			// intent as it now stands.
+			cur, err := intent.GetByKey(ctx, e.cfg.DB, in.Tenant, c.claimKey)
+			if err != nil {
+				return nil, err, false
+			}
+			in = cur
+			out.Key, out.Divergent = in.Key, nil
+		}
+		res, err := e.work(ctx, tool, in, c.attempt, false, opts, out)
+		return res, err, false
+	}
+	a := c.act
+	if a == nil || a.Key != in.Key || (a.Failure != nil && a.Failure.Class == intent.SupersededClass) {
+		return nil, nil, true
+	}
+	if a.Status != RowStarted || !a.Expired {
+		res := fromRow(out, a)
+		e.logOutcome(res, true)
+		return res, nil, false
+	}
+	// Started with an expired lease: compare-and-set takeover.
+	attempt, prev, won, err := e.takeover(ctx, a.Tenant, a.Key, a.Attempt)
+	if err != nil {
+		return nil, err, false
+	}
+	if !won {
+		res, err := e.current(ctx, out)
+		return res, err, false
+	}
+	res, err := e.work(ctx, tool, in, attempt, prevUncertain(prev, attempt), opts, out)
+	return res, err, false
+}
+
+func (e *Executor) takeover(ctx context.Context, tenant, key string, seen int) (attempt int, prev *ToolFailure, won bool, err error) {
+	var raw []byte
+	err = e.cfg.DB.QueryRow(ctx, ActionTakeover, tenant, key, seen, e.cfg.Owner, e.leaseMicros()).Scan(&attempt, &raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil, false, nil
+	}
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("executor: takeover: %w", err)
+	}
+	return attempt, decodeFailure(raw), true, nil
+}
+
+// current re-reads the action and reports it as stored.
+func (e *Executor) current(ctx context.Context, out *Outcome) (*Outcome, error) {
+	rctx, cancel := writeCtx(ctx)
+	defer cancel()
+	a, err := Get(rctx, e.cfg.DB, out.Tenant, out.Key)
+	if err != nil {
+		return nil, err
+	}
+	return fromRow(out, a), nil
+}
+
+// work holds the lease at attempt and drives it to an end: completed,
+// failed, review, or (transient, NoWait) released for a later attempt.
+// prevMayHaveActed says an earlier attempt may have reached the provider.
+func (e *Executor) work(ctx context.Context, tool tools.Tool, in *intent.Intent, attempt int, prevMayHaveActed bool, opts *Opts, out *Outcome) (*Outcome, error) {
+	looker, canLookup := tools.CanLookup(tool)
+	h := held{tenant: in.Tenant, key: in.Key, action: in.Action}
+	for {
+		h.attempt = attempt
+		out.Attempt = attempt
+		var fail *tools.Error
+		called := false
+		if prevMayHaveActed && canLookup {
+			resp, err := e.lookup(ctx, looker, in.Key)
+			switch {
+			case err == nil:
+				return e.finish(ctx, h, RowCompleted, resp, nil, out)
+			case errors.Is(err, tools.ErrNotFound):
+				prevMayHaveActed = false
+			default:
+				// The provider could not be asked: this attempt fails
+				// without calling, and the doubt remains.
+				fail = tools.Classify(err)
+				if fail.Class == tools.ClassDefinitive {
+					fail = &tools.Error{Class: tools.ClassUncertain, Code: "lookup_" + fail.Code, Message: "lookup refused"}
+				}
+			}
+		}
+		if fail == nil && prevMayHaveActed && !tool.Idempotent() {
+			return e.finish(ctx, h, RowReview, nil, &ToolFailure{
+				Class: tools.ClassUncertain, Code: "uncertain_without_key", Attempt: attempt,
+				Message: "an earlier attempt may have acted; the tool takes no idempotency key and cannot be asked, so it is not called twice",
+			}, out)
+		}
+		if fail == nil && attempt > e.cfg.MaxAttempts {
+			return e.finish(ctx, h, RowReview, nil, &ToolFailure{
+				Class: tools.ClassUncertain, Code: "attempts_exhausted", Attempt: attempt,
+				Message: fmt.Sprintf("taken over after %d attempts", e.cfg.MaxAttempts),
+			}, out)
+		}
+		if fail == nil {
+			called = true
+			resp, err := e.call(ctx, tool, in, h)
+			if err == nil {
+				if len(resp) == 0 || !json.Valid(resp) {
+					resp = json.RawMessage(`null`)
+				}
+				return e.finish(ctx, h, RowCompleted, resp, nil, out)
+			}
+			fail = tools.Classify(err)
+		}
+		tf := &ToolFailure{Class: fail.Class, Code: fail.Code, Status: fail.Status, Message: fail.Message, Attempt: attempt}
+		if fail.Class == tools.ClassDefinitive {
+			return e.finish(ctx, h, RowFailed, nil, tf, out)
+		}
+		mayHaveActed := prevMayHaveActed || (called && fail.Class == tools.ClassUncertain)
+		if mayHaveActed && !tool.Idempotent() && !canLookup {
+			return e.finish(ctx, h, RowReview, nil, tf, out)
+		}
+		if attempt >= e.cfg.MaxAttempts {
+			if mayHaveActed && canLookup {
+				if resp, err := e.lookup(ctx, looker, in.Key); err == nil {
+					return e.finish(ctx, h, RowCompleted, resp, nil, out)
+				}
+			}
+			return e.finish(ctx, h, RowReview, nil, tf, out)
+		}
+		delay := e.backoff(attempt)
+		if err := e.release(ctx, h, delay, tf); err != nil {
+			if errors.Is(err, ErrLeaseLost) {
+				res, cerr := e.current(ctx, out)
+				if cerr != nil {
+					return nil, cerr
+				}
+				return res, err
+			}
+			return nil, err
+		}
+		e.cfg.Logger.Info("executor: transient failure, retrying with the same key",
+			"tenant", h.tenant, "action", h.action, "attempt", attempt, "class", string(fail.Class), "code", fail.Code)
+		out.Status, out.Failure, out.RetryAfter, out.Replayed = StatusInFlight, tf, delay, false
+		if opts != nil && opts.NoWait {
+			return out, nil
+		}
+		if err := e.cfg.Clock.Sleep(ctx, delay); err != nil {
+			return out, err
+		}
+		next, won, err := e.retake(ctx, h)
+		if err != nil {
+			return nil, err
+		}
+		if !won {
+			return e.current(ctx, out)
+		}
+		attempt = next
+		out.RetryAfter = 0
+		prevMayHaveActed = mayHaveActed
+	}
+}
+
+// held is a lease this worker holds.
+type held struct {
+	tenant, key, action string
+	attempt             int
+}
+
+func (e *Executor) lookup(ctx context.Context, l tools.Looker, key string) (resp json.RawMessage, err error) {
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
+	defer func() {
+		if r := recover(); r != nil {
+			resp, err = nil, tools.Uncertain("panic", "tool lookup panicked", nil)
+		}
+	}()
+	resp, err = l.Lookup(cctx, key)
+	if err == nil && (len(resp) == 0 || !json.Valid(resp)) {
+		resp = json.RawMessage(`null`)
+	}
+	return resp, err
+}
+
+// call runs the tool with the frozen key under the call timeout, with the
+// heartbeat when configured. No transaction is open here.
+func (e *Executor) call(ctx context.Context, tool tools.Tool, in *intent.Intent, h held) (resp json.RawMessage, err error) {
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
+	if e.cfg.Heartbeat > 0 {
+		hctx, hcancel := context.WithCancelCause(cctx)
+		defer hcancel(nil)
+		done := make(chan struct{})
+		defer func() { close(done) }()
+		go e.heartbeat(hctx, hcancel, done, h)
+		cctx = hctx
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			resp, err = nil, tools.Uncertain("panic", "tool panicked", nil)
+		}
+	}()
+	return tool.Execute(cctx, in.Key, in.Payload)
+}
+
+// heartbeat extends the lease every Heartbeat. When the lease is lost, or
+// cannot be extended before it would run out, the call is canceled: a taker
+// may be about to act.
+func (e *Executor) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, done <-chan struct{}, h held) {
+	t := time.NewTicker(e.cfg.Heartbeat)
+	defer t.Stop()
+	deadline := time.Now().Add(e.cfg.Lease - e.cfg.LeaseMargin)
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		bctx, bcancel := context.WithTimeout(ctx, e.cfg.Heartbeat)
+		ct, err := e.cfg.DB.Exec(bctx, ActionHeartbeat, h.tenant, h.key, e.cfg.Owner, h.attempt, e.leaseMicros())
+		bcancel()
+		switch {
+		case err == nil && ct.RowsAffected() == 1:
+			deadline = time.Now().Add(e.cfg.Lease - e.cfg.LeaseMargin)
+		case err == nil:
+			cancel(ErrLeaseLost)
+			return
+		case time.Now().After(deadline):
+			cancel(fmt.Errorf("%w: heartbeat failed: %w", ErrLeaseLost, err))
+			return
+		}
+	}
+}
+
+func (e *Executor) release(ctx context.Context, h held, delay time.Duration, f *ToolFailure) error {
+	wctx, cancel := writeCtx(ctx)
+	defer cancel()
+	fj, _ := json.Marshal(f)
+	us := delay.Microseconds()
+	if us < 1 {
+		us = 1
+	}
+	ct, err := e.cfg.DB.Exec(wctx, ActionRelease, h.tenant, h.key, e.cfg.Owner, h.attempt, us, string(fj))
+	if err != nil {
+		return fmt.Errorf("executor: release: %w", err)
+	}
+	if ct.RowsAffected() != 1 {
+		return fmt.Errorf("%w (attempt %d)", ErrLeaseLost, h.attempt)
+	}
+	return nil
+}
+
+func (e *Executor) retake(ctx context.Context, h held) (int, bool, error) {
+	var (
+		next int
+		raw  []byte
+	)
+	err := e.cfg.DB.QueryRow(ctx, ActionRetake, h.tenant, h.key, h.attempt, e.cfg.Owner, e.leaseMicros()).Scan(&next, &raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("executor: retake: %w", err)
+	}
+	return next, true, nil
+}
+
+// finish writes the outcome, fenced by owner and attempt.
+func (e *Executor) finish(ctx context.Context, h held, status string, resp json.RawMessage, f *ToolFailure, out *Outcome) (*Outcome, error) {
+	wctx, cancel := writeCtx(ctx)
+	defer cancel()
+	var respArg, failArg any
+	if resp != nil {
+		respArg = string(resp)
+	}
+	if f != nil {
+		fj, _ := json.Marshal(f)
+		failArg = string(fj)
+	}
+	ct, err := e.cfg.DB.Exec(wctx, ActionComplete, h.tenant, h.key, e.cfg.Owner, h.attempt, status, respArg, failArg)
+	if err != nil {
+		return nil, fmt.Errorf("executor: complete: %w", err)
+	}
+	if ct.RowsAffected() != 1 {
+		e.cfg.Logger.Warn("executor: lease lost, result dropped",
+			"tenant", h.tenant, "action", h.action, "attempt", h.attempt, "status", status)
+		res, cerr := e.current(ctx, out)
+		if cerr != nil {
+			return nil, cerr
+		}
+		return res, fmt.Errorf("%w (attempt %d)", ErrLeaseLost, h.attempt)
+	}
+	out.Status = statusOf(status)
+	out.Replayed = false
+	out.Response = resp
+	out.Failure = f
+	out.Attempt = h.attempt
+	out.RetryAfter = 0
+	e.logOutcome(out, false)
+	return out, nil
+}
+
+func (e *Executor) logOutcome(o *Outcome, replay bool) {
+	if replay {
+		e.cfg.Logger.Debug("executor: stored outcome", "tenant", o.Tenant, "action", o.Action, "status", string(o.Status), "attempt", o.Attempt)
+		return
+	}
+	e.cfg.Logger.Info("executor: action settled", "tenant", o.Tenant, "action", o.Action, "status", string(o.Status), "attempt", o.Attempt)
+}
+
+func isRetryable(err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, ErrInFlight), errors.Is(err, ErrLeaseLost):
+		return true
+	case errors.Is(err, ErrNeedsReview), errors.Is(err, ErrFailed):
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300":
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08")
+	}
+	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
+}

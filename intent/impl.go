@@ -1,0 +1,329 @@
+package intent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/retrysafe/retrysafe/derive"
+)
+
+func scanIntent(row pgx.Row) (*Intent, error) {
+	var (
+		in  Intent
+		raw []byte
+	)
+	if err := row.Scan(&in.Tenant, &in.Ref, &in.Action, &in.Version, &raw, &in.Key,
+		&in.SourceRef, &in.Revision, &in.CreatedAt, &in.UpdatedAt); err != nil {
+		return nil, err
+	}
+	p, err := decodePayload(raw)
+	if err != nil {
+		return nil, err
+	}
+	in.Payload = p
+	return &in, nil
+}
+
+func decodePayload(raw []byte) (derive.Payload, error) {
+	var m map[string]string
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("intent: stored payload: %w", err)
+	}
+	return derive.PayloadFromMap(m), nil
+}
+
+func encodePayload(p derive.Payload) string {
+	b, _ := p.MarshalJSON() // strings only: cannot fail
+	return string(b)
+}
+
+// isFieldError tells a bad extraction (kept, so a frozen intent can still
+// be found) from a bad call (returned).
+func isFieldError(err error) bool {
+	return errors.Is(err, derive.ErrMissingField) || errors.Is(err, derive.ErrInvalidField) || errors.Is(err, derive.ErrAmbiguous)
+}
+
+func checkIDs(tenant, ref, action string) error {
+	switch {
+	case tenant == "":
+		return fmt.Errorf("%w: empty tenant", ErrInvalid)
+	case ref == "":
+		return fmt.Errorf("%w: empty intent_ref", ErrInvalid)
+	case action == "":
+		return fmt.Errorf("%w: empty action", ErrInvalid)
+	}
+	return nil
+}
+
+// withRef returns a copy of fields with the intent_ref written into every
+// reference field the schema names: the reference comes from the system, and
+// a model that sent one of its own is overridden.
+func (s *Store) withRef(action string, version int, ref string, fields map[string]any) (map[string]any, error) {
+	schema, err := s.d.Schema(action, version)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]any, len(fields)+1)
+	for k, v := range fields {
+		out[k] = v
+	}
+	for _, f := range schema.Fields {
+		for _, rf := range s.refFields {
+			if f.Name == rf {
+				out[rf] = ref
+			}
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) derive(tenant, ref, action string, version int, fields map[string]any) (*derive.Result, error) {
+	f, err := s.withRef(action, version, ref, fields)
+	if err != nil {
+		return nil, err
+	}
+	return s.d.Derive(tenant, action, f, &derive.Opts{Version: version})
+}
+
+// Extract implements the documented behaviour (see intent.go).
+func (s *Store) extract(p FreezeParams) (*Extraction, error) {
+	if err := checkIDs(p.Tenant, p.Ref, p.Action); err != nil {
+		return nil, err
+	}
+	r, err := s.derive(p.Tenant, p.Ref, p.Action, p.Version, p.Fields)
+	x := &Extraction{FreezeParams: p, Result: r}
+	if err != nil {
+		if !isFieldError(err) {
+			return nil, err
+		}
+		x.Err = err
+	}
+	return x, nil
+}
+
+type pending struct {
+	s        *Store
+	x        *Extraction
+	inserted bool
+	found    bool
+	in       *Intent
+}
+
+func (s *Store) queueFreeze(b *pgx.Batch, x *Extraction) *PendingFreeze {
+	pf := &PendingFreeze{p: &pending{s: s, x: x}}
+	if x.Err == nil {
+		r := x.Result
+		b.Queue(IntentFreeze, x.Tenant, x.Ref, x.Action, r.Version, encodePayload(r.Payload), r.Key, x.SourceRef).
+			Exec(func(ct pgconn.CommandTag) error {
+				pf.p.inserted = ct.RowsAffected() == 1
+				return nil
+			})
+	}
+	b.Queue(IntentGet, x.Tenant, x.Ref, x.Action).QueryRow(func(row pgx.Row) error {
+		in, err := scanIntent(row)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		pf.p.found, pf.p.in = true, in
+		return nil
+	})
+	return pf
+}
+
+func (p *pending) result() (*FreezeResult, error) {
+	x := p.x
+	if !p.found {
+		if x.Err != nil {
+			return nil, x.Err
+		}
+		return nil, fmt.Errorf("%w (tenant %q, action %q)", ErrKeyInUse, x.Tenant, x.Action)
+	}
+	res := &FreezeResult{Intent: p.in, Created: p.inserted}
+	if x.Err == nil {
+		res.Ignored = x.Result.Ignored
+	}
+	if p.inserted {
+		return res, nil
+	}
+	// Compare this extraction with the frozen payload under the version
+	// it was frozen with, so that a newer default version does not report
+	// every field as divergent.
+	mine := x.Result
+	if x.Err == nil && mine.Version != p.in.Version {
+		r, err := p.s.derive(x.Tenant, x.Ref, x.Action, p.in.Version, x.Fields)
+		if err != nil {
+			mine = nil
+			res.ExtractionErr = err
+		} else {
+			mine = r
+		}
+	} else if x.Err != nil {
+		mine = nil
+		res.ExtractionErr = x.Err
+	}
+	if mine != nil {
+		res.Divergent = mine.Payload.Diff(p.in.Payload)
+	} else {
+		var fe *derive.FieldError
+		if errors.As(res.ExtractionErr, &fe) {
+			res.Divergent = []string{fe.Field}
+		}
+	}
+	if len(res.Divergent) > 0 || res.ExtractionErr != nil {
+		// Names only: the values may be personal data.
+		p.s.log.Info("intent: divergent extraction dropped",
+			"tenant", x.Tenant, "action", x.Action, "divergent", strings.Join(res.Divergent, ","))
+	}
+	return res, nil
+}
+
+func (s *Store) freeze(ctx context.Context, db DBTX, p FreezeParams) (*FreezeResult, error) {
+	x, err := s.extract(p)
+	if err != nil {
+		return nil, err
+	}
+	b := &pgx.Batch{}
+	pf := s.queueFreeze(b, x)
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("intent: freeze: %w", err)
+	}
+	return pf.Result()
+}
+
+func get(ctx context.Context, db DBTX, tenant, ref, action string) (*Intent, error) {
+	if err := checkIDs(tenant, ref, action); err != nil {
+		return nil, err
+	}
+	in, err := scanIntent(db.QueryRow(ctx, IntentGet, tenant, ref, action))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("intent: get: %w", err)
+	}
+	return in, nil
+}
+
+func getByKey(ctx context.Context, db DBTX, tenant, key string) (*Intent, error) {
+	if tenant == "" || key == "" {
+		return nil, fmt.Errorf("%w: empty tenant or key", ErrInvalid)
+	}
+	in, err := scanIntent(db.QueryRow(ctx, IntentGetByKey, tenant, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("intent: get by key: %w", err)
+	}
+	return in, nil
+}
+
+func revisions(ctx context.Context, db DBTX, tenant, ref, action string) ([]Revision, error) {
+	if err := checkIDs(tenant, ref, action); err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, IntentRevisionList, tenant, ref, action)
+	if err != nil {
+		return nil, fmt.Errorf("intent: revisions: %w", err)
+	}
+	defer rows.Close()
+	var out []Revision
+	for rows.Next() {
+		var (
+			r   Revision
+			raw []byte
+		)
+		if err := rows.Scan(&r.Revision, &r.OldVersion, &raw, &r.OldKey, &r.NewKey, &r.Reason, &r.AmendedBy, &r.CreatedAt); err != nil {
+			return nil, fmt.Errorf("intent: revisions: %w", err)
+		}
+		if r.OldPayload, err = decodePayload(raw); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("intent: revisions: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Store) amend(ctx context.Context, db Beginner, p AmendParams) (*AmendResult, error) {
+	if err := checkIDs(p.Tenant, p.Ref, p.Action); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(p.Reason) == "" {
+		return nil, fmt.Errorf("%w: an amendment needs a reason", ErrInvalid)
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("intent: amend: begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+
+	old, err := scanIntent(tx.QueryRow(ctx, IntentLock, p.Tenant, p.Ref, p.Action))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("intent: amend: lock: %w", err)
+	}
+	version := p.Version
+	if version == 0 {
+		version = old.Version
+	}
+	r, err := s.derive(p.Tenant, p.Ref, p.Action, version, p.Fields)
+	if err != nil {
+		return nil, err
+	}
+	if r.Key == old.Key {
+		return nil, ErrNoChange
+	}
+	tomb, _ := json.Marshal(map[string]any{
+		"class":   SupersededClass,
+		"code":    "amended",
+		"message": fmt.Sprintf("intent amended (revision %d replaced)", old.Revision),
+	})
+	if _, err := tx.Exec(ctx, ActionTombstoneInsert, p.Tenant, old.Key, p.Ref, p.Action, string(tomb)); err != nil {
+		return nil, fmt.Errorf("intent: amend: tombstone: %w", err)
+	}
+	// A new statement: sees a claim committed while the insert above waited.
+	var status string
+	if err := tx.QueryRow(ctx, ActionStatusGet, p.Tenant, old.Key).Scan(&status); err != nil {
+		return nil, fmt.Errorf("intent: amend: action status: %w", err)
+	}
+	if status == "started" || status == "review" {
+		return nil, fmt.Errorf("%w (status %s)", ErrActionActive, status)
+	}
+	if _, err := tx.Exec(ctx, ActionTombstoneDelete, p.Tenant, r.Key); err != nil {
+		return nil, fmt.Errorf("intent: amend: lift tombstone: %w", err)
+	}
+	in, err := scanIntent(tx.QueryRow(ctx, IntentAmend, p.Tenant, p.Ref, p.Action, r.Version, encodePayload(r.Payload), r.Key))
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			return nil, ErrKeyInUse
+		}
+		return nil, fmt.Errorf("intent: amend: update: %w", err)
+	}
+	if _, err := tx.Exec(ctx, IntentRevisionInsert, p.Tenant, p.Ref, p.Action, old.Revision, old.Version,
+		encodePayload(old.Payload), old.Key, r.Key, p.Reason, p.By); err != nil {
+		return nil, fmt.Errorf("intent: amend: revision: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("intent: amend: commit: %w", err)
+	}
+	changed := r.Payload.Diff(old.Payload)
+	sort.Strings(changed)
+	s.log.Info("intent: amended", "tenant", p.Tenant, "action", p.Action, "revision", in.Revision)
+	return &AmendResult{Intent: in, OldKey: old.Key, Changed: changed, Revision: old.Revision}, nil
+}

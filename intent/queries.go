@@ -1,0 +1,60 @@
+package intent
+
+// SQL of the intent store, in one place. Every statement is scoped by
+// tenant_id. Names are noun+verb.
+
+// intentColumns is what every intent read returns, in scanIntent's order.
+const intentColumns = `tenant_id, intent_ref, action, rules_version, payload, idem_key,
+	coalesce(source_ref, ''), revision, created_at, updated_at`
+
+// IntentFreeze inserts a first extraction. ON CONFLICT without a target also
+// absorbs a clash on (tenant_id, idem_key): another ref froze the same key,
+// which the read-back reports as ErrKeyInUse.
+const IntentFreeze = `INSERT INTO intents
+	(tenant_id, intent_ref, action, rules_version, payload, idem_key, source_ref)
+VALUES ($1, $2, $3, $4, $5::jsonb, $6, nullif($7, ''))
+ON CONFLICT DO NOTHING`
+
+// IntentGet reads one intent. After IntentFreeze it must be a separate
+// statement (a fresh READ COMMITTED snapshot), never a CTE around the insert.
+const IntentGet = `SELECT ` + intentColumns + `
+FROM intents WHERE tenant_id = $1 AND intent_ref = $2 AND action = $3`
+
+// IntentGetByKey reads the tenant's intent frozen under a key.
+const IntentGetByKey = `SELECT ` + intentColumns + `
+FROM intents WHERE tenant_id = $1 AND idem_key = $2`
+
+// IntentLock reads and locks an intent for Amend.
+const IntentLock = IntentGet + ` FOR UPDATE`
+
+// IntentAmend writes the new payload and key.
+const IntentAmend = `UPDATE intents
+SET rules_version = $4, payload = $5::jsonb, idem_key = $6, revision = revision + 1, updated_at = now()
+WHERE tenant_id = $1 AND intent_ref = $2 AND action = $3
+RETURNING ` + intentColumns
+
+// IntentRevisionInsert records the replaced payload and key.
+const IntentRevisionInsert = `INSERT INTO intent_revisions
+	(tenant_id, intent_ref, action, revision, old_rules_version, old_payload, old_key, new_key, reason, amended_by)
+VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10)`
+
+// IntentRevisionList lists an intent's amendments.
+const IntentRevisionList = `SELECT revision, old_rules_version, old_payload, old_key, new_key, reason, amended_by, created_at
+FROM intent_revisions WHERE tenant_id = $1 AND intent_ref = $2 AND action = $3
+ORDER BY revision`
+
+// ActionTombstoneInsert blocks the old key of an amended intent: a claim
+// racing the amendment either conflicts with this row or is seen by
+// ActionStatusGet. It never overwrites an existing action.
+const ActionTombstoneInsert = `INSERT INTO actions
+	(tenant_id, idem_key, intent_ref, action, status, attempt, error, finished_at)
+VALUES ($1, $2, $3, $4, 'failed', 1, $5::jsonb, now())
+ON CONFLICT DO NOTHING`
+
+// ActionStatusGet reads the status of the action under a key.
+const ActionStatusGet = `SELECT status FROM actions WHERE tenant_id = $1 AND idem_key = $2`
+
+// ActionTombstoneDelete lifts a tombstone when an amendment returns to a
+// key that an earlier amendment superseded.
+const ActionTombstoneDelete = `DELETE FROM actions
+WHERE tenant_id = $1 AND idem_key = $2 AND status = 'failed' AND error->>'class' = '` + SupersededClass + `'`

@@ -1,0 +1,97 @@
+package riverschema
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/retrysafe/retrysafe/migrations"
+)
+
+// Beginner is satisfied by *pgxpool.Pool, *pgx.Conn and pgx.Tx (a nested
+// Begin is a savepoint).
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// lockSQL is the advisory lock package migrations takes: sharing it keeps
+// two CREATE SCHEMA IF NOT EXISTS from colliding on the catalog.
+const lockSQL = `SELECT pg_advisory_xact_lock(hashtextextended('retrysafe.migrate.' || $1, 0))`
+
+// Migrate brings River's tables in schema up to the version this build of
+// River expects and returns the versions it applied (none when already up to
+// date). Safe to run concurrently and repeatedly.
+func Migrate(ctx context.Context, db Beginner, schema string) ([]int, error) {
+	if err := migrations.ValidateSchema(schema); err != nil {
+		return nil, err
+	}
+	// River logs "no migrations to apply" at info on every start; only its
+	// warnings are worth a line.
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m, err := rivermigrate.New(riverpgxv5.New(nil), &rivermigrate.Config{Schema: schema, Logger: quiet})
+	if err != nil {
+		return nil, fmt.Errorf("river migrate: %w", err)
+	}
+	// One transaction per River version, not one for all: a version that
+	// adds an enum value (004 adds job state "pending") must commit before
+	// a later one may use it. Each step takes the lock and reads the applied
+	// versions afresh, so concurrent migrators interleave safely, and each
+	// holds a single connection (a session lock on one connection while
+	// migrating on another would deadlock a small pool).
+	var applied []int
+	for {
+		v, err := step(ctx, db, m, schema)
+		if err != nil {
+			return applied, err
+		}
+		if v == 0 {
+			return applied, nil
+		}
+		applied = append(applied, v)
+	}
+}
+
+// step applies the next pending River version in its own transaction and
+// returns it, or 0 when none is pending.
+func step(ctx context.Context, db Beginner, m *rivermigrate.Migrator[pgx.Tx], schema string) (int, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("river migrate: begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	if _, err := tx.Exec(ctx, lockSQL, schema); err != nil {
+		return 0, fmt.Errorf("river migrate: advisory lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return 0, fmt.Errorf("river migrate: create schema %s: %w", schema, err)
+	}
+	res, err := m.MigrateTx(ctx, tx, rivermigrate.DirectionUp, &rivermigrate.MigrateOpts{MaxSteps: 1})
+	if err != nil {
+		return 0, fmt.Errorf("river migrate %s: %w", schema, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("river migrate: commit: %w", err)
+	}
+	if len(res.Versions) == 0 {
+		return 0, nil
+	}
+	return res.Versions[0].Version, nil
+}
+
+// Latest is the newest River migration version this build carries.
+func Latest() int {
+	m, err := rivermigrate.New(riverpgxv5.New(nil), &rivermigrate.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return 0
+	}
+	all := m.AllVersions()
+	if len(all) == 0 {
+		return 0
+	}
+	return all[len(all)-1].Version
+}

@@ -1,0 +1,210 @@
+package idempotency_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/server/idempotency"
+)
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(childEnv); mode != "" {
+		os.Exit(childMain(mode)) // a process the crash tests kill; see crash_test.go
+	}
+	pgtest.Main(m)
+}
+
+func tenantFromHeader(r *http.Request) (string, error) {
+	t := r.Header.Get("X-Tenant")
+	if t == "" {
+		return "", fmt.Errorf("no X-Tenant")
+	}
+	return t, nil
+}
+
+// env is one test's schema, pool and middleware.
+type env struct {
+	pool   *pgxpool.Pool
+	schema string
+	mw     *idempotency.Middleware
+}
+
+const effectsDDL = `CREATE TABLE effects (
+	id     bigserial PRIMARY KEY,
+	tenant text NOT NULL,
+	key    text NOT NULL,
+	amount int  NOT NULL)`
+
+func newEnv(tb testing.TB, maxConns int32, cfg idempotency.Config) *env {
+	tb.Helper()
+	pool, schema := pgtest.Schema(tb, &pgtest.Opts{MaxConns: maxConns})
+	if _, err := pool.Exec(context.Background(), effectsDDL); err != nil {
+		tb.Fatal(err)
+	}
+	if cfg.Tenant == nil {
+		cfg.Tenant = tenantFromHeader
+	}
+	mw, err := idempotency.New(pool, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &env{pool: pool, schema: schema, mw: mw}
+}
+
+type effectReq struct {
+	Amount int `json:"amount"`
+}
+
+// effectTx is a transactional handler with a real effect: a row in
+// effects. amount < 0 answers 422 and 0 answers 500, both after writing.
+func effectTx(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
+	var in effectReq
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		http.Error(w, "bad json", http.StatusBadRequest)
+		return
+	}
+	info, _ := idempotency.FromContext(r.Context())
+	var id int64
+	err := tx.QueryRow(r.Context(), `INSERT INTO effects (tenant, key, amount) VALUES ($1, $2, $3) RETURNING id`,
+		info.Tenant, info.Key, in.Amount).Scan(&id)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprintf("/effects/%d", id))
+	w.Header().Set("X-Not-Stored", "1")
+	switch {
+	case in.Amount < 0:
+		w.WriteHeader(http.StatusUnprocessableEntity)
+	case in.Amount == 0:
+		w.WriteHeader(http.StatusInternalServerError)
+	default:
+		w.WriteHeader(http.StatusCreated)
+	}
+	fmt.Fprintf(w, `{"id":%d,"amount":%d,"attempt":%d}`, id, in.Amount, info.Attempt)
+}
+
+// effectPlain is the reservation-mode twin of effectTx: its effect is
+// committed on its own (as a provider call would be).
+func effectPlain(pool *pgxpool.Pool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in effectReq
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+			http.Error(w, "bad json", http.StatusBadRequest)
+			return
+		}
+		info, _ := idempotency.FromContext(r.Context())
+		var id int64
+		err := pool.QueryRow(r.Context(), `INSERT INTO effects (tenant, key, amount) VALUES ($1, $2, $3) RETURNING id`,
+			info.Tenant, info.Key, in.Amount).Scan(&id)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id":%d,"amount":%d,"attempt":%d}`, id, in.Amount, info.Attempt)
+	})
+}
+
+type result struct {
+	status   int
+	body     string
+	header   http.Header
+	replayed bool
+}
+
+func do(h http.Handler, tenant, key, body string) result {
+	req := httptest.NewRequest(http.MethodPost, "/effects", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if tenant != "" {
+		req.Header.Set("X-Tenant", tenant)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return result{
+		status:   rec.Code,
+		body:     rec.Body.String(),
+		header:   rec.Header(),
+		replayed: rec.Header().Get("Idempotent-Replayed") == "true",
+	}
+}
+
+// fire sends n requests at once (released together by a barrier) and
+// returns every answer.
+func fire(h http.Handler, n int, tenant, key, body string) []result {
+	out := make([]result, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			out[i] = do(h, tenant, key, body)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return out
+}
+
+func (e *env) count(tb testing.TB, query string, args ...any) int {
+	tb.Helper()
+	var n int
+	if err := e.pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+func (e *env) effects(tb testing.TB) int {
+	tb.Helper()
+	return e.count(tb, `SELECT count(*) FROM effects`)
+}
+
+func (e *env) keys(tb testing.TB) int {
+	tb.Helper()
+	return e.count(tb, `SELECT count(*) FROM idempotency_requests`)
+}
+
+func mustProblem(tb testing.TB, r result, status int) {
+	tb.Helper()
+	if r.status != status {
+		tb.Fatalf("status %d, want %d (body %s)", r.status, status, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		tb.Fatalf("Content-Type %q, want application/problem+json", ct)
+	}
+	var p idempotency.Problem
+	if err := json.Unmarshal([]byte(r.body), &p); err != nil || p.Status != status || p.Type == "" || p.Title == "" {
+		tb.Fatalf("not a problem document for %d: %s (%v)", status, r.body, err)
+	}
+}
+
+func withTimeout(tb testing.TB, d time.Duration, what string, f func()) {
+	tb.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		tb.Fatalf("%s did not finish within %v: deadlock?", what, d)
+	}
+}

@@ -1,0 +1,472 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DB is what the middleware needs of a database: *pgxpool.Pool satisfies
+// it. It must be safe for concurrent use, so a single *pgx.Conn will not do.
+type DB interface {
+	Executor
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Mode says when the key is committed relative to the handler's effects.
+type Mode int
+
+const (
+	// ModeTransactional commits key, handler writes and answer together.
+	ModeTransactional Mode = iota + 1
+	// ModeReservation commits the key with a lease before the handler runs.
+	ModeReservation
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeTransactional:
+		return "transactional"
+	case ModeReservation:
+		return "reservation"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// Route configures the middleware for one route.
+type Route struct {
+	// Operation is the scope's middle part: one name per route, for
+	// example its pattern "POST /v1/pix/charges". Required. Two routes must
+	// not share an operation, and one operation must keep its mode.
+	Operation string
+	// KeyOptional lets requests without an Idempotency-Key through,
+	// unprotected (in transactional mode the handler still gets a
+	// transaction). By default a missing key answers 400.
+	KeyOptional bool
+	// Wait, when positive, makes a duplicate of an unfinished request wait
+	// up to this long for the first one's answer (polling, holding no
+	// connection between polls) before answering 409.
+	Wait time.Duration
+}
+
+func (rt Route) validate() {
+	if rt.Operation == "" {
+		panic(&ConfigError{Field: "Route.Operation", Reason: "is required"})
+	}
+	if rt.Wait < 0 {
+		panic(&ConfigError{Field: "Route.Wait", Reason: "must not be negative"})
+	}
+}
+
+// TxHandlerFunc is a transactional route's handler. It must do all of its
+// database work through tx (never a second connection from the pool, which
+// could deadlock under load), must not commit or roll it back (both return
+// ErrTxOwned), and should answer whatever it would answer without the
+// middleware: its status, headers and body are stored in tx and sent once
+// tx has committed.
+type TxHandlerFunc func(w http.ResponseWriter, r *http.Request, tx pgx.Tx)
+
+// Info describes the key a handler runs under; see FromContext.
+type Info struct {
+	Scope
+	Mode Mode
+	// Attempt counts executions for this key: above 1 in reservation mode
+	// when an earlier attempt's lease ran out (it may or may not have
+	// reached its provider).
+	Attempt int32
+}
+
+type infoKey struct{}
+
+// FromContext returns the key a handler runs under; ok is false outside
+// the middleware or for a request without a key on a KeyOptional route.
+func FromContext(ctx context.Context) (Info, bool) {
+	info, ok := ctx.Value(infoKey{}).(Info)
+	return info, ok
+}
+
+// Middleware wraps routes. Create it once with New and share it.
+type Middleware struct {
+	db   DB
+	cfg  Config
+	keep map[string]bool
+}
+
+// New validates cfg (after defaults) and returns a Middleware on db, whose
+// schema must hold the idempotency_requests table (migration 002).
+func New(db DB, cfg Config) (*Middleware, error) {
+	if db == nil {
+		return nil, &ConfigError{Field: "db", Reason: "is nil"}
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Middleware{db: db, cfg: cfg, keep: cfg.storeHeaderSet()}, nil
+}
+
+// Config returns the effective configuration (defaults applied).
+func (m *Middleware) Config() Config { return m.cfg }
+
+// Transactional protects h: the key is inserted in the transaction h
+// receives, and key, h's writes and h's answer commit together or not at
+// all. A crash anywhere before the commit leaves nothing, and a retry runs
+// h afresh. It panics with a *ConfigError on an invalid route.
+func (m *Middleware) Transactional(route Route, h TxHandlerFunc) http.Handler {
+	route.validate()
+	return &handler{m: m, route: route, mode: ModeTransactional, tx: h}
+}
+
+// Reservation protects h, whose effects leave the database: the key is
+// committed as running with a lease before h runs, h runs holding no
+// connection of the middleware's, and its answer is stored afterwards.
+//
+// h must tolerate running twice for one key: if the process dies while h
+// runs (or h panics), the key stays reserved until its lease ends and the
+// next request with the key then runs h again, with Info.Attempt
+// incremented. Pass Info.Key to the provider as its idempotency key (or ask
+// the provider whether the first attempt went through) so that the second
+// run does not repeat the effect. h's context is cancelled when its lease
+// ends. It panics with a *ConfigError on an invalid route.
+func (m *Middleware) Reservation(route Route, h http.Handler) http.Handler {
+	route.validate()
+	return &handler{m: m, route: route, mode: ModeReservation, plain: h}
+}
+
+type handler struct {
+	m     *Middleware
+	route Route
+	mode  Mode
+	tx    TxHandlerFunc
+	plain http.Handler
+}
+
+// maxRounds bounds the reserve/read/take-over loop when rows vanish (purged)
+// or change (taken over) between statements; past it the request is
+// answered as in flight, which is always safe.
+const maxRounds = 8
+
+// outcome of one round of a request.
+type outcome int
+
+const (
+	answered outcome = iota // the client has its answer
+	busy                    // another request holds the key: wait or 409
+)
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	cfg := &h.m.cfg
+	tenant, err := cfg.Tenant(r)
+	if err != nil || tenant == "" {
+		writeError(w, ErrUnauthenticated)
+		return
+	}
+	key, present, err := ParseKey(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if !present {
+		if !h.route.KeyOptional {
+			writeError(w, ErrKeyMissing)
+			return
+		}
+		h.serveUnprotected(w, r)
+		return
+	}
+	body, err := readBody(r, cfg.MaxBodyBytes)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	fp := Fingerprint(r.Method, r.URL.Path, r.URL.RawQuery, body)
+	p := ReserveParams{
+		Scope:       Scope{Tenant: tenant, Operation: h.route.Operation, Key: key},
+		Fingerprint: fp[:],
+		Lease:       cfg.Lease,
+		Retention:   cfg.Retention,
+	}
+
+	// The wait bound is local patience, not lease arithmetic: the Go clock
+	// is fine for it.
+	deadline := time.Now().Add(h.route.Wait)
+	pause := cfg.PollInterval
+	for {
+		var out outcome
+		if h.mode == ModeTransactional {
+			out, err = h.serveTx(w, r, p)
+		} else {
+			out, err = h.serveReservation(w, r, p)
+		}
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if out == answered {
+			return
+		}
+		if h.route.Wait <= 0 || time.Until(deadline) <= 0 {
+			writeError(w, &InFlightError{RetryAfter: cfg.RetryAfter})
+			return
+		}
+		// Jitter keeps a crowd of waiting duplicates from polling in step.
+		sleep := min(pause/2+rand.N(pause/2+1), time.Until(deadline))
+		select {
+		case <-r.Context().Done():
+			return // the client is gone; nothing was executed for it
+		case <-time.After(sleep):
+		}
+		pause = min(pause*2, 16*cfg.PollInterval)
+	}
+}
+
+// decision is what an existing row means for a new request with its key.
+type decision int
+
+const (
+	decideReplay decision = iota
+	decideReused
+	decideBusy
+	decideTakeOver
+)
+
+func decide(row *Request, fp []byte) decision {
+	switch {
+	case row.Expired:
+		return decideTakeOver // retention ended: the key counts as unused, whatever its old request
+	case !bytes.Equal(row.Fingerprint, fp):
+		return decideReused
+	case row.Status == StatusDone:
+		return decideReplay
+	case row.LeaseExpired:
+		return decideTakeOver
+	default:
+		return decideBusy
+	}
+}
+
+// serveTx runs one round in transactional mode. Everything happens on the
+// transaction's one connection, which is given back before any wait.
+func (h *handler) serveTx(w http.ResponseWriter, r *http.Request, p ReserveParams) (outcome, error) {
+	m := h.m
+	ctx := r.Context()
+	tx, err := m.db.Begin(ctx)
+	if err != nil {
+		return answered, fmt.Errorf("%w: %w", errStore, err)
+	}
+	// release ends the transaction without committing; it runs before any
+	// answer is written (a slow client must not keep the connection) and,
+	// deferred, on a handler panic: nothing of this request survives.
+	done := false
+	release := func() {
+		if !done {
+			done = true
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			tx.Rollback(rctx) //nolint:errcheck // the connection is discarded if this fails
+			cancel()
+		}
+	}
+	defer release()
+
+	// A duplicate of a request that is running right now blocks on the
+	// first one's uncommitted key; LockTimeout turns a long wait into
+	// "busy" so that the duplicate frees its connection. The lock_timeout
+	// is restored before the handler's statements.
+	p.LockTimeout = m.cfg.LockTimeout
+	res, ok, err := RequestReserve(ctx, tx, p)
+	for round := 0; !ok; round++ {
+		if IsLockTimeout(err) {
+			return busy, nil
+		}
+		if err != nil {
+			return answered, fmt.Errorf("%w: %w", errStore, err)
+		}
+		if round == maxRounds {
+			return busy, nil
+		}
+		// A new statement: its snapshot sees the row the INSERT conflicted with.
+		var row *Request
+		row, err = RequestGet(ctx, tx, p.Scope)
+		if errors.Is(err, ErrNotFound) { // purged since: reserve again
+			res, ok, err = RequestReserve(ctx, tx, p)
+			continue
+		}
+		if err != nil {
+			return answered, fmt.Errorf("%w: %w", errStore, err)
+		}
+		switch decide(row, p.Fingerprint) {
+		case decideReplay:
+			release()
+			writeResponse(w, row.Response, true)
+			return answered, nil
+		case decideReused:
+			return answered, ErrKeyReused
+		case decideBusy:
+			return busy, nil
+		case decideTakeOver:
+			res, ok, err = RequestTakeOver(ctx, tx, p, row.Attempt)
+		}
+	}
+
+	rec := newRecorder()
+	info := Info{Scope: p.Scope, Mode: ModeTransactional, Attempt: res.Attempt}
+	h.tx(rec, r.WithContext(context.WithValue(ctx, infoKey{}, info)), ownedTx{tx})
+	rec.finish()
+
+	// The client may have gone while the handler ran: its answer is still
+	// worth committing, so that its retry gets a replay.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := RequestComplete(cctx, tx, p.Scope, res.Attempt, rec.stored(m.keep), m.cfg.Retention); err != nil {
+		release()
+		m.cfg.Logger.Warn("idempotency: answer not stored; rolled back", "operation", p.Operation, "err", err)
+		return answered, errNotCommitted
+	}
+	done = true // a failed Commit rolls back by itself
+	if err := tx.Commit(cctx); err != nil {
+		m.cfg.Logger.Warn("idempotency: commit failed; rolled back", "operation", p.Operation, "err", err)
+		return answered, errNotCommitted
+	}
+	rec.writeTo(w)
+	return answered, nil
+}
+
+// serveReservation runs one round in reservation mode. Each statement takes
+// a pool connection and gives it back; none is held while the handler runs.
+func (h *handler) serveReservation(w http.ResponseWriter, r *http.Request, p ReserveParams) (outcome, error) {
+	m := h.m
+	ctx := r.Context()
+	res, ok, err := RequestReserve(ctx, m.db, p)
+	for round := 0; !ok; round++ {
+		if err != nil {
+			return answered, fmt.Errorf("%w: %w", errStore, err)
+		}
+		if round == maxRounds {
+			return busy, nil
+		}
+		var row *Request
+		row, err = RequestGet(ctx, m.db, p.Scope)
+		if errors.Is(err, ErrNotFound) {
+			res, ok, err = RequestReserve(ctx, m.db, p)
+			continue
+		}
+		if err != nil {
+			return answered, fmt.Errorf("%w: %w", errStore, err)
+		}
+		switch decide(row, p.Fingerprint) {
+		case decideReplay:
+			writeResponse(w, row.Response, true)
+			return answered, nil
+		case decideReused:
+			return answered, ErrKeyReused
+		case decideBusy:
+			return busy, nil
+		case decideTakeOver:
+			res, ok, err = RequestTakeOver(ctx, m.db, p, row.Attempt)
+		}
+	}
+
+	// From here on the key is committed as ours: whatever happens, the
+	// answer (or the end of the lease) must reach the database even if the
+	// client goes away.
+	detached := context.WithoutCancel(ctx)
+	info := Info{Scope: p.Scope, Mode: ModeReservation, Attempt: res.Attempt}
+	hctx, cancel := context.WithTimeout(context.WithValue(ctx, infoKey{}, info), res.LeaseLeft)
+	defer cancel()
+	rec := newRecorder()
+	finished := false
+	defer func() {
+		if finished {
+			return
+		}
+		// The handler panicked: its effect may or may not have happened,
+		// exactly as after a crash. End the lease now so the client's retry
+		// runs it again at once rather than after the lease.
+		rctx, cancel := context.WithTimeout(detached, 5*time.Second)
+		defer cancel()
+		if err := RequestRelease(rctx, m.db, p.Scope, res.Attempt); err != nil && !errors.Is(err, ErrFenced) {
+			m.cfg.Logger.Warn("idempotency: lease not released after panic", "operation", p.Operation, "err", err)
+		}
+	}()
+	h.plain.ServeHTTP(rec, r.WithContext(hctx))
+	finished = true
+	rec.finish()
+
+	cctx, ccancel := context.WithTimeout(detached, 30*time.Second)
+	defer ccancel()
+	switch err := RequestComplete(cctx, m.db, p.Scope, res.Attempt, rec.stored(m.keep), m.cfg.Retention); {
+	case errors.Is(err, ErrFenced):
+		// Our lease ran out and a newer attempt owns the key: its answer
+		// is the one kept. Ours still describes what happened here.
+		m.cfg.Logger.Warn("idempotency: lease lost before the answer was stored; answer not kept",
+			"operation", p.Operation, "attempt", res.Attempt)
+	case err != nil:
+		// The effect happened; the client gets its answer. The row stays
+		// running and a retry after the lease runs the handler again.
+		m.cfg.Logger.Error("idempotency: answer not stored", "operation", p.Operation, "err", err)
+	}
+	rec.writeTo(w)
+	return answered, nil
+}
+
+// serveUnprotected runs a KeyOptional route's handler for a request without
+// a key.
+func (h *handler) serveUnprotected(w http.ResponseWriter, r *http.Request) {
+	if h.mode == ModeReservation {
+		h.plain.ServeHTTP(w, r)
+		return
+	}
+	ctx := r.Context()
+	tx, err := h.m.db.Begin(ctx)
+	if err != nil {
+		writeError(w, fmt.Errorf("%w: %w", errStore, err))
+		return
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			tx.Rollback(rctx) //nolint:errcheck
+			cancel()
+		}
+	}()
+	rec := newRecorder()
+	h.tx(rec, r, ownedTx{tx})
+	rec.finish()
+	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
+		writeError(w, errNotCommitted)
+		return
+	}
+	committed = true
+	rec.writeTo(w)
+}
+
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		r.Body = http.NoBody
+		return nil, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	r.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errBodyRead, err)
+	}
+	if int64(len(body)) > limit {
+		return nil, ErrBodyTooLarge
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body, nil
+}
+
+// ownedTx is the transaction as a handler sees it: everything but ending it.
+type ownedTx struct{ pgx.Tx }
+
+func (ownedTx) Commit(context.Context) error   { return ErrTxOwned }
+func (ownedTx) Rollback(context.Context) error { return ErrTxOwned }

@@ -1,0 +1,285 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Executor runs statements. *pgxpool.Pool, *pgx.Conn and pgx.Tx satisfy it,
+// so every data function works inside or outside a transaction.
+type Executor interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// Scope identifies one key: the primary key of idempotency_requests.
+type Scope struct {
+	Tenant    string
+	Operation string
+	Key       string
+}
+
+// Status of a stored key.
+type Status string
+
+const (
+	StatusRunning Status = "running" // reserved; the handler has not stored an answer
+	StatusDone    Status = "done"    // the answer is stored
+)
+
+// Response is a stored answer.
+type Response struct {
+	Status int
+	Header http.Header // only the headers that matter (Config.StoreHeaders)
+	Body   []byte
+}
+
+// Request is a row of idempotency_requests. The booleans and LeaseLeft are
+// computed by the database with its own now() when the row was read, so
+// that no decision depends on the Go clock.
+type Request struct {
+	Scope
+	Fingerprint  []byte
+	Status       Status
+	Attempt      int32
+	Response     *Response // nil while running
+	CreatedAt    time.Time
+	ExpiresAt    time.Time
+	Expired      bool          // past ExpiresAt: the key counts as unused
+	LeaseExpired bool          // running and past its lease: may be taken over
+	LeaseLeft    time.Duration // running: time until the lease ends (<= 0 when expired)
+}
+
+// ReserveParams describes a reservation (or a takeover).
+type ReserveParams struct {
+	Scope
+	Fingerprint []byte
+	Lease       time.Duration // running rows may be taken over after it
+	Retention   time.Duration // the row's expires_at, from now; >= Lease
+	// LockTimeout, when positive and e is a transaction, bounds the wait on
+	// a concurrent uncommitted writer of the same key; exceeding it fails
+	// with SQLSTATE 55P03 (see IsLockTimeout) and aborts the transaction.
+	// The previous lock_timeout is restored afterwards, so that the rest of
+	// the transaction (the handler's writes) runs with its usual setting.
+	LockTimeout time.Duration
+}
+
+// Reservation is a key reserved for the caller.
+type Reservation struct {
+	Attempt   int32         // fencing token for RequestComplete
+	LeaseLeft time.Duration // by the database clock
+}
+
+const requestReserveSQL = `
+INSERT INTO idempotency_requests
+    (tenant_id, operation, idem_key, fingerprint, status, attempt, lease_until, expires_at)
+VALUES ($1, $2, $3, $4, 'running', 1, now() + $5::interval, now() + $6::interval)
+ON CONFLICT (tenant_id, operation, idem_key) DO NOTHING
+RETURNING attempt, lease_until - now()`
+
+// RequestReserve inserts the key as running. ok is false when the key
+// already exists: the caller must then read it with RequestGet in a new
+// statement, because in READ COMMITTED a conflict with a row committed
+// while this statement waited is not visible to this statement's snapshot.
+func RequestReserve(ctx context.Context, e Executor, p ReserveParams) (res Reservation, ok bool, err error) {
+	err = withLockTimeout(ctx, e, p.LockTimeout, requestReserveSQL,
+		[]any{p.Tenant, p.Operation, p.Key, p.Fingerprint, p.Lease, p.Retention},
+		&res.Attempt, &res.LeaseLeft)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Reservation{}, false, nil
+	}
+	if err != nil {
+		return Reservation{}, false, fmt.Errorf("idempotency: reserve: %w", err)
+	}
+	return res, true, nil
+}
+
+const requestTakeOverSQL = `
+UPDATE idempotency_requests
+SET fingerprint = $4, status = 'running', attempt = attempt + 1,
+    lease_until = now() + $5::interval, expires_at = now() + $6::interval,
+    response_status = NULL, response_headers = NULL, response_body = NULL,
+    finished_at = NULL, updated_at = now()
+WHERE tenant_id = $1 AND operation = $2 AND idem_key = $3 AND attempt = $7
+  AND (expires_at <= now()
+       OR (status = 'running' AND lease_until <= now() AND fingerprint = $4))
+RETURNING attempt, lease_until - now()`
+
+// RequestTakeOver reuses a key whose row has expired, or whose running
+// lease has ended (then only for the same fingerprint). It is a
+// compare-and-set on the attempt the caller read: of several concurrent
+// takers exactly one gets ok, and the attempt it gets fences the previous
+// holder out of RequestComplete.
+func RequestTakeOver(ctx context.Context, e Executor, p ReserveParams, seenAttempt int32) (res Reservation, ok bool, err error) {
+	err = withLockTimeout(ctx, e, p.LockTimeout, requestTakeOverSQL,
+		[]any{p.Tenant, p.Operation, p.Key, p.Fingerprint, p.Lease, p.Retention, seenAttempt},
+		&res.Attempt, &res.LeaseLeft)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Reservation{}, false, nil
+	}
+	if err != nil {
+		return Reservation{}, false, fmt.Errorf("idempotency: take over: %w", err)
+	}
+	return res, true, nil
+}
+
+const requestGetSQL = `
+SELECT fingerprint, status, attempt, response_status, response_headers, response_body,
+       created_at, expires_at,
+       expires_at <= now(),
+       coalesce(status = 'running' AND lease_until <= now(), false),
+       coalesce(lease_until - now(), interval '0')
+FROM idempotency_requests
+WHERE tenant_id = $1 AND operation = $2 AND idem_key = $3`
+
+// RequestGet reads a key; ErrNotFound when there is none.
+func RequestGet(ctx context.Context, e Executor, s Scope) (*Request, error) {
+	r := &Request{Scope: s}
+	var (
+		status     string
+		respStatus *int16
+		respHeader http.Header
+		respBody   []byte
+	)
+	err := e.QueryRow(ctx, requestGetSQL, s.Tenant, s.Operation, s.Key).Scan(
+		&r.Fingerprint, &status, &r.Attempt, &respStatus, &respHeader, &respBody,
+		&r.CreatedAt, &r.ExpiresAt, &r.Expired, &r.LeaseExpired, &r.LeaseLeft)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: get: %w", err)
+	}
+	r.Status = Status(status)
+	if respStatus != nil {
+		if respBody == nil {
+			respBody = []byte{}
+		}
+		r.Response = &Response{Status: int(*respStatus), Header: respHeader, Body: respBody}
+	}
+	return r, nil
+}
+
+const requestCompleteSQL = `
+UPDATE idempotency_requests
+SET status = 'done', lease_until = NULL,
+    response_status = $5, response_headers = $6, response_body = $7,
+    finished_at = now(), updated_at = now(), expires_at = now() + $8::interval
+WHERE tenant_id = $1 AND operation = $2 AND idem_key = $3
+  AND attempt = $4 AND status = 'running'`
+
+// RequestComplete stores the answer of attempt. Retention counts from now.
+// ErrFenced when the row has moved on to another attempt (or is gone).
+func RequestComplete(ctx context.Context, e Executor, s Scope, attempt int32, resp *Response, retention time.Duration) error {
+	header := resp.Header
+	if header == nil {
+		header = http.Header{}
+	}
+	body := resp.Body
+	if body == nil {
+		body = []byte{}
+	}
+	tag, err := e.Exec(ctx, requestCompleteSQL, s.Tenant, s.Operation, s.Key, attempt,
+		int16(resp.Status), header, body, retention)
+	if err != nil {
+		return fmt.Errorf("idempotency: complete: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrFenced
+	}
+	return nil
+}
+
+const requestReleaseSQL = `
+UPDATE idempotency_requests
+SET lease_until = now(), updated_at = now()
+WHERE tenant_id = $1 AND operation = $2 AND idem_key = $3
+  AND attempt = $4 AND status = 'running'`
+
+// RequestRelease ends attempt's lease now, so that the next request with the
+// key takes it over at once instead of waiting for the lease to run out
+// (used when a reservation handler panics: whether its effect happened is
+// unknown, exactly as after a crash). ErrFenced when attempt is not current.
+func RequestRelease(ctx context.Context, e Executor, s Scope, attempt int32) error {
+	tag, err := e.Exec(ctx, requestReleaseSQL, s.Tenant, s.Operation, s.Key, attempt)
+	if err != nil {
+		return fmt.Errorf("idempotency: release: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrFenced
+	}
+	return nil
+}
+
+// requestPurgeSQL deletes one batch of expired rows. SKIP LOCKED makes the
+// purge pass over rows a request is taking over right now instead of
+// waiting for it, and the LIMIT keeps each statement (and its locks) short.
+// A running row is only purged once its lease has also ended.
+const requestPurgeSQL = `
+DELETE FROM idempotency_requests r
+USING (
+    SELECT tenant_id, operation, idem_key
+    FROM idempotency_requests
+    WHERE expires_at <= now() AND (status = 'done' OR lease_until <= now())
+    ORDER BY expires_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+) d
+WHERE r.tenant_id = d.tenant_id AND r.operation = d.operation AND r.idem_key = d.idem_key`
+
+// RequestPurge deletes at most limit expired keys in one statement and
+// returns how many it deleted.
+func RequestPurge(ctx context.Context, e Executor, limit int) (int, error) {
+	tag, err := e.Exec(ctx, requestPurgeSQL, limit)
+	if err != nil {
+		return 0, fmt.Errorf("idempotency: purge: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// withLockTimeout runs one single-row statement, inside a bounded
+// lock_timeout when timeout > 0. The save, set, statement and restore go in
+// one batch: one round trip. The previous value is parked in a
+// transaction-local custom setting because the restore cannot know it when
+// the batch is built.
+func withLockTimeout(ctx context.Context, e Executor, timeout time.Duration, sql string, args []any, dest ...any) error {
+	if timeout <= 0 {
+		return e.QueryRow(ctx, sql, args...).Scan(dest...)
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT set_config('retrysafe.saved_lock_timeout', current_setting('lock_timeout'), true)`)
+	b.Queue(`SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", max(1, timeout.Milliseconds())))
+	b.Queue(sql, args...)
+	b.Queue(`SELECT set_config('lock_timeout', current_setting('retrysafe.saved_lock_timeout'), true)`)
+	br := e.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(dest...)
+	}
+	if err == nil || errors.Is(err, pgx.ErrNoRows) {
+		if _, rerr := br.Exec(); rerr != nil {
+			err = rerr
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return err
+}
+
+// IsLockTimeout reports whether err is PostgreSQL's lock_not_available
+// (55P03): the key is held by an uncommitted concurrent request.
+func IsLockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+}

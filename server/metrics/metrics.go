@@ -1,0 +1,149 @@
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/retrysafe/retrysafe/executor"
+)
+
+// Namespace prefixes every metric name.
+const Namespace = "retrysafe"
+
+// Outcomes of an execution as counted by Executions. The first four are the
+// executor's statuses; the last two are calls that got no status.
+const (
+	OutcomeCompleted = string(executor.StatusCompleted)
+	OutcomeFailed    = string(executor.StatusFailed)
+	OutcomeInFlight  = string(executor.StatusInFlight)
+	OutcomeReview    = string(executor.StatusReview)
+	OutcomeInvalid   = "invalid" // refused before anything was frozen (bad fields)
+	OutcomeError     = "error"   // no answer could be given (database down, ...)
+)
+
+// Outcomes of one provider call or lookup, as timed by the provider
+// histograms: success, a tools.Class, or (lookups only) not_found.
+const (
+	ProviderOK       = "ok"
+	ProviderNotFound = "not_found"
+)
+
+// Metrics is the set of instruments of one process.
+type Metrics struct {
+	// Registry holds every instrument below plus the Go runtime and
+	// process collectors. Serve it with Handler.
+	Registry *prometheus.Registry
+
+	// Executions counts execute calls by outcome.
+	Executions *prometheus.CounterVec // tenant, action, outcome
+	// Replays counts calls answered from a stored outcome without running
+	// the tool; outcome is the stored status.
+	Replays *prometheus.CounterVec // tenant, action, outcome
+	// Divergences counts calls whose extraction differed from the frozen
+	// payload (the divergent values were dropped). Field names are not
+	// labels: the answer to the caller names them.
+	Divergences *prometheus.CounterVec // tenant, action
+	// InFlightConflicts counts calls answered 409 because another caller
+	// held a live lease on the action.
+	InFlightConflicts *prometheus.CounterVec // tenant, action
+	// Takeovers counts calls that took over an expired lease and ran the
+	// tool again with the same key; outcome is where it ended.
+	Takeovers *prometheus.CounterVec // tenant, action, outcome
+	// Reviews counts calls answered "review": the action waits for an
+	// operator (retrysafe resolve).
+	Reviews *prometheus.CounterVec // tenant, action
+	// Reconciled counts what reconciler passes did, by outcome
+	// (taken_over, completed, failed, review, retrying, lease_lost, error).
+	Reconciled *prometheus.CounterVec // outcome
+	// ProviderLatency times each tool Execute (the provider call).
+	ProviderLatency *prometheus.HistogramVec // action, outcome
+	// LookupLatency times each tool Lookup (asking the provider by key).
+	LookupLatency *prometheus.HistogramVec // action, outcome
+}
+
+// providerBuckets span a fast in-region API (5 ms) to the executor's default
+// call timeout (10 s) and a little past it.
+var providerBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15}
+
+// New builds the instruments on a fresh registry.
+func New() *Metrics {
+	tao := []string{"tenant", "action", "outcome"}
+	ta := []string{"tenant", "action"}
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		Executions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "executions_total",
+			Help: "Tool executions requested, by outcome (completed, failed, in_flight, review, invalid, error).",
+		}, tao),
+		Replays: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "replays_total",
+			Help: "Executions answered from the stored outcome without calling the provider, by stored outcome.",
+		}, tao),
+		Divergences: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "divergences_total",
+			Help: "Executions whose extraction differed from the frozen payload; the frozen payload was used.",
+		}, ta),
+		InFlightConflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "in_flight_conflicts_total",
+			Help: "Executions answered 409 because another caller holds a live lease on the action.",
+		}, ta),
+		Takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "takeovers_total",
+			Help: "Executions that took over an expired lease and settled the action with the same key, by outcome.",
+		}, tao),
+		Reviews: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "reviews_total",
+			Help: "Executions answered review: the action waits for an operator.",
+		}, ta),
+		Reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: Namespace, Name: "reconciler_actions_total",
+			Help: "Actions handled by reconciler passes, by outcome (taken_over, completed, failed, review, retrying, lease_lost, error).",
+		}, []string{"outcome"}),
+		ProviderLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "provider_call_duration_seconds",
+			Help:    "Duration of provider calls (tool Execute), by outcome (ok, definitive, transient, uncertain).",
+			Buckets: providerBuckets,
+		}, []string{"action", "outcome"}),
+		LookupLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: Namespace, Name: "provider_lookup_duration_seconds",
+			Help:    "Duration of provider lookups by key (tool Lookup), by outcome (ok, not_found, definitive, transient, uncertain).",
+			Buckets: providerBuckets,
+		}, []string{"action", "outcome"}),
+	}
+	m.Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.Executions, m.Replays, m.Divergences, m.InFlightConflicts, m.Takeovers,
+		m.Reviews, m.Reconciled, m.ProviderLatency, m.LookupLatency,
+	)
+	return m
+}
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{
+		Registry: m.Registry, // counts its own scrape errors
+		Timeout:  10 * time.Second,
+	})
+}
+
+// ObserveReconcile adds one reconciler pass's counts.
+func (m *Metrics) ObserveReconcile(r executor.ReconcileResult) {
+	for outcome, n := range map[string]int{
+		"taken_over": r.TakenOver,
+		"completed":  r.Completed,
+		"failed":     r.Failed,
+		"review":     r.Review,
+		"retrying":   r.Retrying,
+		"lease_lost": r.LeaseLost,
+		"error":      r.Errors,
+	} {
+		if n > 0 {
+			m.Reconciled.WithLabelValues(outcome).Add(float64(n))
+		}
+	}
+}

@@ -1,0 +1,62 @@
+// Package sidecar is retrysafe's HTTP API for agents written in any
+// language: an agent posts the fields its model extracted for a tool call,
+// and the sidecar freezes the intent, executes the tool at most once per
+// key, and answers with the outcome.
+//
+// # Endpoints
+//
+//	POST /v1/tools/{action}/execute   {"intent_ref","fields","source_ref"}
+//	GET  /v1/intents/{intent_ref}/{action}
+//	GET  /v1/tools                    the tools and their model-facing parameters
+//	GET  /healthz                     the process answers
+//	GET  /readyz                      the database answers and migrations are current
+//	GET  /metrics                     Prometheus
+//
+// The /v1 routes need "Authorization: Bearer <token>". The token names the
+// tenant; nothing in the request body or path does, so one tenant's token
+// can neither read nor act on another tenant's intents (every read below is
+// scoped by the token's tenant, and the same intent_ref under two tenants is
+// two intents with two keys). Tokens are compared in constant time, and all
+// of them are compared on every request, so timing reveals neither a prefix
+// nor which tenant's token was close.
+//
+// # Execute
+//
+// The body is decoded with json.Decoder.UseNumber: an amount such as 180.1
+// reaches derive as the literal "180.1", never as a float64, so it is
+// normalized digit by digit. Unknown top-level members are refused (a
+// misspelt "intent_ref" must not silently freeze under an empty reference).
+//
+// Status codes:
+//
+//	200  completed or failed (a definitive failure is an answer, not an error:
+//	     the same call will get it again; a new try needs a new intent_ref)
+//	202  review: an operator must settle the action (retrysafe resolve)
+//	409  in_flight, with Retry-After: another caller holds the lease
+//	400  problem+json: bad body or fields that cannot be normalized (nothing
+//	     frozen, nothing called)
+//	401  unknown or missing token;  404 unknown action
+//	503  database unavailable (nothing answered; retrying is safe)
+//
+// The execution runs on a context detached from the client's: an agent that
+// hangs up mid-call does not cancel the provider call halfway (which would
+// leave the action uncertain until the reconciler settles it); the call
+// finishes, is recorded, and the agent's retry gets the replay.
+// Config.ExecuteTimeout bounds it instead.
+//
+// Transient provider failures are not retried inside the request
+// (executor.Opts.NoWait): the caller gets 409 with Retry-After and retries
+// with the same call, which the executor turns into the same key.
+//
+// # Logs and metrics
+//
+// Logs (log/slog) and metric labels carry tenant, action, outcome, status
+// and the idempotency key (an HMAC, which reveals nothing of the payload);
+// never a field value, an intent_ref or a body. Field errors name the
+// field and the rule, never the value.
+//
+// # Imports
+//
+// sidecar imports derive, intent, executor, tools, migrations and
+// server/metrics. It knows nothing of cmd/ or sandbox/.
+package sidecar

@@ -1,0 +1,222 @@
+package sidecar_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/server/metrics"
+	"github.com/retrysafe/retrysafe/server/sidecar"
+	"github.com/retrysafe/retrysafe/tools"
+	"github.com/retrysafe/retrysafe/tools/toolstest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const (
+	testSecret = "sidecar-test-secret-0123456789abcdef"
+	tokenA     = "token-a-0123456789"
+	tokenB     = "token-b-0123456789"
+	pspToken   = "psp-token"
+	chargePath = "/v1/pix/charges"
+)
+
+// harness is one sidecar on its own schema, in front of a fake PSP.
+type harness struct {
+	t     *testing.T
+	url   string
+	pool  *pgxpool.Pool
+	psp   *toolstest.Provider
+	m     *metrics.Metrics
+	srv   *sidecar.Server
+	ex    *executor.Executor
+	store *intent.Store
+	logs  *syncBuffer
+	log   *slog.Logger
+}
+
+type harnessOpts struct {
+	maxConns int32
+	exec     func(*executor.Config)
+	schema   string // override Config.Schema (readyz tests)
+}
+
+func newHarness(t *testing.T, o *harnessOpts) *harness {
+	t.Helper()
+	if o == nil {
+		o = &harnessOpts{}
+	}
+	if o.maxConns == 0 {
+		o.maxConns = 4
+	}
+	pool, schema := pgtest.Schema(t, &pgtest.Opts{MaxConns: o.maxConns})
+	psp := toolstest.NewProvider()
+	psp.Token = pspToken
+	t.Cleanup(psp.Close)
+
+	pix, err := tools.NewPixCharge(tools.HTTPConfig{BaseURL: psp.URL, Token: pspToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry(pix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	d, err := reg.Deriver([]byte(testSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := intent.New(intent.Config{Deriver: d, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	cfg := executor.Config{
+		DB: pool, Intents: store, Tools: m.InstrumentTools(reg), Logger: log,
+		Lease: 4 * time.Second, Timeout: time.Second, LeaseMargin: 500 * time.Millisecond,
+		BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
+	}
+	if o.exec != nil {
+		o.exec(&cfg)
+	}
+	ex, err := executor.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.schema != "" {
+		schema = o.schema
+	}
+	srv, err := sidecar.New(sidecar.Config{
+		DB: pool, Schema: schema, Executor: ex, Tools: reg, Metrics: m, Logger: log,
+		Credentials: []sidecar.Credential{{Tenant: "tenant-a", Token: tokenA}, {Tenant: "tenant-b", Token: tokenB}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	return &harness{t: t, url: hs.URL, pool: pool, psp: psp, m: m, srv: srv, ex: ex, store: store, logs: logs, log: log}
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r reply) exec(t *testing.T) sidecar.ExecuteResponse {
+	t.Helper()
+	var out sidecar.ExecuteResponse
+	if err := json.Unmarshal(r.body, &out); err != nil {
+		t.Fatalf("HTTP %d, body %s: %v", r.status, r.body, err)
+	}
+	return out
+}
+
+func (r reply) problem(t *testing.T) sidecar.Problem {
+	t.Helper()
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("Content-Type %q, want application/problem+json (body %s)", ct, r.body)
+	}
+	var p sidecar.Problem
+	if err := json.Unmarshal(r.body, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (h *harness) do(method, path, token, body string) reply {
+	h.t.Helper()
+	return doHTTP(h.t, method, h.url+path, token, body)
+}
+
+func doHTTP(t testing.TB, method, url, token, body string) reply {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reply{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+func (h *harness) execute(token, ref, fields string) reply {
+	h.t.Helper()
+	return h.do(http.MethodPost, "/v1/tools/pix.charge/execute", token,
+		`{"intent_ref":`+quote(ref)+`,"fields":`+fields+`,"source_ref":"msg-1"}`)
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// count returns the rows of a table in the harness's schema.
+func (h *harness) count(table string) int {
+	h.t.Helper()
+	var n int
+	if err := h.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		h.t.Fatal(err)
+	}
+	return n
+}
+
+// A CPF (valid check digits) in the spellings models produce.
+const (
+	cpfDigits = "52998224725"
+	cpfPunct  = "529.982.247-25"
+)
+
+func chargeFields(amount string, cpf string) string {
+	return `{"customer_id":"cust-42","amount":` + amount + `,"pix_key":` + quote(cpf) + `,"pix_key_type":"cpf"}`
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
