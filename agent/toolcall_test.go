@@ -166,3 +166,34 @@ func TestStepLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestGarbledRedeliveryActsOnFrozenIntent: a first run froze a good
+// extraction and died; the redelivery's model (journal off) now forgets the
+// Pix key. The frozen intent is found and charged once; the garbled
+// extraction is dropped, not refused.
+func TestGarbledRedeliveryActsOnFrozenIntent(t *testing.T) {
+	h := newHarness(t, agent.JournalOff)
+	h.receive("wamid.garble", "pagar, CPF 529.982.247-25")
+	h.arm(agent.FailIntentFrozen, 1)
+	if _, crashed := h.runInbox("wamid.garble"); !crashed {
+		t.Fatal("did not freeze")
+	}
+	if h.psp.Requests() != 0 {
+		t.Fatal("charged before the crash point")
+	}
+	h.elapse()
+	h.model.SetBehavior(agenttest.MissingField)
+	if err := h.runInboxUntilDone("wamid.garble"); err != nil {
+		t.Fatal(err)
+	}
+	turn, _ := agent.GetTurn(h.ctx, h.pool, tenant, "wamid.garble")
+	if turn.Status != agent.TurnAnswered || len(turn.Tools) != 1 || turn.Tools[0].Status != "completed" {
+		t.Fatalf("turn %+v", turn)
+	}
+	if h.psp.Count(chargeURL) != 1 {
+		t.Fatalf("%d charges", h.psp.Count(chargeURL))
+	}
+	if rec := h.psp.Records(chargeURL)[0]; rec["pix_key"] != "52998224725" {
+		t.Fatalf("charged key %v", rec["pix_key"])
+	}
+}

@@ -72,7 +72,11 @@ func runBench(b *testing.B, conc int, call func(i int64) executor.Call, ex *exec
 		}
 		return float64(lats[int(p*float64(len(lats)-1))].Microseconds()) / 1000
 	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "exec/s")
+	unit := "exec/s"
+	if wantReplay {
+		unit = "replays/s"
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), unit)
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 }

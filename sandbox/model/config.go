@@ -25,8 +25,8 @@ const maxLatency = 10 * time.Minute
 // default, with wrong amounts switched on.
 type Config struct {
 	// Seed makes every answer reproducible: the n-th identical request
-	// gets the same answer for the same seed, whatever other requests run
-	// concurrently. 0 picks a random seed (Server.Seed reports it).
+	// gets the same answer for the same seed, however other conversations
+	// interleave with it. 0 picks a random seed (Server.Seed reports it).
 	Seed int64
 	// WrongAmountRate is the probability that a tool call carries a wrong
 	// amount (a misreading, not a spelling).

@@ -116,8 +116,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 // rngFor seeds one answer from the seed, the request bytes and how many
 // times those bytes were seen before. Identical requests (a redelivery
 // replaying a conversation) therefore get different answers, as from a
-// real model, while a test replays exactly, even with requests running
-// concurrently in any order.
+// real model, while a test replays exactly however other conversations
+// interleave: a shared generator would make every answer depend on the
+// arrival order of all requests.
 func (s *Server) rngFor(body []byte) *mrand.Rand {
 	h := fnv.New64a()
 	h.Write(body)

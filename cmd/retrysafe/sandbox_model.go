@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/retrysafe/retrysafe/sandbox/model"
+)
+
+// runSandboxModel is `retrysafe sandbox model`.
+func runSandboxModel(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet(e, "sandbox model", "sandbox model [--addr HOST:PORT] [--seed N] [flags]",
+		`Runs an OpenAI-compatible chat completions server that plays a billing
+assistant, with a real model's non-determinism made deliberate:
+
+  POST /v1/chat/completions   go-openai's request and response (streaming too)
+  GET  /v1/models             the model list
+  GET  /v1/_stats             {"calls","prompt_tokens","completion_tokens",...}
+
+Point the go-openai client at it with BaseURL = "http://HOST:PORT/v1".
+
+When the last user message asks to pay ("pagar a fatura NF-123, R$ 180,00,
+chave Pix 529.982.247-25") and the request offers a Pix function
+(pix_charge), it calls that function with customer_id (from the system
+prompt: "customer_id: C-42"), amount, pix_key and pix_key_type. After a
+tool result it answers with a short text for the customer. Missing facts:
+it asks for them.
+
+Each answer spells the same values differently ("R$ 180,00", "180.00", 180;
+CPF with and without punctuation; phones in several notations; JSON
+layout), all of which derive normalizes to one payload. Faults change the
+payload or the call: --wrong-amount-rate (a misread amount),
+--malformed-rate (broken JSON arguments), --unknown-tool-rate (a function
+that was not offered), --fail-rate (429 or 500, no tokens). Per request:
+header X-Sandbox-Model-Fault: wrong-amount,malformed,unknown-tool,
+rate-limit,server-error; transport faults with X-Sandbox-Fault as in every
+sandbox service.
+
+--seed makes a run reproducible: the n-th identical request gets the same
+answer however other conversations interleave; the same conversation sent
+again (a redelivery) gets a
+different one, as from a real model. 0 draws a seed (logged at start).
+Usage is plausible (prompt = request bytes / 4, completion 20-60 tokens);
+/v1/_stats counts every answer produced, including answers lost to a
+dropped connection.
+
+Prints one line, "retrysafe sandbox model: listening on http://HOST:PORT",
+on stdout when ready (--addr with port 0 picks a free port). SIGTERM or
+SIGINT: finish requests in progress, exit 0.`)
+	cfg := model.DefaultConfig()
+	addr := e.getenv("RETRYSAFE_MODEL_ADDR")
+	if addr == "" {
+		addr = "127.0.0.1:8092"
+	}
+	fs.StringVar(&addr, "addr", addr, "listen address (env RETRYSAFE_MODEL_ADDR)")
+	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the answers' variations; 0 draws one")
+	fs.Float64Var(&cfg.WrongAmountRate, "wrong-amount-rate", cfg.WrongAmountRate, "probability (0..1) that a tool call carries a wrong amount; 0 disables")
+	fs.Float64Var(&cfg.MalformedRate, "malformed-rate", 0, "probability (0..1) that a tool call's arguments are not valid JSON")
+	fs.Float64Var(&cfg.UnknownToolRate, "unknown-tool-rate", 0, "probability (0..1) that a tool call names a function that was not offered")
+	fs.Float64Var(&cfg.FailRate, "fail-rate", 0, "probability (0..1) of answering 429 or 500 instead")
+	fs.DurationVar(&cfg.Latency, "latency", 0, "time to answer, ±50% per call (e.g. 300ms)")
+	fs.StringVar(&cfg.Model, "model", cfg.Model, "model id reported when a request names none")
+	fs.StringVar(&cfg.APIKey, "api-key", "", "accept only this bearer token (default: any)")
+	shutdown := fs.Duration("shutdown-timeout", 10*time.Second, "how long SIGTERM waits for requests in progress")
+	var lg logFlags
+	lg.register(fs, e)
+	if err := parseFlags(e, fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "sandbox model: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	log, err := lg.logger(e.stderr)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = log
+	srv, err := model.New(cfg)
+	if err != nil {
+		return err
+	}
+	return runSandboxHTTP(ctx, e, log, "model", addr, srv, *shutdown,
+		"seed", srv.Seed(), "wrong_amount_rate", cfg.WrongAmountRate, "malformed_rate", cfg.MalformedRate,
+		"unknown_tool_rate", cfg.UnknownToolRate, "fail_rate", cfg.FailRate, "latency", cfg.Latency)
+}
+
+// runSandboxHTTP serves h on addr until ctx ends: the ready line on stdout
+// once listening, then a graceful shutdown bounded by shutdown. The
+// in-memory sandbox services share it; logAttrs describe the
+// configuration in the ready log.
+func runSandboxHTTP(ctx context.Context, e *env, log *slog.Logger, name, addr string, h http.Handler, shutdown time.Duration, logAttrs ...any) error {
+	if _, err := net.ResolveTCPAddr("tcp", addr); err != nil {
+		return fmt.Errorf("--addr %q: %w", addr, err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--addr: %w", err)
+	}
+	hs := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+
+	url := "http://" + ln.Addr().String()
+	log.Info("sandbox "+name+": ready", append([]any{"addr", url}, logAttrs...)...)
+	fmt.Fprintf(e.stdout, "retrysafe sandbox %s: listening on %s\n", name, url)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("sandbox " + name + ": shutting down")
+	case runErr = <-serveErr:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdown)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		log.Warn("sandbox "+name+": requests still running at the shutdown timeout", "err", err)
+		hs.Close() //nolint:errcheck
+	}
+	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) {
+		return runErr
+	}
+	log.Info("sandbox " + name + ": stopped")
+	return nil
+}

@@ -1,0 +1,280 @@
+package whatsapp_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/retrysafe/retrysafe/agent"
+	"github.com/retrysafe/retrysafe/agent/agenttest"
+	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/internal/riverschema"
+	"github.com/retrysafe/retrysafe/server/whatsapp"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const (
+	secret  = "app-secret-for-tests"
+	verify  = "verify-me"
+	phoneA  = "100000000001"
+	phoneB  = "100000000002"
+	wa      = "5511987654321"
+	tenantA = "tenant-a"
+	tenantB = "tenant-b"
+)
+
+type env struct {
+	t    *testing.T
+	pool *pgxpool.Pool
+	h    http.Handler
+}
+
+func newEnv(t *testing.T, mut func(*whatsapp.Config)) *env {
+	t.Helper()
+	pool, schema := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	if _, err := riverschema.Migrate(context.Background(), pool, schema); err != nil {
+		t.Fatal(err)
+	}
+	q, err := agent.NewInserter(pool, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := whatsapp.Config{DB: pool, Queue: q, AppSecret: secret, VerifyToken: verify,
+		Tenants: map[string]string{phoneA: tenantA, phoneB: tenantB},
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if mut != nil {
+		mut(&cfg)
+	}
+	h, err := whatsapp.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, pool: pool, h: h}
+}
+
+func (e *env) post(body []byte, sig string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, whatsapp.Path, bytes.NewReader(body))
+	if sig != "" {
+		req.Header.Set(whatsapp.SignatureHeader, sig)
+	}
+	rec := httptest.NewRecorder()
+	e.h.ServeHTTP(rec, req)
+	return rec
+}
+
+// stored counts messages and inbox jobs.
+func (e *env) stored() (messages, jobs int) {
+	e.t.Helper()
+	if err := e.pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM river_job WHERE kind = $1)`,
+		agent.KindInbox).Scan(&messages, &jobs); err != nil {
+		e.t.Fatal(err)
+	}
+	return messages, jobs
+}
+
+func msg(id string) agenttest.TextMessage {
+	return agenttest.TextMessage{ID: id, From: wa, Body: "quero pagar", At: time.Unix(1732900000, 0)}
+}
+
+func TestVerificationChallenge(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, tc := range []struct {
+		mode, token string
+		want        int
+	}{
+		{"subscribe", verify, http.StatusOK},
+		{"subscribe", "wrong", http.StatusForbidden},
+		{"subscribe", "", http.StatusForbidden},
+		{"unsubscribe", verify, http.StatusForbidden},
+	} {
+		q := url.Values{"hub.mode": {tc.mode}, "hub.verify_token": {tc.token}, "hub.challenge": {"1158201444"}}
+		rec := httptest.NewRecorder()
+		e.h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, whatsapp.Path+"?"+q.Encode(), nil))
+		if rec.Code != tc.want {
+			t.Errorf("mode %q token %q: %d, want %d", tc.mode, tc.token, rec.Code, tc.want)
+		}
+		if tc.want == http.StatusOK && rec.Body.String() != "1158201444" {
+			t.Errorf("challenge echoed as %q", rec.Body)
+		}
+	}
+}
+
+func TestSignatureRequired(t *testing.T) {
+	e := newEnv(t, nil)
+	body := agenttest.WebhookPayload(phoneA, msg("wamid.sig"))
+	good := agenttest.Sign(secret, body)
+	for name, sig := range map[string]string{
+		"missing":        "",
+		"other secret":   agenttest.Sign("another-secret", body),
+		"other body":     agenttest.Sign(secret, append(body, ' ')),
+		"no prefix":      strings.TrimPrefix(good, "sha256="),
+		"sha1 prefix":    "sha1=" + strings.TrimPrefix(good, "sha256="),
+		"not hex":        "sha256=zz" + good[9:],
+		"truncated":      good[:len(good)-2],
+		"upper and junk": good + "00",
+	} {
+		if rec := e.post(body, sig); rec.Code != http.StatusUnauthorized {
+			t.Errorf("%s: %d, want 401", name, rec.Code)
+		}
+	}
+	if m, j := e.stored(); m != 0 || j != 0 {
+		t.Fatalf("unsigned deliveries stored %d messages, %d jobs", m, j)
+	}
+	// Upper-case hex is the same signature.
+	if rec := e.post(body, "sha256="+strings.ToUpper(good[7:])); rec.Code != http.StatusOK {
+		t.Fatalf("good signature (upper case): %d", rec.Code)
+	}
+	if m, j := e.stored(); m != 1 || j != 1 {
+		t.Fatalf("stored %d messages, %d jobs", m, j)
+	}
+}
+
+func TestMalformedStoresNothing(t *testing.T) {
+	e := newEnv(t, nil)
+	good := string(agenttest.WebhookPayload(phoneA, msg("wamid.m1"), msg("wamid.m2")))
+	for name, body := range map[string]string{
+		"not json":      `{"object": "whatsapp_business_account", "entry": [`,
+		"wrong types":   `{"object": "whatsapp_business_account", "entry": "x"}`,
+		"empty object":  `{}`,
+		"array":         `[]`,
+		"no id":         strings.Replace(good, `"id":"wamid.m2"`, `"id":""`, 1),
+		"sender":        strings.Replace(good, `"from":"`+wa+`"`, `"from":"+55 11 98765-4321"`, 1),
+		"empty text":    strings.Replace(good, `"body":"quero pagar"`, `"body":"  "`, 1),
+		"text not obj":  strings.Replace(good, `"text":{"body":"quero pagar"}`, `"text":"quero pagar"`, 1),
+		"empty payload": ``,
+	} {
+		if body == good {
+			t.Fatalf("%s: replacement did not apply", name)
+		}
+		if rec := e.post([]byte(body), agenttest.Sign(secret, []byte(body))); rec.Code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", name, rec.Code)
+		}
+	}
+	// One bad message refuses the whole delivery: the good one beside it
+	// is not stored either.
+	if m, j := e.stored(); m != 0 || j != 0 {
+		t.Fatalf("malformed deliveries stored %d messages, %d jobs", m, j)
+	}
+}
+
+func TestIgnoredEventsAnswer200(t *testing.T) {
+	e := newEnv(t, nil)
+	image := strings.Replace(string(agenttest.WebhookPayload(phoneA, msg("wamid.img"))), `"type":"text"`, `"type":"image"`, 1)
+	for name, body := range map[string][]byte{
+		"status":         agenttest.StatusPayload(phoneA, "wamid.out"),
+		"unknown number": agenttest.WebhookPayload("999999999999", msg("wamid.x")),
+		"image":          []byte(image),
+		"other field":    []byte(`{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"account_update","value":{}}]}]}`),
+	} {
+		if rec := e.post(body, agenttest.Sign(secret, body)); rec.Code != http.StatusOK {
+			t.Errorf("%s: %d, want 200", name, rec.Code)
+		}
+	}
+	if m, j := e.stored(); m != 0 || j != 0 {
+		t.Fatalf("ignored events stored %d messages, %d jobs", m, j)
+	}
+}
+
+// TestDuplicateDeliveries: one delivery of two messages, sent twenty times
+// at once and then again: two messages, two jobs, every answer 200. The
+// same message id under another tenant is another message.
+func TestDuplicateDeliveries(t *testing.T) {
+	e := newEnv(t, nil)
+	body := agenttest.WebhookPayload(phoneA, msg("wamid.d1"), msg("wamid.d2"))
+	sig := agenttest.Sign(secret, body)
+	var wg sync.WaitGroup
+	codes := make([]int, 20)
+	for i := range codes {
+		wg.Add(1)
+		go func() { defer wg.Done(); codes[i] = e.post(body, sig).Code }()
+	}
+	wg.Wait()
+	codes = append(codes, e.post(body, sig).Code)
+	for i, c := range codes {
+		if c != http.StatusOK {
+			t.Fatalf("delivery %d: %d", i, c)
+		}
+	}
+	if m, j := e.stored(); m != 2 || j != 2 {
+		t.Fatalf("stored %d messages, %d jobs; want 2, 2", m, j)
+	}
+	other := agenttest.WebhookPayload(phoneB, msg("wamid.d1"))
+	if rec := e.post(other, agenttest.Sign(secret, other)); rec.Code != http.StatusOK {
+		t.Fatal(rec.Code)
+	}
+	var tenants []string
+	rows, _ := e.pool.Query(context.Background(), `SELECT tenant_id FROM messages WHERE message_id = 'wamid.d1' ORDER BY 1`)
+	tenants, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(tenants) != 2 || tenants[0] != tenantA || tenants[1] != tenantB {
+		t.Fatalf("tenants of wamid.d1: %v (%v)", tenants, err)
+	}
+	var conv, body1 string
+	var sent time.Time
+	if err := e.pool.QueryRow(context.Background(), `SELECT conversation_id, body, sent_at FROM messages WHERE tenant_id = $1 AND message_id = 'wamid.d2'`, tenantA).
+		Scan(&conv, &body1, &sent); err != nil || conv != wa || body1 != "quero pagar" || !sent.Equal(time.Unix(1732900000, 0)) {
+		t.Fatalf("stored %q %q %v (%v)", conv, body1, sent, err)
+	}
+}
+
+func TestTooLarge(t *testing.T) {
+	e := newEnv(t, func(c *whatsapp.Config) { c.MaxBodyBytes = 64 })
+	body := agenttest.WebhookPayload(phoneA, msg("wamid.big"))
+	if rec := e.post(body, agenttest.Sign(secret, body)); rec.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("%d, want 413", rec.Code)
+	}
+}
+
+// failingQueue refuses every insert: the message row must roll back with it.
+type failingQueue struct{}
+
+func (failingQueue) InsertTx(context.Context, pgx.Tx, river.JobArgs, *river.InsertOpts) (*rivertype.JobInsertResult, error) {
+	return nil, errors.New("queue down")
+}
+
+func TestStoreFailureRollsBack(t *testing.T) {
+	e := newEnv(t, func(c *whatsapp.Config) { c.Queue = failingQueue{} })
+	body := agenttest.WebhookPayload(phoneA, msg("wamid.fail"))
+	if rec := e.post(body, agenttest.Sign(secret, body)); rec.Code != http.StatusInternalServerError {
+		t.Fatalf("%d, want 500 (the provider redelivers)", rec.Code)
+	}
+	if m, _ := e.stored(); m != 0 {
+		t.Fatalf("the message was stored without its job")
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	pool := pgtest.Pool(t, nil)
+	base := whatsapp.Config{DB: pool, Queue: failingQueue{}, AppSecret: "s", VerifyToken: "v", Tenants: map[string]string{"1": "t"}}
+	for name, mut := range map[string]func(*whatsapp.Config){
+		"no db":      func(c *whatsapp.Config) { c.DB = nil },
+		"no queue":   func(c *whatsapp.Config) { c.Queue = nil },
+		"no secret":  func(c *whatsapp.Config) { c.AppSecret = "" },
+		"no verify":  func(c *whatsapp.Config) { c.VerifyToken = "" },
+		"no tenants": func(c *whatsapp.Config) { c.Tenants = nil },
+		"empty map":  func(c *whatsapp.Config) { c.Tenants = map[string]string{"1": ""} },
+	} {
+		c := base
+		mut(&c)
+		if _, err := whatsapp.New(c); !errors.Is(err, whatsapp.ErrConfig) {
+			t.Errorf("%s: err %v, want ErrConfig", name, err)
+		}
+	}
+	if _, err := whatsapp.New(base); err != nil {
+		t.Fatal(err)
+	}
+}
