@@ -43,8 +43,8 @@ sandbox service.
 
 --seed makes a run reproducible: the n-th identical request gets the same
 answer however other conversations interleave; the same conversation sent
-again (a redelivery) gets a
-different one, as from a real model. 0 draws a seed (logged at start).
+again (a redelivery) gets a different one, as from a real model. 0 draws
+a seed (logged at start).
 Usage is plausible (prompt = request bytes / 4, completion 20-60 tokens);
 /v1/_stats counts every answer produced, including answers lost to a
 dropped connection.

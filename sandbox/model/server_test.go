@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -210,6 +212,41 @@ func TestReproducibleWithSeed(t *testing.T) {
 	}
 	if strings.Join(a, "\n") == strings.Join(c, "\n") {
 		t.Fatal("different seeds, same answers")
+	}
+
+	// Concurrent conversations: each one's answers do not depend on how
+	// the others interleave with it.
+	concurrent := func() map[string]string {
+		f := newFixture(t, model.Config{Seed: 11, WrongAmountRate: 0.3, MalformedRate: 0.1})
+		var mu sync.Mutex
+		out := map[string]string{}
+		var wg sync.WaitGroup
+		for i := range 12 {
+			wg.Go(func() {
+				user := fmt.Sprintf("pagar NF-%d R$ %d,00 chave 529.982.247-25", i, 100+i)
+				var got []string
+				for range 3 {
+					// Not f.toolCall: t.Fatal belongs to the test goroutine.
+					resp, err := f.client.CreateChatCompletion(context.Background(), f.request(user))
+					if err != nil || len(resp.Choices) != 1 || len(resp.Choices[0].Message.ToolCalls) != 1 {
+						t.Errorf("%s: %+v %v", user, resp, err)
+						return
+					}
+					got = append(got, resp.Choices[0].Message.ToolCalls[0].Function.Arguments)
+				}
+				mu.Lock()
+				out[user] = strings.Join(got, "\n")
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		return out
+	}
+	x, y := concurrent(), concurrent()
+	for k, v := range x {
+		if y[k] != v {
+			t.Fatalf("%s: answers changed with the interleaving:\n%s\n---\n%s", k, v, y[k])
+		}
 	}
 }
 

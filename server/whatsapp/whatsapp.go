@@ -288,3 +288,29 @@ func writeJSON(w http.ResponseWriter, status int, msg string) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]string{"status": msg})
 }
+
+// ParseTenants reads "phone_number_id=tenant,..." (for example
+// RETRYSAFE_WHATSAPP_TENANTS) into Config.Tenants. A phone number id may
+// appear once.
+func ParseTenants(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for i, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		id, tenant, ok := strings.Cut(entry, "=")
+		id, tenant = strings.TrimSpace(id), strings.TrimSpace(tenant)
+		if !ok || id == "" || tenant == "" {
+			return nil, fmt.Errorf("%w: tenants entry %d: want phone_number_id=tenant", ErrConfig, i+1)
+		}
+		if _, dup := out[id]; dup {
+			return nil, fmt.Errorf("%w: tenants entry %d: phone_number_id %s mapped twice", ErrConfig, i+1, id)
+		}
+		out[id] = tenant
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no phone_number_id=tenant entries", ErrConfig)
+	}
+	return out, nil
+}

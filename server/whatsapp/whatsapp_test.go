@@ -278,3 +278,15 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestParseTenants(t *testing.T) {
+	got, err := whatsapp.ParseTenants(" 1001=acme , 1002 = beta,")
+	if err != nil || len(got) != 2 || got["1001"] != "acme" || got["1002"] != "beta" {
+		t.Fatalf("%v %v", got, err)
+	}
+	for _, bad := range []string{"", " , ", "1001", "=acme", "1001=", "1001=a,1001=b"} {
+		if _, err := whatsapp.ParseTenants(bad); !errors.Is(err, whatsapp.ErrConfig) {
+			t.Errorf("%q: err %v", bad, err)
+		}
+	}
+}
