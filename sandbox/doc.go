@@ -3,9 +3,11 @@
 // honour Idempotency-Key, send signed webhooks, and fail on request.
 //
 //   - sandbox/psp: a Pix payment provider (`retrysafe sandbox psp`).
+//   - sandbox/model: an OpenAI-compatible chat model playing a billing
+//     assistant, non-deterministic on purpose (`retrysafe sandbox model`).
+//   - sandbox/whatsapp: a WhatsApp Cloud API that deduplicates sends by
+//     Idempotency-Key (`retrysafe sandbox whatsapp`).
 //   - sandbox/fault: fault injection shared by every sandbox service.
-//
-// Later: a WhatsApp Cloud API and an OpenAI-compatible model server.
 //
 // Sandbox packages may import the server's middleware (server/idempotency),
 // the migrations and pgx; nothing but cmd/ and tests imports them.

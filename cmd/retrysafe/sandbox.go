@@ -19,12 +19,11 @@ import (
 )
 
 func init() {
-	register(&command{name: "sandbox", summary: "run local stand-ins for providers (a Pix PSP), with fault injection", run: runSandbox})
+	register(&command{name: "sandbox", summary: "run local stand-ins: a Pix PSP, an OpenAI-compatible model, WhatsApp; with fault injection", run: runSandbox})
 }
 
 // sandboxService is one `retrysafe sandbox <service>`. Services are listed
-// here so that `sandbox --help` shows them all; later ones (whatsapp, model)
-// add a line.
+// here so that `sandbox --help` shows them all.
 type sandboxService struct {
 	name, summary string
 	run           func(ctx context.Context, e *env, args []string) error
@@ -32,6 +31,8 @@ type sandboxService struct {
 
 var sandboxServices = []sandboxService{
 	{"psp", "a Pix payment provider that honours Idempotency-Key and sends signed webhooks", runSandboxPSP},
+	{"model", "an OpenAI-compatible chat model playing a billing assistant, non-deterministic on purpose (seedable)", runSandboxModel},
+	{"whatsapp", "a WhatsApp Cloud API that deduplicates messages by Idempotency-Key", runSandboxWhatsApp},
 }
 
 func sandboxUsage(w io.Writer) {

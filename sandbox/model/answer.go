@@ -35,6 +35,9 @@ var (
 
 func (s *Server) answer(rng *mrand.Rand, req *openai.ChatCompletionRequest, fo forced) answer {
 	wrongDraw, unknownDraw, malformedDraw := rng.Float64(), rng.Float64(), rng.Float64()
+	// The misreading is chosen from its own stream, so that an answer with
+	// a wrong amount spells everything else as it would have.
+	wrongRNG := mrand.New(mrand.NewPCG(rng.Uint64(), 0))
 
 	msgs := req.Messages
 	lastUser, lastTool := -1, -1
@@ -123,7 +126,7 @@ func (s *Server) answer(rng *mrand.Rand, req *openai.ChatCompletionRequest, fo f
 	if facts.HasAmount {
 		cents := facts.AmountCents
 		if fo.wrongAmount || wrongDraw < s.cfg.WrongAmountRate {
-			cents = wrongAmount(rng, cents, facts.Invoice)
+			cents = wrongAmount(wrongRNG, cents, facts.Invoice)
 			a.wrongAmount = true
 		}
 		pairs = append(pairs, argPair{fn.amount, pick(rng, AmountSpellings(cents))})

@@ -201,11 +201,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	rng := s.rngFor(body)
 	// Draws happen in a fixed order whatever the rates, so that turning
 	// one fault on does not reshuffle every other answer of a seed.
-	failDraw, statusDraw := rng.Float64(), rng.IntN(2)
-	latency := time.Duration(0)
-	if s.cfg.Latency > 0 {
-		latency = s.cfg.Latency/2 + time.Duration(rng.Int64N(int64(s.cfg.Latency)+1))
-	}
+	failDraw, statusDraw, latencyDraw := rng.Float64(), rng.IntN(2), rng.Float64()
+	latency := s.cfg.Latency/2 + time.Duration(latencyDraw*float64(s.cfg.Latency))
 	if fo.rateLimit || fo.serverError || failDraw < s.cfg.FailRate {
 		s.mu.Lock()
 		s.stats.Failed++

@@ -68,7 +68,6 @@ type Message struct {
 type stored struct {
 	fingerprint [32]byte
 	body        []byte
-	msg         *Message
 }
 
 // Server is the WhatsApp Cloud API stand-in. It is an http.Handler and safe
@@ -232,7 +231,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 	out, _ := json.Marshal(cloudResponse(msg))
 	s.messages = append(s.messages, msg)
 	if hasKey {
-		s.byKey[scope] = &stored{fingerprint: fp, body: out, msg: msg}
+		s.byKey[scope] = &stored{fingerprint: fp, body: out}
 	}
 	s.mu.Unlock()
 
