@@ -35,14 +35,14 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger, offered: map[string]bool{}}
+	funcs := map[string]bool{}
 	for _, n := range cfg.ModelTools {
 		a.offered[n] = true
+		funcs[tools.FunctionName(n)] = true
 	}
 	for _, t := range cfg.Tools.OpenAITools() {
-		for n := range a.offered {
-			if t.Function != nil && t.Function.Name == tools.FunctionName(n) {
-				a.modelTools = append(a.modelTools, t)
-			}
+		if t.Function != nil && funcs[t.Function.Name] {
+			a.modelTools = append(a.modelTools, t)
 		}
 	}
 	return a, nil
@@ -185,7 +185,9 @@ func (a *Agent) answer(ctx context.Context, cl *claim) (string, error) {
 		for i, p := range prepared {
 			content, oc, err := a.execute(ctx, cl, conv, p)
 			if errors.As(err, &tce) {
-				// Lost a race with nothing frozen after all (see prepare).
+				// Only a key already frozen under another intent_ref gets
+				// here: prepare caught every other refusal before
+				// anything ran.
 				return a.record(ctx, cl, turnResult{status: TurnToolError, steps: step + 1, code: tce.Code, tools: outcomes, reply: a.cfg.Texts.ToolError})
 			}
 			if err != nil {
@@ -340,7 +342,10 @@ func (a *Agent) execute(ctx context.Context, cl *claim, conv *Conversation, p pr
 	switch out.Status {
 	case executor.StatusCompleted:
 		a.cfg.Failpoint(FailActionCompleted)
-		result = map[string]any{"status": "completed", "result": json.RawMessage(out.Response)}
+		result = map[string]any{"status": "completed"}
+		if len(out.Response) > 0 {
+			result = map[string]any{"status": "completed", "result": json.RawMessage(out.Response)}
+		}
 	case executor.StatusFailed:
 		f := map[string]any{"status": "failed"}
 		if out.Failure != nil {
@@ -353,9 +358,6 @@ func (a *Agent) execute(ctx context.Context, cl *claim, conv *Conversation, p pr
 		return "", nil, &BusyError{What: p.action, RetryAfter: max(out.RetryAfter, 100*time.Millisecond)}
 	default:
 		return "", nil, fmt.Errorf("agent: execute %s: unexpected status %q", p.action, out.Status)
-	}
-	if out.Status == executor.StatusCompleted && len(out.Response) == 0 {
-		result = map[string]any{"status": "completed"}
 	}
 	b, err := json.Marshal(result)
 	if err != nil {

@@ -68,7 +68,8 @@ type Conversation struct {
 }
 
 // Texts are the fixed replies the agent sends when the model's answer cannot
-// be used. They must not quote anything the customer sent.
+// be used. They must not quote anything the customer sent, nor claim that
+// nothing was charged: an earlier step of the same turn may have charged.
 type Texts struct {
 	// NoInvoice: the conversation has no open invoice (the model is not
 	// called).
@@ -88,8 +89,8 @@ type Texts struct {
 func DefaultTexts() Texts {
 	return Texts{
 		NoInvoice:  "Olá! Não encontrei nenhuma fatura em aberto para este número. Se achar que é um engano, responda esta mensagem que um atendente vai verificar.",
-		ToolError:  "Desculpe, não consegui gerar a cobrança com esses dados e nada foi cobrado. Pode me enviar de novo o valor e a sua chave Pix (CPF, e-mail ou telefone)?",
-		ModelError: "Desculpe, não consegui processar sua mensagem agora e nada foi cobrado. Um atendente vai falar com você em breve.",
+		ToolError:  "Desculpe, não consegui gerar a cobrança com esses dados. Pode me enviar de novo a sua chave Pix (CPF, e-mail ou telefone)?",
+		ModelError: "Desculpe, não consegui processar sua mensagem agora. Um atendente vai falar com você em breve.",
 		Empty:      "Desculpe, não entendi. Pode repetir, por favor?",
 		StepLimit:  "Desculpe, não consegui concluir seu pedido agora. Um atendente vai verificar e falar com você.",
 	}

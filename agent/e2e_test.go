@@ -120,7 +120,7 @@ func TestEndToEndRedelivery(t *testing.T) {
 			// once more.
 			for i := 0; i < 3; i++ {
 				wg.Add(1)
-				go func() { defer wg.Done(); errs[i] = h.sendReply(msgID) }()
+				go func() { defer wg.Done(); errs[i] = h.sendReplyUntilDone(msgID) }()
 			}
 			wg.Wait()
 			if err := errors.Join(errs...); err != nil {

@@ -63,6 +63,17 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, mode agent.JournalMode) *harness {
+	return newHarnessWith(t, mode, endpoints{})
+}
+
+// endpoints replace the fake model and WhatsApp (with the sandbox ones).
+type endpoints struct {
+	modelBaseURL  string
+	whatsappURL   string
+	whatsappToken string
+}
+
+func newHarnessWith(t *testing.T, mode agent.JournalMode, ep endpoints) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -83,7 +94,13 @@ func newHarness(t *testing.T, mode agent.JournalMode) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, err := agent.NewWhatsAppText(tools.HTTPConfig{BaseURL: h.wa.URL})
+	if ep.whatsappURL == "" {
+		ep.whatsappURL = h.wa.URL
+	}
+	if ep.modelBaseURL == "" {
+		ep.modelBaseURL = h.model.BaseURL()
+	}
+	text, err := agent.NewWhatsAppText(tools.HTTPConfig{BaseURL: ep.whatsappURL, Token: ep.whatsappToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +123,7 @@ func newHarness(t *testing.T, mode agent.JournalMode) *harness {
 		t.Fatal(err)
 	}
 	oc := openai.DefaultConfig("test-key")
-	oc.BaseURL = h.model.BaseURL()
+	oc.BaseURL = ep.modelBaseURL
 	h.agent, err = agent.New(agent.Config{
 		DB: pool, Tools: h.reg, Intents: store, Executor: h.ex, Queue: h.queue,
 		Model: openai.NewClientWithConfig(oc), ModelName: "gpt-test", Journal: mode,
@@ -257,4 +274,19 @@ func (h *harness) sentBodies() []string {
 		out = append(out, body)
 	}
 	return out
+}
+
+// sendReplyUntilDone re-runs the reply job while its action is in flight
+// elsewhere, as River's snooze would (sooner).
+func (h *harness) sendReplyUntilDone(msgID string) error {
+	for i := 0; i < 200; i++ {
+		err := h.sendReply(msgID)
+		var busy *agent.BusyError
+		if !errors.As(err, &busy) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.t.Fatal("reply still busy after 200 tries")
+	return nil
 }

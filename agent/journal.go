@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	openai "github.com/sashabaranov/go-openai"
@@ -60,15 +61,19 @@ func (a *Agent) complete(ctx context.Context, tenant, source string, step int, m
 	if err != nil {
 		return nil, fmt.Errorf("agent: encode answer: %w", err)
 	}
+	// The call is paid for: record it even if the job's context ended
+	// while the model answered.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	var id int64
-	if err := a.cfg.DB.QueryRow(ctx, ModelCallInsert, tenant, source, step, a.cfg.ModelName,
+	if err := a.cfg.DB.QueryRow(wctx, ModelCallInsert, tenant, source, step, a.cfg.ModelName,
 		max(resp.Usage.PromptTokens, 0), max(resp.Usage.CompletionTokens, 0), false, body).Scan(&id); err != nil {
 		return nil, fmt.Errorf("agent: ledger: %w", err)
 	}
 	if !journal {
 		return &call{Answer: ans, CallID: id}, nil
 	}
-	if _, err := a.cfg.DB.Exec(ctx, ModelJournalInsert, tenant, source, step, id); err != nil {
+	if _, err := a.cfg.DB.Exec(wctx, ModelJournalInsert, tenant, source, step, id); err != nil {
 		return nil, fmt.Errorf("agent: journal: %w", err)
 	}
 	// A new statement, so a new snapshot: it sees the entry of a worker

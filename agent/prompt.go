@@ -11,7 +11,9 @@ import (
 // reaches a tool through the model (the system writes it into every call).
 func DefaultPrompt(c Conversation) string {
 	return fmt.Sprintf(`Você é o assistente de cobrança de uma empresa, atendendo clientes pelo WhatsApp.
-Fatura em aberto: %s. Valor devido: R$ %s. Cliente: %s.
+Fatura em aberto: %s
+Valor devido: R$ %s
+customer_id: %s
 Quando o cliente quiser pagar e tiver informado a chave Pix dele (CPF, CNPJ, e-mail, telefone ou chave aleatória), chame a ferramenta pix_charge com o valor devido em amount e a chave em pix_key (e o tipo em pix_key_type, se souber).
 Nunca invente uma chave Pix: se o cliente não informou, peça. Não cobre valores diferentes do valor devido.
 Depois do resultado da ferramenta, responda ao cliente em português, em uma ou duas frases, sem repetir a chave Pix nem o CPF.`,

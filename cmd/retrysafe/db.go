@@ -10,6 +10,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/internal/dbconf"
 	"github.com/retrysafe/retrysafe/internal/pgembed"
+	"github.com/retrysafe/retrysafe/internal/riverschema"
 	"github.com/retrysafe/retrysafe/migrations"
 )
 
@@ -47,6 +48,29 @@ func (d *database) Close() {
 	}
 }
 
+// migrateAll applies retrysafe's migrations and River's (the agent's inbox
+// and outbox queues live in the same schema). applied, when not nil, gets a
+// line per migration applied.
+func migrateAll(ctx context.Context, pool *pgxpool.Pool, schema string, applied func(string)) error {
+	res, err := migrations.Migrate(ctx, pool, schema)
+	if err != nil {
+		return err
+	}
+	river, err := riverschema.Migrate(ctx, pool, schema)
+	if err != nil {
+		return err
+	}
+	if applied != nil {
+		for _, m := range res.Applied {
+			applied(fmt.Sprintf("%03d_%s", m.Version, m.Name))
+		}
+		for _, v := range river {
+			applied(fmt.Sprintf("river %03d", v))
+		}
+	}
+	return nil
+}
+
 // open connects to the configured database, or starts a private cluster when
 // none is configured (saying so in one line). With migrate, the schema is
 // brought up to date first.
@@ -78,7 +102,7 @@ func (d *dbFlags) open(ctx context.Context, e *env, migrate bool) (*database, er
 	}
 	db.Pool = pool
 	if migrate {
-		if _, err := migrations.Migrate(ctx, pool, d.schema); err != nil {
+		if err := migrateAll(ctx, pool, d.schema, nil); err != nil {
 			db.Close()
 			return nil, err
 		}

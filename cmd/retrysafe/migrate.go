@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/retrysafe/retrysafe/internal/riverschema"
 	"github.com/retrysafe/retrysafe/migrations"
 )
 
@@ -14,7 +15,8 @@ func init() {
 func runMigrate(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "migrate", "migrate [--database-url URL] [--schema NAME] [--status]",
 		"Applies the embedded, numbered SQL migrations to the schema, in one transaction\n"+
-			"under an advisory lock: running it twice, or from two processes at once, is safe.")
+			"under an advisory lock, then River's migrations (the agent's job queues) into the\n"+
+			"same schema: running it twice, or from two processes at once, is safe.")
 	var db dbFlags
 	db.register(fs, e)
 	status := fs.Bool("status", false, "print the applied and latest versions and change nothing")
@@ -34,16 +36,13 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "schema %s: version %d, latest %d\n", db.schema, v, migrations.Latest())
+		fmt.Fprintf(e.stdout, "schema %s: version %d, latest %d (River's queue tables: latest %d)\n", db.schema, v, migrations.Latest(), riverschema.Latest())
 		return nil
 	}
-	res, err := migrations.Migrate(ctx, d.Pool, db.schema)
+	err = migrateAll(ctx, d.Pool, db.schema, func(name string) { fmt.Fprintf(e.stdout, "applied %s\n", name) })
 	if err != nil {
 		return err
 	}
-	for _, m := range res.Applied {
-		fmt.Fprintf(e.stdout, "applied %03d_%s\n", m.Version, m.Name)
-	}
-	fmt.Fprintf(e.stdout, "schema %s at version %d\n", db.schema, res.Current)
+	fmt.Fprintf(e.stdout, "schema %s at version %d (River %d)\n", db.schema, migrations.Latest(), riverschema.Latest())
 	return nil
 }

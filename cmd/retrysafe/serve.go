@@ -62,6 +62,8 @@ the requests in progress (up to --shutdown-timeout), exit 0.`)
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long SIGTERM waits for requests in progress")
 	fs.DurationVar(&cfg.ExecuteTimeout, "execute-timeout", 30*time.Second, "bound on one execution (freeze, provider call, record), independent of the client")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body", 1<<20, "largest accepted execute body, in bytes")
+	var wa whatsappFlags
+	wa.register(fs, e)
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
 	}
@@ -107,13 +109,17 @@ the requests in progress (up to --shutdown-timeout), exit 0.`)
 	if err != nil {
 		return err
 	}
+	handler, err := wa.mount(srv, d, log)
+	if err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
 	hs := &http.Server{
-		Handler:           srv,
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,

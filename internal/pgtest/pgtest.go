@@ -7,7 +7,8 @@
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
 //
 // then pgtest.Pool(t, nil) for a pool on the package database's default
-// schema, or pgtest.Schema(t, nil) for a fresh, migrated schema that no other
+// schema, or pgtest.Schema(t, nil) for a fresh schema migrated with
+// retrysafe's and River's migrations that no other
 // test sees (and that is dropped when the test ends).
 //
 // The server comes from TEST_DATABASE_URL (default
@@ -34,6 +35,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retrysafe/retrysafe/internal/dbconf"
+	"github.com/retrysafe/retrysafe/internal/riverschema"
 	"github.com/retrysafe/retrysafe/migrations"
 )
 
@@ -90,13 +92,23 @@ func run(m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := migrations.Migrate(ctx, pool, migrations.DefaultSchema); err != nil {
+	if err := migrateAll(ctx, pool, migrations.DefaultSchema); err != nil {
 		pool.Close()
 		return 0, err
 	}
 	pool.Close()
 	started.Store(true)
 	return m.Run(), nil
+}
+
+// migrateAll creates retrysafe's tables and River's, as `retrysafe migrate`
+// does.
+func migrateAll(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	if _, err := migrations.Migrate(ctx, pool, schema); err != nil {
+		return err
+	}
+	_, err := riverschema.Migrate(ctx, pool, schema)
+	return err
 }
 
 func dropDatabase(name string) {
@@ -144,7 +156,7 @@ func Schema(tb testing.TB, opts *Opts) (*pgxpool.Pool, string) {
 	pool := open(tb, schema, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := migrations.Migrate(ctx, pool, schema); err != nil {
+	if err := migrateAll(ctx, pool, schema); err != nil {
 		tb.Fatalf("pgtest: migrate %s: %v", schema, err)
 	}
 	tb.Cleanup(func() {

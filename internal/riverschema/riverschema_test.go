@@ -1,4 +1,4 @@
-package riverschema
+package riverschema_test
 
 import (
 	"context"
@@ -7,14 +7,23 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/internal/riverschema"
+	"github.com/retrysafe/retrysafe/migrations"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func TestMigrateConcurrentAndIdempotent(t *testing.T) {
-	pool, schema := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
+	// pgtest's schemas already carry River's tables: migrate a schema of
+	// our own from nothing.
+	pool, base := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	schema := base + "_r"
+	t.Cleanup(func() { pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	if _, err := migrations.Migrate(ctx, pool, schema); err != nil {
+		t.Fatal(err)
+	}
 
 	var wg sync.WaitGroup
 	results := make([][]int, 4)
@@ -23,7 +32,7 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = Migrate(ctx, pool, schema)
+			results[i], errs[i] = riverschema.Migrate(ctx, pool, schema)
 		}()
 	}
 	wg.Wait()
@@ -38,12 +47,12 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 			seen[v]++
 		}
 	}
-	for v := 1; v <= Latest(); v++ {
+	for v := 1; v <= riverschema.Latest(); v++ {
 		if seen[v] != 1 {
 			t.Fatalf("version %d applied %d times (all: %v)", v, seen[v], seen)
 		}
 	}
-	again, err := Migrate(ctx, pool, schema)
+	again, err := riverschema.Migrate(ctx, pool, schema)
 	if err != nil || len(again) != 0 {
 		t.Fatalf("second migrate: applied %v, err %v", again, err)
 	}
@@ -60,7 +69,7 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 
 func TestMigrateRejectsBadSchema(t *testing.T) {
 	pool := pgtest.Pool(t, nil)
-	if _, err := Migrate(context.Background(), pool, `x"; DROP`); err == nil {
+	if _, err := riverschema.Migrate(context.Background(), pool, `x"; DROP`); err == nil {
 		t.Fatal("bad schema name accepted")
 	}
 }
