@@ -172,7 +172,7 @@ func TestPixKeyV2(t *testing.T) {
 		{"joa\u0303o@exemplo.com.br", "jo\u00e3o@exemplo.com.br"}, // NFD in, NFC out
 		{evpUpper, evpCanonical},
 		{"123e4567e89b12d3a456426614174000", evpCanonical},
-		{"111.222.333-44", ""},  // bad CPF check digits
+		{"111.222.333-44", ""}, // bad CPF check digits
 		{"11.222.333/0001-00", ""},
 		{"not a key", ""},
 		{"maria@", ""},
