@@ -28,6 +28,7 @@ type Server struct {
 	mw      *idempotency.Middleware
 	handler http.Handler
 	kick    chan struct{} // wakes the webhook loop after a charge
+	reqlog  requestLog
 }
 
 // New returns a Server on pool, whose schema Migrate has prepared.
@@ -52,6 +53,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Server, error) {
 	})
 	mux.HandleFunc("GET /v1/pix/charges", s.listCharges)
 	mux.HandleFunc("GET /v1/pix/charges/{id}", s.getCharge)
+	mux.HandleFunc("GET /_sandbox/requests", s.reqlog.serve)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"status":"ok"}`+"\n") //nolint:errcheck
@@ -61,7 +63,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Server, error) {
 		Rate:    cfg.FaultRate,
 		Applies: func(r *http.Request) bool { return r.Method == http.MethodPost },
 	}
-	s.handler = inj.Wrap(mux)
+	s.handler = s.reqlog.wrap(inj.Wrap(mux))
 	return s, nil
 }
 

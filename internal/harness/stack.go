@@ -1,0 +1,375 @@
+package harness
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/retrysafe/retrysafe/agent"
+	"github.com/retrysafe/retrysafe/agent/agenttest"
+	"github.com/retrysafe/retrysafe/internal/dbconf"
+	"github.com/retrysafe/retrysafe/internal/pgembed"
+	"github.com/retrysafe/retrysafe/internal/riverschema"
+	"github.com/retrysafe/retrysafe/migrations"
+)
+
+// StackConfig describes a whole retrysafe deployment on one machine: the
+// database, the three sandbox stand-ins, the server and workers, each a
+// real process of the retrysafe binary.
+type StackConfig struct {
+	// DatabaseURL; empty starts a private cluster (stopped by Close).
+	DatabaseURL string
+	// Schema for retrysafe's and River's tables; default a fresh random
+	// one (dropped by Close unless Keep). The PSP uses Schema+"_psp".
+	Schema string
+	Keep   bool
+	// Bin is the retrysafe binary; default this executable.
+	Bin string
+	// Log receives every process's output, line-prefixed; nil discards it.
+	Log io.Writer
+
+	HMACKey   string // default a fixed demo key
+	AppSecret string // WhatsApp app secret; default a fixed demo secret
+	// PhoneNumberID is the business number the webhook names; it maps to
+	// Tenant.
+	PhoneNumberID string
+	Tenant        string
+
+	ModelSeed            int64
+	ModelWrongAmountRate float64
+
+	// WorkerArgs are added to every worker's flags (journal, timings).
+	WorkerArgs []string
+	// ServeArgs are added to the server's flags (executor timings).
+	ServeArgs []string
+}
+
+func (c *StackConfig) defaults() {
+	if c.Schema == "" {
+		c.Schema = "rs_" + randHex(4)
+	}
+	if c.HMACKey == "" {
+		c.HMACKey = "demo-hmac-key-0123456789abcdef0123456789"
+	}
+	if c.AppSecret == "" {
+		c.AppSecret = "demo-whatsapp-app-secret"
+	}
+	if c.PhoneNumberID == "" {
+		c.PhoneNumberID = "5511400000000"
+	}
+	if c.Tenant == "" {
+		c.Tenant = "loja-demo"
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+}
+
+// Stack is a running deployment.
+type Stack struct {
+	Cfg      StackConfig
+	URL      string // database URL
+	Pool     *pgxpool.Pool
+	Cluster  *pgembed.Cluster
+	PSP      *Proc
+	Model    *Proc
+	WhatsApp *Proc
+	Server   *Proc
+	APIToken string
+
+	mu      sync.Mutex
+	workers []*Proc
+	client  *http.Client
+}
+
+// StartStack brings everything up but the workers.
+func StartStack(ctx context.Context, cfg StackConfig) (s *Stack, err error) {
+	cfg.defaults()
+	s = &Stack{Cfg: cfg, URL: cfg.DatabaseURL, APIToken: "demo-token-" + randHex(8), client: &http.Client{Timeout: 30 * time.Second}}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if s.URL == "" {
+		if s.Cluster, err = pgembed.Start(ctx); err != nil {
+			return nil, err
+		}
+		s.URL = s.Cluster.URL
+	}
+	if s.Pool, err = dbconf.Open(ctx, s.URL, cfg.Schema, 4); err != nil {
+		return nil, err
+	}
+	if _, err = migrations.Migrate(ctx, s.Pool, cfg.Schema); err != nil {
+		return nil, err
+	}
+	if _, err = riverschema.Migrate(ctx, s.Pool, cfg.Schema); err != nil {
+		return nil, err
+	}
+	start := func(name, ready string, args ...string) (*Proc, error) {
+		return Start(ctx, Spec{Name: name, Bin: cfg.Bin, Args: args, Env: s.env(), Ready: ready, Log: cfg.Log})
+	}
+	if s.PSP, err = start("psp", "retrysafe sandbox psp: listening on ", "sandbox", "psp", "--addr", "127.0.0.1:0", "--schema", cfg.Schema+"_psp"); err != nil {
+		return nil, err
+	}
+	modelArgs := []string{"sandbox", "model", "--addr", "127.0.0.1:0", "--seed", fmt.Sprint(cfg.ModelSeed), "--wrong-amount-rate", fmt.Sprint(cfg.ModelWrongAmountRate)}
+	if s.Model, err = start("model", "retrysafe sandbox model: listening on ", modelArgs...); err != nil {
+		return nil, err
+	}
+	if s.WhatsApp, err = start("whatsapp", "retrysafe sandbox whatsapp: listening on ", "sandbox", "whatsapp", "--addr", "127.0.0.1:0"); err != nil {
+		return nil, err
+	}
+	serveArgs := append([]string{"serve", "--addr", "127.0.0.1:0", "--schema", cfg.Schema}, cfg.ServeArgs...)
+	if s.Server, err = start("serve", "retrysafe: listening on ", serveArgs...); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// env is what every process gets: one configuration, as a deployment
+// would have it.
+func (s *Stack) env() []string {
+	env := []string{
+		"DATABASE_URL=" + s.URL,
+		"RETRYSAFE_HMAC_KEY=" + s.Cfg.HMACKey,
+		"RETRYSAFE_API_TOKENS=" + s.Cfg.Tenant + "=" + s.APIToken,
+		"RETRYSAFE_PSP_TOKEN=" + s.Cfg.Tenant,
+		"RETRYSAFE_WHATSAPP_TOKEN=" + s.Cfg.Tenant,
+		"RETRYSAFE_WHATSAPP_APP_SECRET=" + s.Cfg.AppSecret,
+		"RETRYSAFE_WHATSAPP_TENANTS=" + s.Cfg.PhoneNumberID + "=" + s.Cfg.Tenant,
+		"OPENAI_API_KEY=",
+	}
+	if s.PSP != nil {
+		env = append(env, "RETRYSAFE_PSP_URL="+s.PSP.Ready)
+	}
+	if s.WhatsApp != nil {
+		env = append(env, "RETRYSAFE_WHATSAPP_URL="+s.WhatsApp.Ready)
+	}
+	if s.Model != nil {
+		env = append(env, "OPENAI_BASE_URL="+s.Model.Ready+"/v1")
+	}
+	return env
+}
+
+// StartWorker starts one `retrysafe worker`; extraEnv arms failpoints.
+func (s *Stack) StartWorker(ctx context.Context, name string, extraEnv ...string) (*Proc, error) {
+	args := append([]string{"worker", "--schema", s.Cfg.Schema}, s.Cfg.WorkerArgs...)
+	p, err := Start(ctx, Spec{Name: name, Bin: s.Cfg.Bin, Args: args, Env: append(s.env(), extraEnv...), Ready: "retrysafe: worker running", Log: s.Cfg.Log})
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.workers = append(s.workers, p)
+	s.mu.Unlock()
+	return p, nil
+}
+
+// SeedConversation records the customer and the open invoice the system
+// knows about: the intent_ref comes from here, never from the model.
+func (s *Stack) SeedConversation(ctx context.Context, waID, customerID, invoiceRef string, amountDueCents int64) error {
+	return agent.UpsertConversation(ctx, s.Pool, agent.Conversation{Tenant: s.Cfg.Tenant, ID: waID, CustomerID: customerID, InvoiceRef: invoiceRef, AmountDueCents: amountDueCents})
+}
+
+// Deliver posts one inbound WhatsApp text message to the server's webhook,
+// signed as Meta signs it, and returns the HTTP status.
+func (s *Stack) Deliver(ctx context.Context, msgID, from, body string) (int, error) {
+	payload := agenttest.WebhookPayload(s.Cfg.PhoneNumberID, agenttest.TextMessage{ID: msgID, From: from, Body: body})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.Server.Ready+"/webhooks/whatsapp", strings.NewReader(string(payload)))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Hub-Signature-256", agenttest.Sign(s.Cfg.AppSecret, payload))
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body) //nolint:errcheck
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// Charge is what the sandbox PSP lists.
+type Charge struct {
+	ID             string `json:"id"`
+	AmountCents    int64  `json:"amount_cents"`
+	IdempotencyKey string `json:"idempotency_key"`
+	Status         string `json:"status"`
+}
+
+// Charges lists every charge the PSP executed for the tenant.
+func (s *Stack) Charges(ctx context.Context) ([]Charge, error) {
+	var out struct{ Data []Charge }
+	err := s.getJSON(ctx, s.PSP.Ready+"/v1/pix/charges", s.Cfg.Tenant, &out)
+	return out.Data, err
+}
+
+// Reply is a message the WhatsApp stand-in accepted.
+type Reply struct {
+	ID             string `json:"id"`
+	To             string `json:"to"`
+	IdempotencyKey string `json:"idempotency_key"`
+	Text           string `json:"text"`
+}
+
+// Replies lists every message the WhatsApp stand-in sent.
+func (s *Stack) Replies(ctx context.Context) ([]Reply, error) {
+	var out struct{ Data []json.RawMessage }
+	if err := s.getJSON(ctx, s.WhatsApp.Ready+"/_sandbox/messages", "", &out); err != nil {
+		return nil, err
+	}
+	replies := make([]Reply, 0, len(out.Data))
+	for _, raw := range out.Data {
+		var r Reply
+		json.Unmarshal(raw, &r) //nolint:errcheck // fields are best effort
+		if r.Text == "" {
+			var m struct {
+				Text struct {
+					Body string `json:"body"`
+				} `json:"text"`
+				Body json.RawMessage `json:"body"`
+			}
+			json.Unmarshal(raw, &m) //nolint:errcheck
+			r.Text = m.Text.Body
+		}
+		replies = append(replies, r)
+	}
+	return replies, nil
+}
+
+func (s *Stack) getJSON(ctx context.Context, url, bearer string, into any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	return json.NewDecoder(resp.Body).Decode(into)
+}
+
+// ModelCalls counts the ledger rows of one message: calls made, and
+// answers replayed from the journal.
+func (s *Stack) ModelCalls(ctx context.Context, msgID string) (made, replayed int, err error) {
+	err = s.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE NOT replayed), count(*) FILTER (WHERE replayed)
+		FROM model_calls WHERE tenant_id = $1 AND source_ref = $2`, s.Cfg.Tenant, msgID).Scan(&made, &replayed)
+	return made, replayed, err
+}
+
+// ActionState is one action row, as the operator sees it.
+type ActionState struct {
+	Key     string
+	Status  string
+	Attempt int
+}
+
+// FrozenIntent is the frozen row of one (ref, action).
+type FrozenIntent struct {
+	Payload map[string]string
+	Key     string
+	Version int
+}
+
+// Intent reads the frozen intent of ref and action (nil when none).
+func (s *Stack) Intent(ctx context.Context, ref, action string) (*FrozenIntent, error) {
+	var fi FrozenIntent
+	err := s.Pool.QueryRow(ctx, `SELECT payload, idem_key, rules_version FROM intents WHERE tenant_id = $1 AND intent_ref = $2 AND action = $3`,
+		s.Cfg.Tenant, ref, action).Scan(&fi.Payload, &fi.Key, &fi.Version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return &fi, err
+}
+
+// Actions lists the action rows of an action name.
+func (s *Stack) Actions(ctx context.Context, action string) ([]ActionState, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT idem_key, status, attempt FROM actions WHERE tenant_id = $1 AND action = $2 ORDER BY created_at`, s.Cfg.Tenant, action)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ActionState, error) {
+		var a ActionState
+		err := r.Scan(&a.Key, &a.Status, &a.Attempt)
+		return a, err
+	})
+}
+
+// WaitFor polls cond until it holds or the deadline passes.
+func WaitFor(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still waiting after %s", timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Close stops every process (SIGTERM, then SIGKILL), drops the schemas
+// unless Keep, and stops a private cluster.
+func (s *Stack) Close() {
+	s.mu.Lock()
+	procs := append([]*Proc(nil), s.workers...)
+	s.mu.Unlock()
+	procs = append(procs, s.Server, s.WhatsApp, s.Model, s.PSP)
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		if p != nil {
+			wg.Go(func() { p.Stop(5 * time.Second) })
+		}
+	}
+	wg.Wait()
+	if s.Pool != nil {
+		if !s.Cfg.Keep && s.Cluster == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			for _, sc := range []string{s.Cfg.Schema, s.Cfg.Schema + "_psp"} {
+				s.Pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{sc}.Sanitize()+" CASCADE") //nolint:errcheck
+			}
+			cancel()
+		}
+		s.Pool.Close()
+	}
+	if s.Cluster != nil {
+		if err := s.Cluster.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stop private cluster: %v\n", err)
+		}
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b) //nolint:errcheck // crypto/rand does not fail on Linux
+	return hex.EncodeToString(b)
+}
