@@ -95,9 +95,9 @@ type Stack struct {
 }
 
 // StartStack brings everything up but the workers.
-func StartStack(ctx context.Context, cfg StackConfig) (s *Stack, err error) {
+func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	cfg.defaults()
-	s = &Stack{Cfg: cfg, URL: cfg.DatabaseURL, APIToken: "demo-token-" + randHex(8), client: &http.Client{Timeout: 30 * time.Second}}
+	s := &Stack{Cfg: cfg, URL: cfg.DatabaseURL, APIToken: "demo-token-" + randHex(8), client: &http.Client{Timeout: 30 * time.Second}}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -148,6 +148,7 @@ func (s *Stack) env() []string {
 		"RETRYSAFE_PSP_TOKEN=" + s.Cfg.Tenant,
 		"RETRYSAFE_WHATSAPP_TOKEN=" + s.Cfg.Tenant,
 		"RETRYSAFE_WHATSAPP_APP_SECRET=" + s.Cfg.AppSecret,
+		"RETRYSAFE_WHATSAPP_VERIFY_TOKEN=demo-verify-token",
 		"RETRYSAFE_WHATSAPP_TENANTS=" + s.Cfg.PhoneNumberID + "=" + s.Cfg.Tenant,
 		"OPENAI_API_KEY=",
 	}
