@@ -266,11 +266,14 @@ func (d *Deriver) key(tenant, action string, version int, p Payload) ([]byte, st
 	mac := d.macs.Get().(hash.Hash)
 	mac.Reset()
 	mac.Write(buf)
-	var sum [sha256.Size]byte
-	var hexed [2 * sha256.Size]byte
-	hex.Encode(hexed[:], mac.Sum(sum[:0]))
+	n := len(buf)
+	// The digest goes into the pooled buffer's spare room: a local array
+	// would escape through the hash.Hash interface and cost an allocation.
+	buf = mac.Sum(buf)
 	d.macs.Put(mac)
-	canonical := append([]byte(nil), buf...)
+	var hexed [2 * sha256.Size]byte
+	hex.Encode(hexed[:], buf[n:])
+	canonical := append([]byte(nil), buf[:n]...)
 	*bp = buf
 	d.bufs.Put(bp)
 	return canonical, string(hexed[:])
@@ -285,7 +288,7 @@ func (c *compiled) normalize(fields map[string]any) (Payload, error) {
 		if present && isBlank(raw) {
 			present = false
 		}
-		if c.typeFor[f.Name] != "" && c.Version >= 2 {
+		if c.isTypeField[i] && c.Version >= 2 {
 			// Written together with its key field below.
 			continue
 		}

@@ -91,6 +91,9 @@ func pixKeyV1(s string) string {
 		k, _ := normalizeLower(s)
 		return k
 	}
+	if ascii := asciiAlnumLower(s); ascii != "" || s == "" {
+		return ascii
+	}
 	var b strings.Builder
 	b.Grow(len(s))
 	for _, r := range s {
@@ -103,6 +106,28 @@ func pixKeyV1(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// asciiAlnumLower is pixKeyV1's fast path for the common all-ASCII key: it
+// returns "" when s has a non-ASCII byte (or nothing to keep).
+func asciiAlnumLower(s string) string {
+	var stack [64]byte
+	b := stack[:0]
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 0x80:
+			return ""
+		case isDigit(c) || ('a' <= c && c <= 'z'):
+			b = append(b, c)
+		case 'A' <= c && c <= 'Z':
+			b = append(b, c+('a'-'A'))
+		}
+	}
+	if len(b) == len(s) {
+		return s // already normalized: no copy
+	}
+	return string(b)
 }
 
 // inferPixKeyType guesses the type only where the spelling leaves no doubt.

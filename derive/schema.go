@@ -87,6 +87,9 @@ type compiled struct {
 	typeOf   map[string]string // pix key field -> its type field
 	typeFor  map[string]string // type field -> its pix key field
 	fieldSet map[string]bool
+	// isTypeField[i] says sorted[i] is some pix key's TypeField: resolved
+	// once here so the hot path does no map lookup per field.
+	isTypeField []bool
 }
 
 func compile(s Schema) (*compiled, error) {
@@ -104,6 +107,10 @@ func compile(s Schema) (*compiled, error) {
 			c.typeOf[f.Name] = f.TypeField
 			c.typeFor[f.TypeField] = f.Name
 		}
+	}
+	c.isTypeField = make([]bool, len(c.sorted))
+	for i, f := range c.sorted {
+		c.isTypeField[i] = c.typeFor[f.Name] != ""
 	}
 	return c, nil
 }
