@@ -1,0 +1,307 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/tools"
+)
+
+// DBTX is what the data functions need: *pgxpool.Pool, *pgx.Conn and pgx.Tx
+// all satisfy it.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// Beginner is a DBTX that opens transactions (a pool).
+type Beginner interface {
+	DBTX
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Inserter inserts River jobs inside a caller's transaction;
+// *river.Client[pgx.Tx] satisfies it (an insert-only client, with no
+// Workers, is enough).
+type Inserter interface {
+	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+}
+
+// Transition is a domain change an event announces.
+type Transition string
+
+// Transitions.
+const (
+	OrderPaid     Transition = "order.paid"
+	OrderRefunded Transition = "order.refunded"
+	OrderDisputed Transition = "order.disputed"
+)
+
+// Status is an order's payment status.
+type Status string
+
+// Order statuses.
+const (
+	StatusPaid     Status = "paid"
+	StatusRefunded Status = "refunded"
+	StatusDisputed Status = "disputed"
+)
+
+// target is the status a transition leads to.
+var target = map[Transition]Status{
+	OrderPaid:     StatusPaid,
+	OrderRefunded: StatusRefunded,
+	OrderDisputed: StatusDisputed,
+}
+
+// Target returns the status t leads to ("" for an unknown transition).
+func (t Transition) Target() Status { return target[t] }
+
+// DefaultEvents maps the provider event types this package knows (Stripe's
+// names, which the sandbox PSP uses) to transitions. Anything else is
+// answered 200 and ignored.
+func DefaultEvents() map[string]Transition {
+	return map[string]Transition{
+		"payment_intent.succeeded":  OrderPaid,
+		"invoice.payment_succeeded": OrderPaid,
+		"charge.refunded":           OrderRefunded,
+		"charge.dispute.created":    OrderDisputed,
+	}
+}
+
+// Defaults.
+const (
+	DefaultSignatureHeader = "Retrysafe-Signature"
+	DefaultTolerance       = 5 * time.Minute
+	DefaultOrderRefKey     = "order_ref"
+	DefaultMaxBodyBytes    = 256 << 10
+	DefaultStoreTimeout    = 10 * time.Second
+)
+
+// Provider configures one payment provider, mounted at
+// /webhooks/payments/{name}.
+type Provider struct {
+	// Secret signs the provider's events. Required.
+	Secret string
+	// Tolerance is how far the signature's timestamp may be from the
+	// clock, either way. Default DefaultTolerance (5m).
+	Tolerance time.Duration
+	// SignatureHeader carries "t=<unix>,v1=<hex>". Default
+	// DefaultSignatureHeader ("Retrysafe-Signature"; Stripe's is
+	// "Stripe-Signature" with the same scheme).
+	SignatureHeader string
+	// Events maps the provider's event types to transitions. Nil:
+	// DefaultEvents(). Types not in the map are ignored (200).
+	Events map[string]Transition
+	// Tenant owns every event of this provider (one account per tenant).
+	// When empty, the event's top-level "account" is looked up in
+	// Accounts (platforms with connected accounts).
+	Tenant string
+	// Accounts maps a connected account id to its tenant.
+	Accounts map[string]string
+	// OrderRefKey is the metadata key that names the order. Default
+	// DefaultOrderRefKey ("order_ref").
+	OrderRefKey string
+}
+
+var providerNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+func (p Provider) validate(name string) (Provider, error) {
+	bad := func(format string, args ...any) (Provider, error) {
+		return p, fmt.Errorf("%w: provider %q: "+format, append([]any{ErrConfig, name}, args...)...)
+	}
+	if !providerNameRe.MatchString(name) {
+		return bad("name must match %s", providerNameRe)
+	}
+	if p.Secret == "" {
+		return bad("Secret is required")
+	}
+	if p.Tolerance == 0 {
+		p.Tolerance = DefaultTolerance
+	}
+	if p.Tolerance < 0 {
+		return bad("Tolerance must be positive")
+	}
+	if p.SignatureHeader == "" {
+		p.SignatureHeader = DefaultSignatureHeader
+	}
+	if p.Events == nil {
+		p.Events = DefaultEvents()
+	}
+	p.Events = maps.Clone(p.Events)
+	for typ, t := range p.Events {
+		if typ == "" || t.Target() == "" {
+			return bad("event %q maps to unknown transition %q", typ, t)
+		}
+	}
+	if p.Tenant == "" && len(p.Accounts) == 0 {
+		return bad("set Tenant, or Accounts to map connected accounts to tenants")
+	}
+	p.Accounts = maps.Clone(p.Accounts)
+	for acct, tenant := range p.Accounts {
+		if acct == "" || tenant == "" {
+			return bad("Accounts: empty account or tenant")
+		}
+	}
+	if p.OrderRefKey == "" {
+		p.OrderRefKey = DefaultOrderRefKey
+	}
+	return p, nil
+}
+
+// Config configures the handler. Zero fields take the documented defaults;
+// New validates the result.
+type Config struct {
+	// DB is the pool. Required. Each delivery holds one connection, for
+	// one transaction.
+	DB Beginner
+	// Queue inserts the notification jobs inside the effect's
+	// transaction. Required.
+	Queue Inserter
+	// Intents freezes the notification intents (its deriver must know the
+	// notification tools). Required.
+	Intents *intent.Store
+	// Providers by name (the {provider} path segment). At least one.
+	Providers map[string]Provider
+	// Notify decides the customer notification of an applied transition.
+	// Default DefaultNotifier(NotifyConfig{}), which needs
+	// whatsapp.send_template or email.send in the intents' deriver.
+	Notify Notifier
+	// MaxBodyBytes bounds a delivery. Default DefaultMaxBodyBytes (256 KiB).
+	MaxBodyBytes int64
+	// StoreTimeout bounds storing one delivery. Default 10s.
+	StoreTimeout time.Duration
+	// Clock checks signature timestamps. Default time.Now. Every time
+	// stored comes from the database or the event, never from it.
+	Clock func() time.Time
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate fills defaults into a copy of c and checks it.
+func (c Config) Validate() (Config, error) {
+	bad := func(format string, args ...any) (Config, error) {
+		return c, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
+	}
+	switch {
+	case c.DB == nil:
+		return bad("DB is required")
+	case c.Queue == nil:
+		return bad("Queue is required")
+	case c.Intents == nil:
+		return bad("Intents is required")
+	case len(c.Providers) == 0:
+		return bad("at least one provider is required")
+	}
+	if _, isTx := c.DB.(pgx.Tx); isTx {
+		return bad("DB must be a pool: each delivery commits its own transaction")
+	}
+	providers := make(map[string]Provider, len(c.Providers))
+	for name, p := range c.Providers {
+		v, err := p.validate(name)
+		if err != nil {
+			return c, err
+		}
+		providers[name] = v
+	}
+	c.Providers = providers
+	if c.Notify == nil {
+		// Fail at start-up, not on every payment: the default notifier's
+		// messages could not be frozen without one of its tools.
+		d := c.Intents.Deriver()
+		_, wa := d.DefaultVersion(tools.WhatsAppName)
+		_, mail := d.DefaultVersion(tools.EmailSendName)
+		if !wa && !mail {
+			return bad("the intents' deriver knows neither %s nor %s: register one, or set Notify (NotifyNone sends nothing)",
+				tools.WhatsAppName, tools.EmailSendName)
+		}
+		c.Notify = DefaultNotifier(NotifyConfig{})
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.StoreTimeout == 0 {
+		c.StoreTimeout = DefaultStoreTimeout
+	}
+	if c.MaxBodyBytes < 0 || c.StoreTimeout < 0 {
+		return bad("MaxBodyBytes and StoreTimeout must be positive")
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}
+
+// ParseProviders builds Providers from two "name=value,..." lists, as
+// serve reads them from RETRYSAFE_PAYMENT_WEBHOOK_SECRETS
+// ("sandbox=whsec_1,stripe=whsec_2") and RETRYSAFE_PAYMENT_WEBHOOK_TENANTS
+// ("sandbox=acme,stripe=acme"). Every provider needs both. The other fields
+// keep their defaults.
+func ParseProviders(secrets, tenants string) (map[string]Provider, error) {
+	sec, err := parsePairs("secrets", secrets)
+	if err != nil {
+		return nil, err
+	}
+	ten, err := parsePairs("tenants", tenants)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Provider, len(sec))
+	for name, s := range sec {
+		t, ok := ten[name]
+		if !ok {
+			return nil, fmt.Errorf("%w: provider %q has a secret but no tenant", ErrConfig, name)
+		}
+		p, err := Provider{Secret: s, Tenant: t}.validate(name)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = p
+	}
+	for name := range ten {
+		if _, ok := sec[name]; !ok {
+			return nil, fmt.Errorf("%w: provider %q has a tenant but no secret", ErrConfig, name)
+		}
+	}
+	return out, nil
+}
+
+func parsePairs(what, s string) (map[string]string, error) {
+	out := map[string]string{}
+	for i, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(entry, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" || v == "" {
+			// The entry itself is not quoted: it may be a secret.
+			return nil, fmt.Errorf("%w: %s entry %d: want provider=value", ErrConfig, what, i+1)
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("%w: %s entry %d: provider %q appears twice", ErrConfig, what, i+1, k)
+		}
+		out[k] = v
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: no provider=value entries in %s", ErrConfig, what)
+	}
+	return out, nil
+}

@@ -1,0 +1,439 @@
+package webhook_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/retrysafe/retrysafe/derive"
+	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/internal/riverschema"
+	sandboxwa "github.com/retrysafe/retrysafe/sandbox/whatsapp"
+	"github.com/retrysafe/retrysafe/tools"
+	"github.com/retrysafe/retrysafe/tools/toolstest"
+	"github.com/retrysafe/retrysafe/webhook"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const (
+	tenant   = "acme"
+	provider = "sandbox"
+	secret   = "whsec_test_0123456789"
+	hmacKey  = "0123456789abcdef0123456789abcdef-test"
+	phone    = "+5511987654321"
+	waToken  = "wa-token"
+	pspToken = "psp-merchant-token"
+)
+
+// t0 is 10:00 on the provider's clock; events are created relative to it.
+var t0 = time.Date(2024, 5, 10, 10, 0, 0, 0, time.UTC)
+
+// harness is one handler, relay and WhatsApp stand-in on a fresh schema.
+type harness struct {
+	t      testing.TB
+	ctx    context.Context
+	pool   *pgxpool.Pool
+	schema string
+	wa     *sandboxwa.Server
+	waURL  string
+	mail   *toolstest.Provider
+	reg    *tools.Registry
+	store  *intent.Store
+	ex     *executor.Executor
+	queue  *river.Client[pgx.Tx]
+	hook   *webhook.Handler
+	mux    *http.ServeMux
+	relay  *webhook.Relay
+
+	mu    sync.Mutex
+	now   time.Time      // the handler's clock
+	armed map[string]int // failpoint -> hits left before it "crashes"
+}
+
+type harnessOpts struct {
+	maxConns int32
+	waURL    string // a WhatsApp stand-in other than the sandbox one
+	pspURL   string // the PSP pix.charge calls
+	provider webhook.Provider
+	notify   webhook.Notifier
+	attempts int // executor MaxAttempts
+}
+
+func newHarness(t testing.TB, o *harnessOpts) *harness {
+	t.Helper()
+	if o == nil {
+		o = &harnessOpts{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	if o.maxConns == 0 {
+		o.maxConns = 4
+	}
+	pool, schema := pgtest.Schema(t, &pgtest.Opts{MaxConns: o.maxConns})
+	if _, err := riverschema.Migrate(ctx, pool, schema); err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, ctx: ctx, pool: pool, schema: schema, now: t0, armed: map[string]int{}}
+	var err error
+	if h.wa, err = sandboxwa.New(sandboxwa.Config{Token: waToken, Logger: quiet()}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.wa)
+	t.Cleanup(srv.Close)
+	h.waURL = srv.URL
+	if o.waURL != "" {
+		h.waURL = o.waURL
+	}
+	wa, err := tools.NewWhatsAppTemplate(tools.HTTPConfig{BaseURL: h.waURL, Token: waToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.mail = toolstest.NewProvider()
+	t.Cleanup(h.mail.Close)
+	email, err := tools.NewEmailSend(tools.HTTPConfig{BaseURL: h.mail.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.pspURL == "" {
+		o.pspURL = "http://127.0.0.1:1"
+	}
+	pix, err := tools.NewPixCharge(tools.HTTPConfig{BaseURL: o.pspURL, Token: pspToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.reg, err = tools.NewRegistry(wa, email, pix); err != nil {
+		t.Fatal(err)
+	}
+	d, err := h.reg.Deriver([]byte(hmacKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := testLogger(t)
+	if h.store, err = intent.New(intent.Config{Deriver: d, Logger: log}); err != nil {
+		t.Fatal(err)
+	}
+	if o.attempts == 0 {
+		o.attempts = 5
+	}
+	h.ex, err = executor.New(executor.Config{
+		DB: pool, Intents: h.store, Tools: &failpointTools{src: h.reg, hit: h.hit}, Logger: log,
+		Lease: 3 * time.Second, Timeout: 2 * time.Second, LeaseMargin: 500 * time.Millisecond,
+		BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond, MaxAttempts: o.attempts,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.queue, err = river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: schema, Logger: quiet()}); err != nil {
+		t.Fatal(err)
+	}
+	p := o.provider
+	if p.Secret == "" {
+		p.Secret = secret
+	}
+	if p.Tenant == "" && p.Accounts == nil {
+		p.Tenant = tenant
+	}
+	h.hook, err = webhook.New(webhook.Config{
+		DB: pool, Queue: h.queue, Intents: h.store, Providers: map[string]webhook.Provider{provider: p},
+		Notify: o.notify, Clock: h.clock, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.mux = http.NewServeMux()
+	h.mux.Handle("POST "+webhook.Pattern, h.hook)
+	if h.relay, err = webhook.NewRelay(webhook.RelayConfig{DB: pool, Executor: h.ex, Logger: log, Failpoint: h.hit}); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// clock is the handler's clock: t0 unless set; the zero time means the
+// real clock (for senders that sign with it, like the sandbox PSP).
+func (h *harness) clock() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.now.IsZero() {
+		return time.Now()
+	}
+	return h.now
+}
+
+func (h *harness) setClock(t time.Time) {
+	h.mu.Lock()
+	h.now = t
+	h.mu.Unlock()
+}
+
+// reply is one delivery's answer.
+type reply struct {
+	status int
+	body   string
+}
+
+func (r reply) verdict() string {
+	var v struct {
+		Status string `json:"status"`
+	}
+	_ = json.Unmarshal([]byte(r.body), &v)
+	return v.Status
+}
+
+// post delivers body signed now (by the handler's clock) with the
+// provider's secret.
+func (h *harness) post(body []byte) reply {
+	return h.postSigned(body, webhook.Sign(secret, h.clock(), body))
+}
+
+func (h *harness) postSigned(body []byte, sig string) reply {
+	req := httptest.NewRequest(http.MethodPost, webhook.PathPrefix+provider, strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	if sig != "" {
+		req.Header.Set(webhook.DefaultSignatureHeader, sig)
+	}
+	rec := httptest.NewRecorder()
+	h.mux.ServeHTTP(rec, req)
+	return reply{rec.Code, rec.Body.String()}
+}
+
+// expect delivers body and checks the answer.
+func (h *harness) expect(body []byte, status int, verdict string) {
+	h.t.Helper()
+	r := h.post(body)
+	if r.status != status || r.verdict() != verdict {
+		h.t.Fatalf("delivery answered %d %s, want %d %s", r.status, r.body, status, verdict)
+	}
+}
+
+func (h *harness) count(table string, where ...string) int {
+	h.t.Helper()
+	q := "SELECT count(*) FROM " + table
+	if len(where) > 0 {
+		q += " WHERE " + where[0]
+	}
+	var n int
+	if err := h.pool.QueryRow(h.ctx, q).Scan(&n); err != nil {
+		h.t.Fatal(err)
+	}
+	return n
+}
+
+// counts is every table a delivery may write, in a fixed order.
+func (h *harness) counts() string {
+	return fmt.Sprintf("effects=%d orders=%d stale=%d notifications=%d intents=%d jobs=%d log=%d",
+		h.count("processed_effects"), h.count("orders"), h.count("stale_events"), h.count("payment_notifications"),
+		h.count("intents"), h.count("river_job"), h.count("payment_webhook_log"))
+}
+
+func (h *harness) order(ref string) *webhook.Order {
+	h.t.Helper()
+	o, err := webhook.GetOrder(h.ctx, h.pool, tenant, ref)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return o
+}
+
+// jobs returns the queued notification jobs' args, oldest first.
+func (h *harness) jobs() []webhook.NotifyArgs {
+	h.t.Helper()
+	rows, err := h.pool.Query(h.ctx, `SELECT args FROM river_job WHERE kind = $1 ORDER BY id`, webhook.KindNotify)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (webhook.NotifyArgs, error) {
+		var raw []byte
+		var a webhook.NotifyArgs
+		if err := r.Scan(&raw); err != nil {
+			return a, err
+		}
+		return a, json.Unmarshal(raw, &a)
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+// relayAll runs every queued notification job once, as River would,
+// waiting out busy answers.
+func (h *harness) relayAll() {
+	h.t.Helper()
+	for _, a := range h.jobs() {
+		if err := h.relayUntilDone(a); err != nil {
+			h.t.Fatalf("relay: %v", err)
+		}
+	}
+}
+
+// runRelay runs the job's work in its own goroutine; crashed reports that
+// it died at an armed failpoint.
+func (h *harness) runRelay(a webhook.NotifyArgs) (err error, crashed bool) {
+	done := make(chan struct{})
+	crashed = true
+	go func() {
+		defer close(done)
+		err = h.relay.Send(h.ctx, a)
+		crashed = false
+	}()
+	<-done
+	return err, crashed
+}
+
+func (h *harness) relayUntilDone(a webhook.NotifyArgs) error {
+	for range 200 {
+		err, crashed := h.runRelay(a)
+		if crashed {
+			h.t.Fatal("relay crashed at a failpoint nobody armed")
+		}
+		var busy *webhook.BusyError
+		if !errors.As(err, &busy) {
+			return err
+		}
+		time.Sleep(min(busy.RetryAfter, 50*time.Millisecond) + 10*time.Millisecond)
+	}
+	h.t.Fatal("relay still busy after 200 tries")
+	return nil
+}
+
+// elapse stands for the time a crashed worker's lease takes to expire.
+func (h *harness) elapse() {
+	h.t.Helper()
+	if _, err := h.pool.Exec(h.ctx, `UPDATE actions SET lease_until = now() WHERE status = 'started' AND lease_until > now()`); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// arm makes the nth next hit of the failpoint end the calling goroutine on
+// the spot (runtime.Goexit), as when the process dies there: what it
+// committed stays, what it held (a lease) stays held until it expires.
+func (h *harness) arm(name string, nth int) {
+	h.mu.Lock()
+	h.armed[name] = nth
+	h.mu.Unlock()
+}
+
+func (h *harness) hit(name string) {
+	h.mu.Lock()
+	n, ok := h.armed[name]
+	if ok {
+		n--
+		if n == 0 {
+			delete(h.armed, name)
+		} else {
+			h.armed[name] = n
+		}
+	}
+	h.mu.Unlock()
+	if ok && n == 0 {
+		runtime.Goexit()
+	}
+}
+
+// messages are the stand-in's accepted messages.
+func (h *harness) messages() []sandboxwa.Message { return h.wa.Messages() }
+
+// failProviderAnswered is hit by failpointTools after the provider
+// answered, before the executor records the answer.
+const failProviderAnswered = "test.provider-answered"
+
+// failpointTools wraps each tool so that a test can kill the relay
+// between the provider's answer and the executor's record.
+type failpointTools struct {
+	src executor.ToolSource
+	hit func(string)
+}
+
+func (s *failpointTools) Tool(name string) (tools.Tool, bool) {
+	t, ok := s.src.Tool(name)
+	if !ok {
+		return nil, false
+	}
+	return &failpointTool{Tool: t, hit: s.hit}, true
+}
+
+type failpointTool struct {
+	tools.Tool
+	hit func(string)
+}
+
+func (t *failpointTool) Execute(ctx context.Context, key string, p derive.Payload) (json.RawMessage, error) {
+	resp, err := t.Tool.Execute(ctx, key, p)
+	t.hit(failProviderAnswered)
+	return resp, err
+}
+
+// Lookup keeps the wrapped tool a Looker: embedding alone would hide it.
+func (t *failpointTool) Lookup(ctx context.Context, key string) (json.RawMessage, error) {
+	l, ok := tools.CanLookup(t.Tool)
+	if !ok {
+		return nil, tools.ErrLookupUnsupported
+	}
+	return l.Lookup(ctx, key)
+}
+
+// CanLookup reports what the wrapped tool can do.
+func (t *failpointTool) CanLookup() bool {
+	_, ok := tools.CanLookup(t.Tool)
+	return ok
+}
+
+// --- events, in the provider's shape ---
+
+type obj = map[string]any
+
+// event builds a signed-to-be event body.
+func event(id, typ string, created time.Time, object obj, extra ...any) []byte {
+	ev := obj{"id": id, "object": "event", "type": typ, "created": created.Unix(), "data": obj{"object": object}}
+	for i := 0; i+1 < len(extra); i += 2 {
+		ev[extra[i].(string)] = extra[i+1]
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func meta(order string) obj { return obj{"order_ref": order, "customer_phone": phone} }
+
+// paid is payment_intent.succeeded for payment pi of order.
+func paid(id, pi, order string, created time.Time, extra ...any) []byte {
+	return event(id, "payment_intent.succeeded", created, obj{"id": pi, "object": "payment_intent", "metadata": meta(order)}, extra...)
+}
+
+// refunded is charge.refunded for the charge of payment pi.
+func refunded(id, pi, order string, created time.Time, extra ...any) []byte {
+	return event(id, "charge.refunded", created, obj{"id": "ch_" + pi, "object": "charge", "payment_intent": pi, "metadata": meta(order)}, extra...)
+}
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// testLogger sends warnings and errors to the test log.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type tLogWriter struct{ t testing.TB }
+
+func (w tLogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,329 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/internal/failpoint"
+)
+
+// Queue and job kind of the notification relay.
+const (
+	QueueNotify = "payment_notify"
+	KindNotify  = "payment_notify"
+)
+
+// NotifyArgs is one notification to send: the frozen intent's key. Unique
+// in River by (tenant, effect key), a second guard behind the
+// processed_effects primary key.
+type NotifyArgs struct {
+	Tenant    string `json:"tenant" river:"unique"`
+	EffectKey string `json:"effect_key" river:"unique"`
+	Key       string `json:"key"`
+}
+
+// Kind implements river.JobArgs.
+func (NotifyArgs) Kind() string { return KindNotify }
+
+// InsertOpts implements river.JobArgsWithInsertOpts.
+func (NotifyArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: QueueNotify, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// Failpoint names (see internal/failpoint).
+const (
+	// FailRelaySent: the executor recorded the notification as sent; the
+	// outbox row is not marked yet.
+	FailRelaySent = "webhook.relay-sent"
+	// FailRelayBeforeAck: the outbox row is marked; the job is not
+	// acknowledged.
+	FailRelayBeforeAck = "webhook.relay-before-ack"
+)
+
+// RelayConfig configures a Relay.
+type RelayConfig struct {
+	// DB is the pool the outbox rows are marked on. Required.
+	DB DBTX
+	// Executor runs the notification intents; its tools must include the
+	// notification tools (whatsapp.send_template, email.send). Required.
+	Executor *executor.Executor
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Failpoint is called at FailRelaySent and FailRelayBeforeAck.
+	// Default failpoint.Hit.
+	Failpoint func(name string)
+}
+
+// Relay sends the notifications the webhook queued.
+type Relay struct {
+	cfg RelayConfig
+	log *slog.Logger
+}
+
+// NewRelay validates cfg.
+func NewRelay(cfg RelayConfig) (*Relay, error) {
+	switch {
+	case cfg.DB == nil:
+		return nil, fmt.Errorf("%w: RelayConfig.DB is required", ErrConfig)
+	case cfg.Executor == nil:
+		return nil, fmt.Errorf("%w: RelayConfig.Executor is required", ErrConfig)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Failpoint == nil {
+		cfg.Failpoint = failpoint.Hit
+	}
+	return &Relay{cfg: cfg, log: cfg.Logger}, nil
+}
+
+// Send is the relay job's work: execute the notification's frozen intent
+// by key and record how it ended on the outbox row. A job that runs again
+// after the message went out (redelivered, or its worker died before the
+// mark) finds the executor's action row completed and replays it, or, if
+// the worker died between the provider's answer and the executor's record,
+// takes the expired lease over and asks the provider by key (or sends
+// again with the same key, which the provider deduplicates): never a
+// second message.
+//
+// It returns nil when the row is settled (sent, failed, review), a
+// *BusyError when the action is in flight elsewhere or the database
+// answered with a transient error, and ErrNotFound when no intent exists
+// under the key (the job can never succeed).
+func (r *Relay) Send(ctx context.Context, args NotifyArgs) error {
+	if args.Tenant == "" || args.EffectKey == "" || args.Key == "" {
+		return fmt.Errorf("%w: notification job needs tenant, effect key and key", ErrInvalid)
+	}
+	out, err := r.cfg.Executor.ExecuteKey(ctx, args.Tenant, args.Key, &executor.Opts{NoWait: true})
+	if errors.Is(err, executor.ErrNotFound) {
+		r.settle(ctx, args, NotifyFailed, 0, "intent_missing") //nolint:errcheck // logged; the job is cancelled either way
+		return fmt.Errorf("%w: notification intent", ErrNotFound)
+	}
+	if err != nil {
+		if executor.IsRetryable(err) {
+			return &BusyError{RetryAfter: time.Second}
+		}
+		return fmt.Errorf("webhook: send notification: %w", err)
+	}
+	var status, code string
+	switch out.Status {
+	case executor.StatusCompleted:
+		status = NotifySent
+		r.cfg.Failpoint(FailRelaySent)
+	case executor.StatusFailed:
+		status, code = NotifyFailed, failureCode(out.Failure)
+	case executor.StatusReview:
+		status, code = NotifyReview, failureCode(out.Failure)
+	case executor.StatusInFlight:
+		return &BusyError{RetryAfter: max(out.RetryAfter, 100*time.Millisecond)}
+	default:
+		return fmt.Errorf("webhook: send notification: unexpected status %q", out.Status)
+	}
+	if err := r.settle(ctx, args, status, out.Attempt, code); err != nil {
+		return err
+	}
+	lvl := slog.LevelInfo
+	if status != NotifySent {
+		lvl = slog.LevelWarn
+	}
+	r.log.Log(ctx, lvl, "webhook: notification "+status, "tenant", args.Tenant, "action", out.Action,
+		"attempt", out.Attempt, "replayed", out.Replayed, "code", code)
+	r.cfg.Failpoint(FailRelayBeforeAck)
+	return nil
+}
+
+func (r *Relay) settle(ctx context.Context, args NotifyArgs, status string, attempt int, code string) error {
+	if _, err := r.cfg.DB.Exec(ctx, NotificationSettle, args.Tenant, args.EffectKey, status, attempt, nullable(code)); err != nil {
+		r.log.Warn("webhook: could not record the notification's outcome", "tenant", args.Tenant, "status", status, "error", err)
+		return fmt.Errorf("webhook: notification status: %w", err)
+	}
+	return nil
+}
+
+func failureCode(f *executor.ToolFailure) string {
+	if f == nil {
+		return ""
+	}
+	if f.Code != "" {
+		return string(f.Class) + ":" + f.Code
+	}
+	return string(f.Class)
+}
+
+// RiverConfig configures the River client that works the relay's queue.
+// Zero fields take the documented defaults (those of the agent's client).
+type RiverConfig struct {
+	// Schema holds River's tables (retrysafe's schema; see
+	// internal/riverschema). Empty: the pool's search_path.
+	Schema string
+	// Concurrency is the number of notifications sent at once. Default 4.
+	Concurrency int
+	// JobTimeout cancels a job's context after this long. Default 1m; it
+	// should exceed the executor's Timeout.
+	JobTimeout time.Duration
+	// RescueStuckJobsAfter: a job running this long is presumed orphaned
+	// (its worker died) and is made available again. Must exceed
+	// JobTimeout. Default 5m.
+	RescueStuckJobsAfter time.Duration
+	// RetryBase and RetryMax shape the backoff of failed jobs:
+	// min(RetryMax, RetryBase*2^(attempt-1)), of which the upper half is
+	// random. Defaults 1s and 5m.
+	RetryBase, RetryMax time.Duration
+	// MaxAttempts before River discards a job (the outbox row is then
+	// marked failed, relay_exhausted). Default 25. Snoozes (in flight
+	// elsewhere) do not count; the executor's own MaxAttempts bounds
+	// provider failures, which end in review.
+	MaxAttempts int
+	// FetchPollInterval is the fallback poll when LISTEN/NOTIFY is quiet.
+	// Default River's (1s).
+	FetchPollInterval time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// TestOnly skips River's start-up jitter (tests only).
+	TestOnly bool
+}
+
+// Validate fills defaults into a copy of c and checks it.
+func (c RiverConfig) Validate() (RiverConfig, error) {
+	if c.Concurrency == 0 {
+		c.Concurrency = 4
+	}
+	if c.JobTimeout == 0 {
+		c.JobTimeout = time.Minute
+	}
+	if c.RescueStuckJobsAfter == 0 {
+		c.RescueStuckJobsAfter = 5 * time.Minute
+	}
+	if c.RetryBase == 0 {
+		c.RetryBase = time.Second
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = 5 * time.Minute
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 25
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	switch {
+	case c.Concurrency < 1 || c.Concurrency > 10000:
+		return c, fmt.Errorf("%w: Concurrency %d: want 1..10000", ErrConfig, c.Concurrency)
+	case c.JobTimeout < 0:
+		return c, fmt.Errorf("%w: JobTimeout must be positive", ErrConfig)
+	case c.RescueStuckJobsAfter <= c.JobTimeout:
+		return c, fmt.Errorf("%w: RescueStuckJobsAfter (%s) must exceed JobTimeout (%s)", ErrConfig, c.RescueStuckJobsAfter, c.JobTimeout)
+	case c.RetryBase <= 0 || c.RetryMax < c.RetryBase:
+		return c, fmt.Errorf("%w: want 0 < RetryBase <= RetryMax", ErrConfig)
+	case c.MaxAttempts < 1:
+		return c, fmt.Errorf("%w: MaxAttempts must be at least 1", ErrConfig)
+	case c.FetchPollInterval < 0:
+		return c, fmt.Errorf("%w: FetchPollInterval must not be negative", ErrConfig)
+	}
+	return c, nil
+}
+
+// NewClient builds a River client that works QueueNotify with r. Start it
+// with Start(ctx); stop it with Stop. To work the queue from a client of
+// your own, use AddWorker and add QueueNotify to its Queues.
+func NewClient(pool *pgxpool.Pool, r *Relay, rc RiverConfig) (*river.Client[pgx.Tx], error) {
+	rc, err := rc.Validate()
+	if err != nil {
+		return nil, err
+	}
+	workers := river.NewWorkers()
+	if err := AddWorker(workers, r, rc.JobTimeout); err != nil {
+		return nil, err
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Schema:               rc.Schema,
+		Queues:               map[string]river.QueueConfig{QueueNotify: {MaxWorkers: rc.Concurrency}},
+		Workers:              workers,
+		JobTimeout:           rc.JobTimeout,
+		RescueStuckJobsAfter: rc.RescueStuckJobsAfter,
+		RetryPolicy:          &RetryPolicy{Base: rc.RetryBase, Max: rc.RetryMax},
+		MaxAttempts:          rc.MaxAttempts,
+		FetchPollInterval:    rc.FetchPollInterval,
+		Logger:               rc.Logger,
+		TestOnly:             rc.TestOnly,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("webhook: river client: %w", err)
+	}
+	return client, nil
+}
+
+// AddWorker registers the relay's worker (kind KindNotify) on workers.
+// timeout bounds one job (0: the client's JobTimeout).
+func AddWorker(workers *river.Workers, r *Relay, timeout time.Duration) error {
+	if err := river.AddWorkerSafely(workers, &relayWorker{r: r, timeout: timeout}); err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	return nil
+}
+
+// RetryPolicy is exponential backoff with jitter for failed jobs.
+type RetryPolicy struct {
+	Base, Max time.Duration
+}
+
+// NextRetry implements river.ClientRetryPolicy.
+func (p *RetryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
+	return time.Now().Add(p.Delay(job.Attempt))
+}
+
+// Delay is the wait before retrying after the given attempt (1 = first).
+func (p *RetryPolicy) Delay(attempt int) time.Duration {
+	d := p.Base
+	for i := 1; i < attempt && d < p.Max; i++ {
+		d *= 2
+	}
+	d = min(d, p.Max)
+	half := d / 2
+	if half <= 0 {
+		return d
+	}
+	return half + rand.N(half+1)
+}
+
+type relayWorker struct {
+	river.WorkerDefaults[NotifyArgs]
+	r       *Relay
+	timeout time.Duration
+}
+
+func (w *relayWorker) Work(ctx context.Context, job *river.Job[NotifyArgs]) error {
+	err := w.r.Send(ctx, job.Args)
+	var busy *BusyError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &busy):
+		// Not a failure: wait for the other worker (or the executor's
+		// backoff) without spending an attempt.
+		return river.JobSnooze(max(busy.RetryAfter, 100*time.Millisecond))
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalid):
+		// Retrying cannot make the intent appear.
+		return river.JobCancel(err)
+	}
+	if job.Attempt >= job.MaxAttempts {
+		// River discards the job after this return: leave the outbox row
+		// where an operator looks (best effort; the database may be what
+		// keeps failing).
+		w.r.settle(context.WithoutCancel(ctx), job.Args, NotifyFailed, 0, "relay_exhausted") //nolint:errcheck // logged
+	}
+	return err
+}
+
+func (w *relayWorker) Timeout(*river.Job[NotifyArgs]) time.Duration { return w.timeout }
