@@ -1,7 +1,7 @@
 package agent
 
-// SQL of the agent's tables (migrations/005_agent.sql) and of the model
-// ledger and journal (migrations/004_model_calls.sql). Every statement is
+// SQL of the agent's tables (migrations/004_agent.sql) and of the model
+// ledger and journal (migrations/003_model_calls.sql). Every statement is
 // scoped by tenant. Durations travel as microseconds so that lease
 // arithmetic happens on the database clock.
 

@@ -55,6 +55,8 @@ type demoReport struct {
 	Sidecar       *sidecarCheck     `json:"sidecar_reexecution,omitempty"`
 	RecoverySecs  float64           `json:"recovery_seconds"`
 	Settings      []string          `json:"worker_settings"`
+	Tenant        string            `json:"tenant"`
+	MessageID     string            `json:"message_id"`
 }
 
 type pspRequest struct {
@@ -91,8 +93,12 @@ Takes about a minute (the queue's rescuer is the slow part).`)
 	verbose := fs.Bool("verbose", false, "show every process's log on stderr")
 	keep := fs.Bool("keep", false, "keep the demo's schemas in DATABASE_URL afterwards (for `retrysafe inspect`)")
 	timeout := fs.Duration("timeout", 4*time.Minute, "give up after this long")
+	journal := fs.String("journal", "on", "the workers' model journal: on (a redelivery replays the model's answers) or off (it pays for them again; still one charge)")
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
+	}
+	if *journal != "on" && *journal != "off" {
+		return fmt.Errorf("--journal %q: want on or off", *journal)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -107,7 +113,8 @@ Takes about a minute (the queue's rescuer is the slow part).`)
 		logw = e.stderr
 	}
 	settings := []string{"--lease", "5s", "--timeout", "2s", "--model-timeout", "5s", "--claim-ttl", "8s",
-		"--job-timeout", "10s", "--rescue-after", "12s", "--retry-base", "200ms", "--retry-max", "2s", "--poll", "200ms", "--reconcile-interval", "1s"}
+		"--job-timeout", "10s", "--rescue-after", "12s", "--retry-base", "200ms", "--retry-max", "2s", "--poll", "200ms", "--reconcile-interval", "1s",
+		"--journal", *journal}
 	cfg := harness.StackConfig{
 		DatabaseURL: db.url, Keep: *keep, Log: logw,
 		ModelSeed: 7, ModelWrongAmountRate: 0,
@@ -128,7 +135,7 @@ Takes about a minute (the queue's rescuer is the slow part).`)
 		return fmt.Errorf("demo: start: %w", err)
 	}
 	defer st.Close()
-	rep.Schema = st.Cfg.Schema
+	rep.Schema, rep.Tenant, rep.MessageID = st.Cfg.Schema, st.Cfg.Tenant, demoMsgID
 	if st.Cluster != nil {
 		rep.Database = fmt.Sprintf("private cluster on 127.0.0.1:%d (removed on exit)", st.Cluster.Port)
 	} else {
@@ -240,7 +247,11 @@ Takes about a minute (the queue's rescuer is the slow part).`)
 		}
 	}
 	say("8. Worker #2 finished the conversation %.0fs later:", rep.RecoverySecs)
-	say("   - replayed the model's first answer from the journal instead of paying for it again;")
+	if *journal == "on" {
+		say("   - replayed the model's first answer from the journal instead of paying for it again;")
+	} else {
+		say("   - called the model again for the first step (journal off: those tokens are paid twice);")
+	}
 	say("   - froze the same intent (same key), took over the expired lease of action attempt 1,")
 	say("     and asked the PSP by key before calling again. What the PSP saw:")
 	for _, r := range rep.PSPRequests {
@@ -270,7 +281,7 @@ Takes about a minute (the queue's rescuer is the slow part).`)
 	say("Result")
 	say("  charges at the PSP   %d  (R$ %s, key %s)", len(rep.Charges), centsText(rep.Charges), shortKey(fi.Key))
 	say("  replies sent         %d  %s", len(rep.Replies), replyText(rep.Replies))
-	say("  model calls          %d made, %d replayed from the journal (no tokens paid twice)", rep.ModelMade, rep.ModelReplayed)
+	say("  model calls          %d made, %d replayed from the journal (journal %s)", rep.ModelMade, rep.ModelReplayed, *journal)
 	say("  keys on every try    %s", map[bool]string{true: "equal", false: "DIFFERENT"}[rep.KeysEqual && sc.Key == fi.Key])
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
