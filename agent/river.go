@@ -82,6 +82,13 @@ type RiverConfig struct {
 	Logger *slog.Logger
 	// TestOnly skips River's start-up jitter (tests only).
 	TestOnly bool
+	// Extra adds other workers (and their queues) to the same client, such
+	// as the payment receipt relay. One client per process matters: River
+	// elects one leader among all clients to rescue orphaned jobs, and a
+	// leader that does not know a job's kind cannot rescue it.
+	Extra func(*river.Workers) error
+	// ExtraQueues are the queues Extra's workers work.
+	ExtraQueues []string
 }
 
 // Validate fills defaults into a copy of c and checks it.
@@ -138,12 +145,21 @@ func NewClient(pool *pgxpool.Pool, a *Agent, rc RiverConfig) (*river.Client[pgx.
 	if err := river.AddWorkerSafely(workers, &replyWorker{a: a, timeout: rc.JobTimeout}); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	queues := map[string]river.QueueConfig{
+		QueueInbox: {MaxWorkers: rc.Concurrency},
+		QueueReply: {MaxWorkers: rc.Concurrency},
+	}
+	if rc.Extra != nil {
+		if err := rc.Extra(workers); err != nil {
+			return nil, err
+		}
+		for _, q := range rc.ExtraQueues {
+			queues[q] = river.QueueConfig{MaxWorkers: rc.Concurrency}
+		}
+	}
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Schema: rc.Schema,
-		Queues: map[string]river.QueueConfig{
-			QueueInbox: {MaxWorkers: rc.Concurrency},
-			QueueReply: {MaxWorkers: rc.Concurrency},
-		},
+		Schema:               rc.Schema,
+		Queues:               queues,
 		Workers:              workers,
 		JobTimeout:           rc.JobTimeout,
 		RescueStuckJobsAfter: rc.RescueStuckJobsAfter,

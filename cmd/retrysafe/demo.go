@@ -48,6 +48,9 @@ type demoReport struct {
 	KeysEqual     bool              `json:"keys_equal"`
 	Charges       []harness.Charge  `json:"charges"`
 	Replies       []harness.Reply   `json:"replies"`
+	Receipts      []harness.Message `json:"receipts"`
+	OrderStatus   string            `json:"order_status"`
+	Webhooks      map[string]int    `json:"payment_webhook_verdicts"`
 	ModelMade     int               `json:"model_calls_made"`
 	ModelReplayed int               `json:"model_calls_replayed"`
 	ActionStatus  string            `json:"action_status"`
@@ -211,7 +214,11 @@ Takes about a minute (the queue's rescuer is the slow part).`)
 		if err != nil {
 			return false, err
 		}
-		return len(replies) > 0 && len(acts) > 0 && acts[0].Status != "started", nil
+		msgs, err := st.Messages(ctx)
+		if err != nil {
+			return false, err
+		}
+		return len(replies) > 0 && len(acts) > 0 && acts[0].Status != "started" && len(msgs) >= 2, nil
 	})
 	if err != nil {
 		return fmt.Errorf("demo: the conversation did not settle: %w\nworker-2 log:\n%s", err, lastWorkerTail(st))
@@ -224,6 +231,21 @@ Takes about a minute (the queue's rescuer is the slow part).`)
 		return err
 	}
 	if rep.Replies, err = st.Replies(ctx); err != nil {
+		return err
+	}
+	msgs, err := st.Messages(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if m.Type == "template" {
+			rep.Receipts = append(rep.Receipts, m)
+		}
+	}
+	if rep.OrderStatus, err = st.OrderStatus(ctx, demoInvoice); err != nil {
+		return err
+	}
+	if rep.Webhooks, err = st.PaymentWebhookVerdicts(ctx); err != nil {
 		return err
 	}
 	if rep.ModelMade, rep.ModelReplayed, err = st.ModelCalls(ctx, demoMsgID); err != nil {
@@ -262,6 +284,8 @@ Takes about a minute (the queue's rescuer is the slow part).`)
 		say("       %-14s %s %s  Idempotency-Key %s  -> %s", what, r.Method, r.Path, shortKey(r.Key), pspStatusText(r.Status))
 	}
 	say("   - action %s at attempt %d; the reply went out through the outbox.", rep.ActionStatus, rep.Attempts)
+	say("   Meanwhile the PSP's signed payment webhook reached the server (verdicts %v):", rep.Webhooks)
+	say("   order %s is %q, and its receipt (template %q) was sent once through the payment outbox.", demoInvoice, rep.OrderStatus, templateName(rep.Receipts))
 
 	sc, err := demoSidecar(ctx, st)
 	if err != nil {
@@ -275,12 +299,14 @@ Takes about a minute (the queue's rescuer is the slow part).`)
 	if rep.Charges, err = st.Charges(ctx); err != nil {
 		return err
 	}
-	rep.OK = len(rep.Charges) == 1 && len(rep.Replies) == 1 && rep.KeysEqual && rep.ActionStatus == "completed" &&
+	rep.OK = len(rep.Charges) == 1 && len(rep.Replies) == 1 && len(rep.Receipts) == 1 && rep.OrderStatus == "paid" &&
+		rep.KeysEqual && rep.ActionStatus == "completed" &&
 		sc.Key == fi.Key && rep.Charges[0].IdempotencyKey == fi.Key
 	say("")
 	say("Result")
 	say("  charges at the PSP   %d  (R$ %s, key %s)", len(rep.Charges), centsText(rep.Charges), shortKey(fi.Key))
 	say("  replies sent         %d  %s", len(rep.Replies), replyText(rep.Replies))
+	say("  receipts sent        %d  (order %s)", len(rep.Receipts), rep.OrderStatus)
 	say("  model calls          %d made, %d replayed from the journal (journal %s)", rep.ModelMade, rep.ModelReplayed, *journal)
 	say("  keys on every try    %s", map[bool]string{true: "equal", false: "DIFFERENT"}[rep.KeysEqual && sc.Key == fi.Key])
 	if *asJSON {
@@ -291,10 +317,10 @@ Takes about a minute (the queue's rescuer is the slow part).`)
 		}
 	}
 	if !rep.OK {
-		say("\nFAIL: expected exactly one charge, one reply and one key.")
+		say("\nFAIL: expected exactly one charge, one reply, one receipt and one key.")
 		return errSilentFailure
 	}
-	say("\nOK: one intent, one key, one charge, one reply, through a redelivery and a crash.")
+	say("\nOK: one intent, one key, one charge, one reply, one receipt, through a redelivery and a crash.")
 	return nil
 }
 
@@ -380,6 +406,13 @@ func replyText(rs []harness.Reply) string {
 		return fmt.Sprintf("%q", rs[0].Text)
 	}
 	return ""
+}
+
+func templateName(ms []harness.Message) string {
+	if len(ms) == 0 {
+		return ""
+	}
+	return ms[0].Template
 }
 
 func mustJSON(v any) string {

@@ -62,8 +62,12 @@ the requests in progress (up to --shutdown-timeout), exit 0.`)
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long SIGTERM waits for requests in progress")
 	fs.DurationVar(&cfg.ExecuteTimeout, "execute-timeout", 30*time.Second, "bound on one execution (freeze, provider call, record), independent of the client")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body", 1<<20, "largest accepted execute body, in bytes")
-	var wa whatsappFlags
+	var (
+		wa  whatsappFlags
+		pay paymentFlags
+	)
 	wa.register(fs, e)
+	pay.register(fs, e)
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
 	}
@@ -109,7 +113,7 @@ the requests in progress (up to --shutdown-timeout), exit 0.`)
 	if err != nil {
 		return err
 	}
-	handler, err := wa.mount(srv, d, log)
+	handler, err := mountWebhooks(srv, &wa, &pay, d, rtm.Intents, log)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,8 +9,25 @@ import (
 	"net/http"
 
 	"github.com/retrysafe/retrysafe/agent"
+	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/server/whatsapp"
+	"github.com/retrysafe/retrysafe/webhook"
 )
+
+// paymentFlags configure the inbound payment webhooks of `serve`
+// (POST /webhooks/payments/{provider}); each provider signs its events with
+// its own secret.
+type paymentFlags struct {
+	secrets string
+	tenants string
+}
+
+func (p *paymentFlags) register(fs *flag.FlagSet, e *env) {
+	fs.StringVar(&p.secrets, "payment-webhook-secrets", e.getenv("RETRYSAFE_PAYMENT_WEBHOOK_SECRETS"),
+		"provider=secret pairs that sign payment webhooks (env RETRYSAFE_PAYMENT_WEBHOOK_SECRETS, e.g. sandbox=whsec_...); empty: "+webhook.Pattern+" is not served")
+	fs.StringVar(&p.tenants, "payment-webhook-tenants", e.getenv("RETRYSAFE_PAYMENT_WEBHOOK_TENANTS"),
+		"provider=tenant pairs: whose payments each provider reports (env RETRYSAFE_PAYMENT_WEBHOOK_TENANTS)")
+}
 
 // whatsappFlags configure the inbound WhatsApp webhook of `serve`. The
 // webhook checks its own signature (X-Hub-Signature-256), so it is mounted
@@ -29,30 +47,55 @@ func (w *whatsappFlags) register(fs *flag.FlagSet, e *env) {
 		"phone_number_id=tenant pairs, comma separated (env RETRYSAFE_WHATSAPP_TENANTS)")
 }
 
-// mount returns api, plus the WhatsApp webhook in front of it when
-// configured.
-func (w *whatsappFlags) mount(api http.Handler, d *database, log *slog.Logger) (http.Handler, error) {
-	if w.appSecret == "" {
-		if w.tenants != "" {
-			return nil, errors.New("RETRYSAFE_WHATSAPP_TENANTS is set but RETRYSAFE_WHATSAPP_APP_SECRET is not: the webhook cannot verify signatures without it")
-		}
+// mountWebhooks returns api, with the WhatsApp and payment webhooks in
+// front of it when configured. Both check their own signatures, so they sit
+// outside the API's bearer-token authentication.
+func mountWebhooks(api http.Handler, w *whatsappFlags, p *paymentFlags, d *database, intents *intent.Store, log *slog.Logger) (http.Handler, error) {
+	if w.appSecret == "" && w.tenants != "" {
+		return nil, errors.New("RETRYSAFE_WHATSAPP_TENANTS is set but RETRYSAFE_WHATSAPP_APP_SECRET is not: the webhook cannot verify signatures without it")
+	}
+	if p.secrets == "" && p.tenants != "" {
+		return nil, errors.New("RETRYSAFE_PAYMENT_WEBHOOK_TENANTS is set but RETRYSAFE_PAYMENT_WEBHOOK_SECRETS is not: the webhook cannot verify signatures without it")
+	}
+	if w.appSecret == "" && p.secrets == "" {
 		return api, nil
 	}
-	tenants, err := whatsapp.ParseTenants(w.tenants)
-	if err != nil {
-		return nil, fmt.Errorf("RETRYSAFE_WHATSAPP_TENANTS: %w", err)
+	var hasRiver bool
+	if err := d.Pool.QueryRow(context.Background(), `SELECT to_regclass($1) IS NOT NULL`, d.Schema+".river_job").Scan(&hasRiver); err != nil {
+		return nil, err
+	}
+	if !hasRiver {
+		return nil, fmt.Errorf("schema %s has no River tables, which the webhooks queue into: pass --migrate", d.Schema)
 	}
 	q, err := agent.NewInserter(d.Pool, d.Schema)
 	if err != nil {
 		return nil, err
 	}
-	h, err := whatsapp.New(whatsapp.Config{DB: d.Pool, Queue: q, AppSecret: w.appSecret, VerifyToken: w.verifyToken, Tenants: tenants, Logger: log})
-	if err != nil {
-		return nil, fmt.Errorf("whatsapp webhook: %w", err)
-	}
 	mux := http.NewServeMux()
-	mux.Handle(whatsapp.Path, h)
 	mux.Handle("/", api)
-	log.Info("serve: whatsapp webhook mounted", "path", whatsapp.Path, "numbers", len(tenants))
+	if w.appSecret != "" {
+		tenants, err := whatsapp.ParseTenants(w.tenants)
+		if err != nil {
+			return nil, fmt.Errorf("RETRYSAFE_WHATSAPP_TENANTS: %w", err)
+		}
+		h, err := whatsapp.New(whatsapp.Config{DB: d.Pool, Queue: q, AppSecret: w.appSecret, VerifyToken: w.verifyToken, Tenants: tenants, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("whatsapp webhook: %w", err)
+		}
+		mux.Handle(whatsapp.Path, h)
+		log.Info("serve: whatsapp webhook mounted", "path", whatsapp.Path, "numbers", len(tenants))
+	}
+	if p.secrets != "" {
+		providers, err := webhook.ParseProviders(p.secrets, p.tenants)
+		if err != nil {
+			return nil, fmt.Errorf("RETRYSAFE_PAYMENT_WEBHOOK_SECRETS/TENANTS: %w", err)
+		}
+		h, err := webhook.New(webhook.Config{DB: d.Pool, Queue: q, Intents: intents, Providers: providers, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("payment webhook: %w", err)
+		}
+		mux.Handle("POST "+webhook.Pattern, h)
+		log.Info("serve: payment webhook mounted", "path", webhook.Pattern, "providers", len(providers))
+	}
 	return mux, nil
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/riverqueue/river"
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrysafe/retrysafe/agent"
@@ -17,6 +18,7 @@ import (
 	"github.com/retrysafe/retrysafe/internal/failpoint"
 	"github.com/retrysafe/retrysafe/internal/riverschema"
 	"github.com/retrysafe/retrysafe/tools"
+	"github.com/retrysafe/retrysafe/webhook"
 )
 
 func init() {
@@ -32,6 +34,8 @@ func runWorker(ctx context.Context, e *env, args []string) error {
                and executed once (pix.charge with the conversation's open
                invoice as intent_ref) → the reply recorded with its outbox job
   agent_reply  sends the recorded reply through whatsapp.send_text, once
+  payment_notify  sends the receipt of a payment webhook (see serve) through
+               whatsapp.send_template or email.send, once
 
 The model: OPENAI_API_KEY, and OPENAI_BASE_URL to talk to any
 OpenAI-compatible endpoint (the sandbox model is just another base URL; the
@@ -194,7 +198,16 @@ RETRYSAFE_FAILPOINTS (see package agent).`)
 	if err != nil {
 		return err
 	}
+	// The payment webhook's outbox (receipts) is relayed by the same
+	// client, through the same executor: a relay killed after sending does
+	// not send twice.
+	relay, err := webhook.NewRelay(webhook.RelayConfig{DB: d.Pool, Executor: ex, Logger: log, Failpoint: failpoint.Hit})
+	if err != nil {
+		return err
+	}
 	rcf.Schema, rcf.Logger = d.Schema, log
+	rcf.Extra = func(w *river.Workers) error { return webhook.AddWorker(w, relay, rcf.JobTimeout) }
+	rcf.ExtraQueues = []string{webhook.QueueNotify}
 	client, err := agent.NewClient(d.Pool, a, rcf)
 	if err != nil {
 		return err
@@ -207,6 +220,7 @@ RETRYSAFE_FAILPOINTS (see package agent).`)
 	if err := client.Start(jobCtx); err != nil {
 		return fmt.Errorf("start River: %w", err)
 	}
+
 	var wg sync.WaitGroup
 	if *reconcile {
 		wg.Go(func() { ex.RunReconciler(jobCtx) }) //nolint:errcheck // returns when stopped
