@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -50,6 +51,11 @@ type StackConfig struct {
 	ModelSeed            int64
 	ModelWrongAmountRate float64
 
+	// PSPArgs and ModelArgs are added to those sandboxes' flags (faults,
+	// latency).
+	PSPArgs   []string
+	ModelArgs []string
+
 	// WorkerArgs are added to every worker's flags (journal, timings).
 	WorkerArgs []string
 	// ServeArgs are added to the server's flags (executor timings).
@@ -89,6 +95,8 @@ type Stack struct {
 	Server   *Proc
 	APIToken string
 
+	serveAddr string
+
 	mu      sync.Mutex
 	workers []*Proc
 	client  *http.Client
@@ -121,17 +129,27 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	start := func(name, ready string, args ...string) (*Proc, error) {
 		return Start(ctx, Spec{Name: name, Bin: cfg.Bin, Args: args, Env: s.env(), Ready: ready, Log: cfg.Log})
 	}
-	if s.PSP, err = start("psp", "retrysafe sandbox psp: listening on ", "sandbox", "psp", "--addr", "127.0.0.1:0", "--schema", cfg.Schema+"_psp"); err != nil {
+	// The server's port is chosen first: the PSP sends its signed payment
+	// webhooks there, and the server calls the PSP.
+	servePort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	s.serveAddr = fmt.Sprintf("127.0.0.1:%d", servePort)
+	pspArgs := append([]string{"sandbox", "psp", "--addr", "127.0.0.1:0", "--schema", cfg.Schema + "_psp",
+		"--webhook-url", "http://" + s.serveAddr + "/webhooks/payments/sandbox", "--webhook-backoff", "200ms"}, cfg.PSPArgs...)
+	if s.PSP, err = start("psp", "retrysafe sandbox psp: listening on ", pspArgs...); err != nil {
 		return nil, err
 	}
 	modelArgs := []string{"sandbox", "model", "--addr", "127.0.0.1:0", "--seed", fmt.Sprint(cfg.ModelSeed), "--wrong-amount-rate", fmt.Sprint(cfg.ModelWrongAmountRate)}
+	modelArgs = append(modelArgs, cfg.ModelArgs...)
 	if s.Model, err = start("model", "retrysafe sandbox model: listening on ", modelArgs...); err != nil {
 		return nil, err
 	}
 	if s.WhatsApp, err = start("whatsapp", "retrysafe sandbox whatsapp: listening on ", "sandbox", "whatsapp", "--addr", "127.0.0.1:0"); err != nil {
 		return nil, err
 	}
-	serveArgs := append([]string{"serve", "--addr", "127.0.0.1:0", "--schema", cfg.Schema}, cfg.ServeArgs...)
+	serveArgs := append([]string{"serve", "--addr", s.serveAddr, "--schema", cfg.Schema}, cfg.ServeArgs...)
 	if s.Server, err = start("serve", "retrysafe: listening on ", serveArgs...); err != nil {
 		return nil, err
 	}
@@ -149,6 +167,9 @@ func (s *Stack) env() []string {
 		"RETRYSAFE_WHATSAPP_TOKEN=" + s.Cfg.Tenant,
 		"RETRYSAFE_WHATSAPP_APP_SECRET=" + s.Cfg.AppSecret,
 		"RETRYSAFE_WHATSAPP_VERIFY_TOKEN=demo-verify-token",
+		"RETRYSAFE_PSP_WEBHOOK_SECRET=" + s.paymentSecret(),
+		"RETRYSAFE_PAYMENT_WEBHOOK_SECRETS=sandbox=" + s.paymentSecret(),
+		"RETRYSAFE_PAYMENT_WEBHOOK_TENANTS=sandbox=" + s.Cfg.Tenant,
 		"RETRYSAFE_WHATSAPP_TENANTS=" + s.Cfg.PhoneNumberID + "=" + s.Cfg.Tenant,
 		"OPENAI_API_KEY=",
 	}
@@ -164,9 +185,22 @@ func (s *Stack) env() []string {
 	return env
 }
 
+// Env is the environment every process of the stack gets (database,
+// HMAC secret, provider URLs and tokens), for running other retrysafe
+// commands against it (`retrysafe reconcile`, `retrysafe inspect`).
+func (s *Stack) Env() []string { return s.env() }
+
 // StartWorker starts one `retrysafe worker`; extraEnv arms failpoints.
 func (s *Stack) StartWorker(ctx context.Context, name string, extraEnv ...string) (*Proc, error) {
-	args := append([]string{"worker", "--schema", s.Cfg.Schema}, s.Cfg.WorkerArgs...)
+	return s.StartWorkerWith(ctx, name, nil, extraEnv...)
+}
+
+// StartWorkerWith is StartWorker with flags of its own after
+// Cfg.WorkerArgs (a later flag wins: --owner, --concurrency). extraEnv
+// entries override the stack's (a later entry wins), e.g. a
+// RETRYSAFE_PSP_URL that points one worker at a fault-injecting proxy.
+func (s *Stack) StartWorkerWith(ctx context.Context, name string, args []string, extraEnv ...string) (*Proc, error) {
+	args = append(append([]string{"worker", "--schema", s.Cfg.Schema}, s.Cfg.WorkerArgs...), args...)
 	p, err := Start(ctx, Spec{Name: name, Bin: s.Cfg.Bin, Args: args, Env: append(s.env(), extraEnv...), Ready: "retrysafe: worker running", Log: s.Cfg.Log})
 	if err != nil {
 		return nil, err
@@ -208,6 +242,8 @@ type Charge struct {
 	AmountCents    int64  `json:"amount_cents"`
 	IdempotencyKey string `json:"idempotency_key"`
 	Status         string `json:"status"`
+	// Description is what pix.charge sent: "retrysafe <intent_ref>".
+	Description string `json:"description"`
 }
 
 // Charges lists every charge the PSP executed for the tenant.
@@ -217,37 +253,87 @@ func (s *Stack) Charges(ctx context.Context) ([]Charge, error) {
 	return out.Data, err
 }
 
-// Reply is a message the WhatsApp stand-in accepted.
-type Reply struct {
-	ID             string `json:"id"`
-	To             string `json:"to"`
-	IdempotencyKey string `json:"idempotency_key"`
-	Text           string `json:"text"`
+// PSPRequest is one request the PSP received about charges, with the
+// Idempotency-Key it carried: the provider's witness of the key each
+// attempt sent.
+type PSPRequest struct {
+	At             time.Time `json:"at"`
+	Method         string    `json:"method"`
+	Path           string    `json:"path"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	Status         int       `json:"status"` // 0: the connection was dropped without an answer
 }
 
-// Replies lists every message the WhatsApp stand-in sent.
+// PSPRequests lists the PSP's request log (the last 10,000 requests, oldest
+// first; it lives in the PSP process's memory).
+func (s *Stack) PSPRequests(ctx context.Context) ([]PSPRequest, error) {
+	var out struct{ Data []PSPRequest }
+	err := s.getJSON(ctx, s.PSP.Ready+"/_sandbox/requests", "", &out)
+	return out.Data, err
+}
+
+// Message is one message the WhatsApp stand-in sent: the agent's replies
+// are type "text", payment receipts type "template".
+type Message struct {
+	ID             string `json:"id"`
+	To             string `json:"to"`
+	Type           string `json:"type"`
+	Template       string `json:"template"`
+	Text           string `json:"text"`
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+// Messages lists every message the WhatsApp stand-in sent.
+func (s *Stack) Messages(ctx context.Context) ([]Message, error) {
+	var out struct{ Data []Message }
+	err := s.getJSON(ctx, s.WhatsApp.Ready+"/_sandbox/messages", "", &out)
+	return out.Data, err
+}
+
+// Reply is an agent reply: a text message.
+type Reply = Message
+
+// Replies lists the agent's replies (text messages) the stand-in sent;
+// payment receipts (templates) are left out.
 func (s *Stack) Replies(ctx context.Context) ([]Reply, error) {
-	var out struct{ Data []json.RawMessage }
-	if err := s.getJSON(ctx, s.WhatsApp.Ready+"/_sandbox/messages", "", &out); err != nil {
+	all, err := s.Messages(ctx)
+	var out []Reply
+	for _, m := range all {
+		if m.Type == "text" {
+			out = append(out, m)
+		}
+	}
+	return out, err
+}
+
+// PaymentWebhookVerdicts counts the server's payment webhook deliveries by
+// verdict (processed, duplicate, stale, ignored, rejected).
+func (s *Stack) PaymentWebhookVerdicts(ctx context.Context) (map[string]int, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT verdict, count(*) FROM payment_webhook_log WHERE tenant_id = $1 GROUP BY verdict`, s.Cfg.Tenant)
+	if err != nil {
 		return nil, err
 	}
-	replies := make([]Reply, 0, len(out.Data))
-	for _, raw := range out.Data {
-		var r Reply
-		json.Unmarshal(raw, &r) //nolint:errcheck // fields are best effort
-		if r.Text == "" {
-			var m struct {
-				Text struct {
-					Body string `json:"body"`
-				} `json:"text"`
-				Body json.RawMessage `json:"body"`
-			}
-			json.Unmarshal(raw, &m) //nolint:errcheck
-			r.Text = m.Text.Body
+	out := map[string]int{}
+	for rows.Next() {
+		var v string
+		var n int
+		if err := rows.Scan(&v, &n); err != nil {
+			return nil, err
 		}
-		replies = append(replies, r)
+		out[v] = n
 	}
-	return replies, nil
+	return out, rows.Err()
+}
+
+// OrderStatus is the order's status as payment webhooks left it ("" when
+// no event named it).
+func (s *Stack) OrderStatus(ctx context.Context, ref string) (string, error) {
+	var st string
+	err := s.Pool.QueryRow(ctx, `SELECT status FROM orders WHERE tenant_id = $1 AND order_ref = $2`, s.Cfg.Tenant, ref).Scan(&st)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return st, err
 }
 
 func (s *Stack) getJSON(ctx context.Context, url, bearer string, into any) error {
@@ -367,6 +453,18 @@ func (s *Stack) Close() {
 			fmt.Fprintf(os.Stderr, "stop private cluster: %v\n", err)
 		}
 	}
+}
+
+// paymentSecret signs the PSP's webhooks to the server.
+func (s *Stack) paymentSecret() string { return "whsec_" + s.Cfg.HMACKey }
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func randHex(n int) string {
