@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -211,8 +210,3 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: want text or json", l.format)
 }
 
-// signalled reports whether err is only the command's context ending (a
-// signal): not a failure.
-func signalled(ctx context.Context, err error) bool {
-	return ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, ctx.Err()))
-}

@@ -12,8 +12,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,15 +66,7 @@ func TestSandboxHelp(t *testing.T) {
 // The real binary, started as a user would, driven over HTTP only.
 func TestSandboxPSPBinary(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "retrysafe")
-	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gocmd); err != nil {
-		gocmd = "go"
-	}
-	build := exec.Command(gocmd, "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 
 	t.Run("api", func(t *testing.T) {
 		t.Parallel()

@@ -141,7 +141,7 @@ RETRYSAFE_FAILPOINTS (see package agent).`)
 		return errors.New("--model-tools is empty: the model needs at least one tool")
 	}
 	if rcf, err = rcf.Validate(); err != nil {
-		return fmt.Errorf("River settings (--job-timeout, --rescue-after, --retry-*, --concurrency): %w", err)
+		return fmt.Errorf("the River settings (--job-timeout, --rescue-after, --retry-*, --concurrency): %w", err)
 	}
 
 	d, err := db.open(ctx, e, *migrate)

@@ -70,6 +70,9 @@ func step(ctx context.Context, db Beginner, m *rivermigrate.Migrator[pgx.Tx], sc
 	if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{schema}.Sanitize()); err != nil {
 		return 0, fmt.Errorf("river migrate: create schema %s: %w", schema, err)
 	}
+	// MigrateTx is deprecated because several versions cannot share one
+	// transaction; with MaxSteps 1 each version gets its own, under our lock.
+	//lint:ignore SA1019 one version per transaction, see above
 	res, err := m.MigrateTx(ctx, tx, rivermigrate.DirectionUp, &rivermigrate.MigrateOpts{MaxSteps: 1})
 	if err != nil {
 		return 0, fmt.Errorf("river migrate %s: %w", schema, err)
