@@ -209,4 +209,3 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", l.format)
 }
-
