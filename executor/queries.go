@@ -27,9 +27,16 @@ RETURNING idem_key, attempt`
 // ActionGetForIntent reads the action under an intent's current key. Queued
 // after ActionClaim as its own statement, so it sees a row a concurrent
 // claimer committed while the claim waited.
+//
+// The key comes from a scalar subquery, not a join: both lookups are then
+// full primary-key equalities, whatever the statistics. A join let the
+// generic plan of a statement prepared while the tables were small probe
+// actions_pkey on tenant_id alone and filter every action of the tenant
+// (thousands of buffers per call once the table grew).
 const ActionGetForIntent = `SELECT ` + prefixed + `
-FROM intents i JOIN actions a ON a.tenant_id = i.tenant_id AND a.idem_key = i.idem_key
-WHERE i.tenant_id = $1 AND i.intent_ref = $2 AND i.action = $3`
+FROM actions a
+WHERE a.tenant_id = $1 AND a.idem_key = (
+	SELECT i.idem_key FROM intents i WHERE i.tenant_id = $1 AND i.intent_ref = $2 AND i.action = $3)`
 
 const prefixed = `a.tenant_id, a.idem_key, a.intent_ref, a.action, a.status, a.attempt,
 	coalesce(a.lease_owner, ''), a.lease_until, coalesce(a.lease_until <= now(), false),

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFlags(t *testing.T) {
+	c, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.duration != 5*time.Second || c.scaleRows != 1_000_000 || len(c.concurrency) != 4 || c.scaleCallers != 32 {
+		t.Fatalf("defaults: %+v", c)
+	}
+	q, err := parseFlags([]string{"--quick", "--duration", "2s"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.duration != 2*time.Second || q.scaleRows != 20_000 || len(q.concurrency) != 2 || q.scaleCallers != 8 {
+		t.Fatalf("quick: %+v", q)
+	}
+	for _, bad := range [][]string{{"--concurrency", "0"}, {"--concurrency", "a"}, {"--only", "("}, {"extra"}} {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Fatalf("%v: no error", bad)
+		}
+	}
+}
+
+func TestPct(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	if p := pct(ds, 0.5); p != 50 {
+		t.Fatalf("p50 %v", p)
+	}
+	if p := pct(ds, 0.99); p != 99 {
+		t.Fatalf("p99 %v", p)
+	}
+	if count(1_000_000) != "1M" || count(20_000) != "20k" || count(1234) != "1234" {
+		t.Fatal("count")
+	}
+}
+
+// TestTinyRun runs every benchmark for a fraction of a second against the
+// server in $BENCH_DATABASE_URL / $TEST_DATABASE_URL (default: the local
+// one), as ./scripts/bench --quick does at a smaller size, and checks the
+// report.
+func TestTinyRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL; -short skips it")
+	}
+	cfg, err := parseFlags([]string{"--quick", "--concurrency", "1,2", "--duration", "500ms", "--warmup", "250ms",
+		"--scale-rows", "2000", "--scale-callers", "2"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := run(ctx, cfg, &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if n := rep.failures(); n > 0 {
+		t.Fatalf("%d points failed:\n%s", n, log.String())
+	}
+	want := map[string]bool{}
+	for _, r := range rep.Results {
+		want[r.System+"/"+r.Workload] = true
+		if r.Rate <= 0 || r.Ratio <= 0 || r.P99 < r.P50 {
+			t.Errorf("%s/%s at %d: %+v", r.System, r.Workload, r.Callers, r)
+		}
+	}
+	for _, w := range []string{"floor/single-row commit", "floor/commit + tool + commit", "retrysafe/first execution",
+		"retrysafe/replay", "dbos/first execution", "dbos/replay (re-run)", "naive/first execution",
+		"retrysafe/first execution, 0 rows", "retrysafe/first execution, 2k rows", "retrysafe/first execution during purge"} {
+		if !want[w] {
+			t.Errorf("no result for %s", w)
+		}
+	}
+	for _, r := range rep.Races {
+		if r.System == "retrysafe" && (r.ExtraCalls != 0 || r.ExtraRows != 0) {
+			t.Errorf("retrysafe duplicated under a race: %+v", r)
+		}
+	}
+	if rep.Scale == nil || rep.Scale.PurgedActions != 2000 || rep.Scale.PurgedIntents != 2000 {
+		t.Errorf("scale: %+v", rep.Scale)
+	}
+	md := rep.markdown()
+	for _, s := range []string{"| floor | single-row commit | 1 |", "| retrysafe | replay | 2 |", "Targets (issue 9)", "× floor"} {
+		if !strings.Contains(md, s) {
+			t.Errorf("markdown lacks %q:\n%s", s, md)
+		}
+	}
+	dir := t.TempDir()
+	paths, err := rep.write(dir, md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "latest.json"))
+	if err != nil || len(paths) != 2 {
+		t.Fatal(paths, err)
+	}
+	var back report
+	if err := json.Unmarshal(raw, &back); err != nil || len(back.Results) != len(rep.Results) {
+		t.Fatalf("json: %v", err)
+	}
+}

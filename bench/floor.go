@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+const (
+	floorName     = "single-row commit"
+	floorToolName = "commit + tool + commit"
+)
+
+func floorPrep(ctx context.Context, db *database) error {
+	p, err := db.pool(ctx, 1)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	_, err = p.Exec(ctx, `CREATE TABLE floor (k text PRIMARY KEY)`)
+	return err
+}
+
+// floorWorkload is the database's floor: one minimal INSERT ... ON CONFLICT
+// DO NOTHING of a new key per transaction (autocommit), through pgx, from
+// the same number of callers on the same pool size. An execution that needs
+// two commits can reach at most half of it.
+func (b *bench) floorWorkload() workload {
+	run := randHex(4)
+	return workload{
+		system: "floor", name: floorName,
+		prep: floorPrep,
+		start: func(ctx context.Context, db *database, conns int) (opFunc, func(), error) {
+			p, err := db.pool(ctx, conns)
+			if err != nil {
+				return nil, nil, err
+			}
+			op := func(ctx context.Context, _ int, i int64) (time.Duration, error) {
+				_, err := p.Exec(ctx, `INSERT INTO public.floor (k) VALUES ($1) ON CONFLICT DO NOTHING`, fmt.Sprintf("%s-%d", run, i))
+				return 0, err
+			}
+			return op, p.Close, nil
+		},
+	}
+}
+
+// floorToolWorkload is the least any claim-call-complete design can do: a
+// minimal commit, the same tool call, a second minimal commit.
+func (b *bench) floorToolWorkload() workload {
+	run := randHex(4)
+	var prov *provider
+	return workload{
+		system: "floor", name: floorToolName, prep: floorPrep,
+		start: func(ctx context.Context, db *database, conns int) (opFunc, func(), error) {
+			p, err := db.pool(ctx, conns)
+			if err != nil {
+				return nil, nil, err
+			}
+			prov = newProvider()
+			op := func(ctx context.Context, _ int, i int64) (time.Duration, error) {
+				k := fmt.Sprintf("%s-%d", run, i)
+				if _, err := p.Exec(ctx, `INSERT INTO public.floor (k) VALUES ($1) ON CONFLICT DO NOTHING`, k); err != nil {
+					return 0, err
+				}
+				t0 := time.Now()
+				if _, err := prov.charge(ctx, k, []byte(`{}`)); err != nil {
+					return 0, err
+				}
+				tool := time.Since(t0)
+				_, err := p.Exec(ctx, `INSERT INTO public.floor (k) VALUES ($1) ON CONFLICT DO NOTHING`, k+"-done")
+				return tool, err
+			}
+			return op, func() { prov.Close(); p.Close() }, nil
+		},
+	}
+}

@@ -1,0 +1,290 @@
+// Command bench measures retrysafe against the floor of the PostgreSQL it
+// runs on and against durable-execution peers, and writes a Markdown table
+// (to stdout and results/) and the same figures as JSON (results/).
+//
+//	./scripts/bench                      the full run (under 10 minutes on 2 cores)
+//	./scripts/bench --quick              a smoke run (about a minute)
+//	./scripts/bench --concurrency 8,32 --duration 10s --skip-dbos --skip-scale
+//
+// Every database-touching benchmark creates its own database on the server
+// (--db, default $BENCH_DATABASE_URL, $TEST_DATABASE_URL or the local one)
+// and drops it afterwards. Every throughput is also given as a ratio to the
+// floor measured in the same run at the same number of callers.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const defaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+type config struct {
+	dbURL        string
+	quick        bool
+	duration     time.Duration
+	warmup       time.Duration
+	concurrency  []int
+	maxConns     int
+	skipDBOS     bool
+	skipScale    bool
+	skipNaive    bool
+	scaleRows    int
+	scaleCallers int
+	out          string
+	only         *regexp.Regexp // runs only the points whose "system/workload" matches
+	cpuProfile   string
+}
+
+type bench struct {
+	cfg config
+	srv *server
+	log io.Writer
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.log, format+"\n", args...)
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad concurrency %q", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty concurrency list")
+	}
+	return out, nil
+}
+
+func parseFlags(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	def := os.Getenv("BENCH_DATABASE_URL")
+	if def == "" {
+		def = os.Getenv("TEST_DATABASE_URL")
+	}
+	if def == "" {
+		def = defaultURL
+	}
+	var (
+		c     config
+		conc  string
+		dur   = fs.Duration("duration", 0, "measured time per point (default 5s, 1s with --quick)")
+		warm  = fs.Duration("warmup", 0, "unmeasured time before each point (default 1s, 300ms with --quick)")
+		rows  = fs.Int("scale-rows", 0, "intents and actions preloaded for the scale runs (default 1000000, 20000 with --quick)")
+		scale = fs.Int("scale-callers", 32, "concurrent callers of the scale runs")
+	)
+	fs.StringVar(&c.dbURL, "db", def, "administrative URL of the PostgreSQL server to create benchmark databases on")
+	fs.BoolVar(&c.quick, "quick", false, "short smoke run: 1s points, callers 1,8, a small preload")
+	fs.StringVar(&conc, "concurrency", "", "comma-separated concurrent callers (default 1,8,32,128; 1,8 with --quick)")
+	fs.IntVar(&c.maxConns, "max-conns", 32, "pool size cap: each point uses min(callers, max-conns) connections")
+	fs.BoolVar(&c.skipDBOS, "skip-dbos", false, "skip DBOS Transact")
+	fs.BoolVar(&c.skipScale, "skip-scale", false, "skip the 1M-row and purge runs")
+	fs.BoolVar(&c.skipNaive, "skip-naive", false, "skip the naive check-then-act handler")
+	fs.StringVar(&c.out, "out", "results", "directory for the Markdown and JSON results")
+	only := fs.String("only", "", "regexp: run only the points whose \"system/workload\" matches (the floor always runs)")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	c.duration, c.warmup, c.scaleRows = 5*time.Second, time.Second, 1_000_000
+	if conc == "" {
+		conc = "1,8,32,128"
+	}
+	if c.quick {
+		c.duration, c.warmup, c.scaleRows = time.Second, 300*time.Millisecond, 20_000
+		if !flagSet(fs, "concurrency") {
+			conc = "1,8"
+		}
+		if !flagSet(fs, "scale-callers") {
+			*scale = 8
+		}
+	}
+	if *dur > 0 {
+		c.duration = *dur
+	}
+	if *warm > 0 {
+		c.warmup = *warm
+	}
+	if *rows > 0 {
+		c.scaleRows = *rows
+	}
+	c.scaleCallers = *scale
+	var err error
+	if *only != "" {
+		if c.only, err = regexp.Compile(*only); err != nil {
+			return c, fmt.Errorf("--only: %w", err)
+		}
+	}
+	if c.concurrency, err = parseInts(conc); err != nil {
+		return c, err
+	}
+	if c.maxConns < 1 || c.scaleCallers < 1 {
+		return c, errors.New("--max-conns and --scale-callers must be positive")
+	}
+	return c, nil
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	rep, err := run(ctx, cfg, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	md := rep.markdown()
+	fmt.Print(md)
+	paths, err := rep.write(cfg.out, md)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "wrote %s\n", strings.Join(paths, ", "))
+	if rep.failures() > 0 {
+		fmt.Fprintf(os.Stderr, "bench: %d points failed\n", rep.failures())
+		os.Exit(1)
+	}
+}
+
+// run performs every benchmark cfg asks for and returns the report.
+func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
+	b := &bench{cfg: cfg, srv: &server{url: cfg.dbURL}, log: log}
+	settings, err := b.srv.describe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep := newReport(cfg, settings)
+	began := time.Now()
+	b.logf("bench: %s, fsync=%s synchronous_commit=%s; %s per point after %s warm-up; callers %v; pool min(callers, %d)",
+		settings["server_version"], settings["fsync"], settings["synchronous_commit"], cfg.duration, cfg.warmup, cfg.concurrency, cfg.maxConns)
+
+	levels := cfg.concurrency
+	if !cfg.skipScale && !contains(levels, cfg.scaleCallers) {
+		levels = append(append([]int{}, levels...), cfg.scaleCallers)
+	}
+	// Interleaved by concurrency: the floor and its contenders run close
+	// together in time, so drift on a shared machine hits them alike.
+	for _, n := range levels {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		b.logf("callers=%d", n)
+		fl := b.run(ctx, b.floorWorkload(), n)
+		rep.floor[n] = fl.Rate
+		rep.add(fl)
+		if !contains(cfg.concurrency, n) {
+			continue // measured only as the scale runs' reference
+		}
+		ws := []workload{b.floorToolWorkload(), b.rsFirstWorkload("first execution", nil), b.rsReplayWorkload()}
+		if !cfg.skipDBOS {
+			ws = append(ws, b.dbosFirstWorkload(), b.dbosReplayWorkload())
+		}
+		if !cfg.skipNaive {
+			ws = append(ws, b.naiveWorkload())
+		}
+		for _, w := range ws {
+			if b.wanted(w.system + "/" + w.name) {
+				rep.add(b.run(ctx, w, n))
+			}
+		}
+	}
+	if !cfg.skipNaive && b.wanted("naive/race") {
+		b.logf("race: callers on one key")
+		for _, n := range cfg.concurrency {
+			if n < 2 {
+				continue
+			}
+			rep.Races = append(rep.Races, b.runRace(ctx, "naive", n), b.runRace(ctx, "retrysafe", n))
+		}
+	}
+	if !cfg.skipScale && b.wanted("retrysafe/scale") {
+		b.logf("scale: %d callers", cfg.scaleCallers)
+		rs, sr := b.runScale(ctx)
+		for _, r := range rs {
+			rep.add(r)
+		}
+		rep.Scale = sr
+	}
+	rep.Seconds = time.Since(began).Seconds()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return rep, nil
+}
+
+func (b *bench) wanted(name string) bool { return b.cfg.only == nil || b.cfg.only.MatchString(name) }
+
+func contains(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// resultsDir resolves dir against the working directory.
+func resultsDir(dir string) (string, error) {
+	if filepath.IsAbs(dir) {
+		return dir, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(wd, dir), nil
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// opFunc performs operation i for caller w and returns how long of it was
+// spent in the tool (zero when the tool was not called).
+type opFunc func(ctx context.Context, w int, i int64) (tool time.Duration, err error)
+
+// sample is what one measured point yields.
+type sample struct {
+	Ops     int64         // operations completed inside the window
+	Total   int64         // operations issued, warm-up included (for per-op counters)
+	Elapsed time.Duration // the window
+	Lat     []time.Duration
+	Added   []time.Duration // latency minus the time spent in the tool
+	Err     error
+}
+
+func (s *sample) rate() float64 {
+	if s.Elapsed <= 0 {
+		return 0
+	}
+	return float64(s.Ops) / s.Elapsed.Seconds()
+}
+
+// measure runs op from callers goroutines for warmup + dur and records the
+// operations that started after the warm-up and completed inside the window.
+// The first error stops the run.
+func measure(ctx context.Context, callers int, warmup, dur time.Duration, op opFunc) *sample {
+	return measureWhile(ctx, callers, warmup, op, func() error {
+		t := time.NewTimer(dur)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+}
+
+// measureWhile runs op from callers goroutines; after warmup it runs window
+// in the foreground, and the operations that started and completed while it
+// ran are recorded.
+func measureWhile(ctx context.Context, callers int, warmup time.Duration, op opFunc, window func() error) *sample {
+	var (
+		next    atomic.Int64
+		total   atomic.Int64
+		stop    atomic.Bool
+		from    atomic.Int64 // unix ns; 0 until the window opens
+		to      atomic.Int64 // unix ns; 0 while the window is open
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		s       = &sample{}
+		errOnce sync.Once
+	)
+	setErr := func(err error) {
+		errOnce.Do(func() { s.Err = err })
+		stop.Store(true)
+	}
+	next.Store(-1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for w := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var lat, added []time.Duration
+			for !stop.Load() {
+				i := next.Add(1)
+				t0 := time.Now()
+				tool, err := op(ctx, w, i)
+				t1 := time.Now()
+				total.Add(1)
+				if err != nil {
+					if ctx.Err() == nil {
+						setErr(fmt.Errorf("caller %d, op %d: %w", w, i, err))
+					}
+					break
+				}
+				f, e := from.Load(), to.Load()
+				if f == 0 || t0.UnixNano() < f || (e != 0 && t1.UnixNano() > e) {
+					continue
+				}
+				d := t1.Sub(t0)
+				lat = append(lat, d)
+				added = append(added, d-tool)
+			}
+			mu.Lock()
+			s.Lat = append(s.Lat, lat...)
+			s.Added = append(s.Added, added...)
+			mu.Unlock()
+		}()
+	}
+	sleep(ctx, warmup)
+	start := time.Now()
+	from.Store(start.UnixNano())
+	if !stop.Load() {
+		if err := window(); err != nil {
+			setErr(fmt.Errorf("during the window: %w", err))
+		}
+	}
+	end := time.Now()
+	to.Store(end.UnixNano())
+	stop.Store(true)
+	wg.Wait()
+	s.Ops = int64(len(s.Lat))
+	s.Total = total.Load()
+	s.Elapsed = end.Sub(start)
+	if s.Err == nil && s.Ops == 0 {
+		s.Err = fmt.Errorf("no operation completed in %s", s.Elapsed)
+	}
+	return s
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// pct returns the p-quantile (0..1) of ds, in milliseconds.
+func pct(ds []time.Duration, p float64) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(p * float64(len(s)-1))
+	return float64(s[i]) / float64(time.Millisecond)
+}

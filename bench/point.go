@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// result is one row of the report.
+type result struct {
+	System   string  `json:"system"`
+	Workload string  `json:"workload"`
+	Callers  int     `json:"callers"`
+	Conns    int     `json:"conns"`
+	Rate     float64 `json:"ops_per_sec"`
+	// Floor is the floor's commit rate at the same number of callers in
+	// this run; Ratio = Rate / Floor.
+	Floor    float64 `json:"floor_ops_per_sec"`
+	Ratio    float64 `json:"ratio_to_floor"`
+	P50      float64 `json:"p50_ms"`
+	P99      float64 `json:"p99_ms"`
+	AddedP50 float64 `json:"added_p50_ms"` // latency minus time in the tool
+	AddedP99 float64 `json:"added_p99_ms"`
+	// CommitsPerOp counts the database's commits (pg_stat_database
+	// xact_commit, read-only ones included) per operation.
+	CommitsPerOp float64 `json:"commits_per_op"`
+	// WALPerOp is WAL bytes per operation (server-wide: approximate when
+	// something else writes to the same server).
+	WALPerOp float64 `json:"wal_bytes_per_op"`
+	Ops      int64   `json:"ops"`
+	Seconds  float64 `json:"seconds"`
+	Note     string  `json:"note,omitempty"`
+	Err      string  `json:"error,omitempty"`
+}
+
+// workload is one benchmark point's life cycle on its own database.
+type workload struct {
+	system, name string
+	// prep builds the database's state with its own connections, closed
+	// before it returns (their commits are not counted).
+	prep func(ctx context.Context, db *database) error
+	// start opens the measured resources and returns the operation and
+	// what closes them.
+	start func(ctx context.Context, db *database, conns int) (opFunc, func(), error)
+	// after, when set, runs after the window with the sample (e.g. to
+	// attach a note).
+	after func(ctx context.Context, db *database, r *result) error
+}
+
+// run creates a database, prepares it, measures, and drops it.
+func (b *bench) run(ctx context.Context, w workload, callers int) *result {
+	db, err := b.srv.create(ctx, w.system)
+	if err != nil {
+		return b.failed(w, callers, err)
+	}
+	defer b.drop(db)
+	if w.prep != nil {
+		if err := w.prep(ctx, db); err != nil {
+			return b.failed(w, callers, fmt.Errorf("prepare: %w", err))
+		}
+	}
+	return b.point(ctx, db, w, callers, nil)
+}
+
+func (b *bench) drop(db *database) {
+	if err := db.drop(); err != nil {
+		b.logf("  drop %s: %v", db.name, err)
+	}
+}
+
+func (b *bench) failed(w workload, callers int, err error) *result {
+	b.logf("  %-10s %-26s callers=%-4d ERROR %v", w.system, w.name, callers, err)
+	return &result{System: w.system, Workload: w.name, Callers: callers, Conns: min(callers, b.cfg.maxConns), Err: err.Error()}
+}
+
+// point measures w on a prepared database: for b.cfg.duration, or while
+// window runs when it is not nil.
+func (b *bench) point(ctx context.Context, db *database, w workload, callers int, window func() error) *result {
+	conns := min(callers, b.cfg.maxConns)
+	r := &result{System: w.system, Workload: w.name, Callers: callers, Conns: conns}
+	fail := func(err error) *result { return b.failed(w, callers, err) }
+	if err := b.waitIdle(ctx, db); err != nil {
+		return fail(err)
+	}
+	c0, err := db.counters(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	op, stop, err := w.start(ctx, db, conns)
+	if err != nil {
+		return fail(fmt.Errorf("start: %w", err))
+	}
+	var s *sample
+	if window == nil {
+		s = measure(ctx, callers, b.cfg.warmup, b.cfg.duration, op)
+	} else {
+		s = measureWhile(ctx, callers, b.cfg.warmup, op, window)
+	}
+	stop()
+	if s.Err != nil {
+		return fail(s.Err)
+	}
+	if err := b.waitIdle(ctx, db); err != nil {
+		return fail(err)
+	}
+	c1, err := db.counters(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	r.fill(s)
+	if s.Total > 0 {
+		r.CommitsPerOp = float64(c1.commits-c0.commits) / float64(s.Total)
+		r.WALPerOp = float64(c1.wal-c0.wal) / float64(s.Total)
+	}
+	if w.after != nil {
+		if err := w.after(ctx, db, r); err != nil {
+			return fail(err)
+		}
+	}
+	b.logf("  %-10s %-26s callers=%-4d %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  added p99 %6.2f ms  %.2f commits/op  %5.0f WAL B/op",
+		w.system, w.name, callers, r.Rate, r.P50, r.P99, r.AddedP99, r.CommitsPerOp, r.WALPerOp)
+	return r
+}
+
+func (r *result) fill(s *sample) {
+	r.Rate = s.rate()
+	r.P50, r.P99 = pct(s.Lat, 0.50), pct(s.Lat, 0.99)
+	r.AddedP50, r.AddedP99 = pct(s.Added, 0.50), pct(s.Added, 0.99)
+	r.Ops = s.Ops
+	r.Seconds = s.Elapsed.Seconds()
+}
+
+// waitIdle waits until no backend is connected to db, so that every
+// backend that worked on it has flushed its statistics.
+func (b *bench) waitIdle(ctx context.Context, db *database) error {
+	c, err := b.srv.admin(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1`, db.name).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d backends still on %s", n, db.name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

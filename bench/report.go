@@ -1,0 +1,285 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+type machine struct {
+	CPU      string            `json:"cpu"`
+	Cores    int               `json:"cores"`
+	Kernel   string            `json:"kernel"`
+	Go       string            `json:"go"`
+	Postgres map[string]string `json:"postgres"`
+}
+
+type report struct {
+	Date     time.Time     `json:"date"`
+	Command  string        `json:"command"`
+	Machine  machine       `json:"machine"`
+	Duration string        `json:"duration_per_point"`
+	Warmup   string        `json:"warmup"`
+	MaxConns int           `json:"max_conns"`
+	Results  []*result     `json:"results"`
+	Races    []*raceResult `json:"races,omitempty"`
+	Scale    *scaleResult  `json:"scale,omitempty"`
+	Targets  []target      `json:"targets"`
+	Seconds  float64       `json:"seconds"`
+
+	floor map[int]float64
+}
+
+type target struct {
+	Name   string `json:"name"`
+	Actual string `json:"actual"`
+	Met    bool   `json:"met"`
+}
+
+func newReport(cfg config, pg map[string]string) *report {
+	cmd := "./scripts/bench"
+	if len(os.Args) > 1 {
+		cmd += " " + strings.Join(os.Args[1:], " ")
+	}
+	return &report{
+		Date: time.Now().UTC(), Command: cmd,
+		Machine:  machine{CPU: cpuModel(), Cores: runtime.NumCPU(), Kernel: kernel(), Go: runtime.Version(), Postgres: pg},
+		Duration: cfg.duration.String(), Warmup: cfg.warmup.String(), MaxConns: cfg.maxConns,
+		floor: map[int]float64{},
+	}
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+func kernel() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return runtime.GOOS
+	}
+	return runtime.GOOS + " " + strings.TrimSpace(string(b))
+}
+
+// add records r with its ratio to the floor at the same callers.
+func (rep *report) add(r *result) {
+	if f := rep.floor[r.Callers]; f > 0 {
+		r.Floor = f
+		r.Ratio = r.Rate / f
+	}
+	switch {
+	case r.System == "floor" && r.Workload == floorName && r.Rate > 0:
+		r.Note = fmt.Sprintf("two-commit ceiling %.0f/s (0.50)", r.Rate/2)
+	case r.Workload == "first execution" && r.System != "floor":
+		if m := rep.find("floor", floorToolName, r.Callers); m != nil && m.Rate > 0 {
+			r.Note = strings.TrimPrefix(r.Note+"; ", "; ") + fmt.Sprintf("%.2f of commit + tool + commit", r.Rate/m.Rate)
+		}
+	}
+	rep.Results = append(rep.Results, r)
+}
+
+func (rep *report) failures() int {
+	n := 0
+	for _, r := range rep.Results {
+		if r.Err != "" {
+			n++
+		}
+	}
+	for _, r := range rep.Races {
+		if r.Err != "" {
+			n++
+		}
+	}
+	if rep.Scale != nil && rep.Scale.Err != "" {
+		n++
+	}
+	return n
+}
+
+func (rep *report) find(system, workload string, callers int) *result {
+	for _, r := range rep.Results {
+		if r.System == system && r.Workload == workload && r.Callers == callers && r.Err == "" {
+			return r
+		}
+	}
+	return nil
+}
+
+// checkTargets evaluates issue 9's targets on this run's figures.
+func (rep *report) checkTargets() {
+	rep.Targets = nil
+	addT := func(name, actual string, met bool) {
+		rep.Targets = append(rep.Targets, target{Name: name, Actual: actual, Met: met})
+	}
+	if r := rep.find("retrysafe", "first execution", 32); r != nil {
+		addT("first executions >= 0.40 x floor at 32 callers", fmt.Sprintf("%.2f", r.Ratio), r.Ratio >= 0.40)
+	}
+	var parts []string
+	met, any := true, false
+	for _, r := range rep.Results {
+		if r.System == "retrysafe" && r.Workload == "replay" && r.Err == "" {
+			any = true
+			parts = append(parts, fmt.Sprintf("%d: %.2f", r.Callers, r.Ratio))
+			met = met && r.Ratio >= 0.80
+		}
+	}
+	if any {
+		addT("replays >= 0.80 x floor", strings.Join(parts, ", "), met)
+	}
+	parts, met, any = nil, true, false
+	for _, r := range rep.Results {
+		if r.System != "retrysafe" || r.Workload != "first execution" || r.Err != "" {
+			continue
+		}
+		if d := rep.find("dbos", "first execution", r.Callers); d != nil && d.Rate > 0 {
+			any = true
+			x := r.Rate / d.Rate
+			parts = append(parts, fmt.Sprintf("%d: %.2fx", r.Callers, x))
+			met = met && x >= 2
+		}
+	}
+	if any {
+		addT("first executions >= 2x DBOS at the same callers", strings.Join(parts, ", "), met)
+	}
+	if r := rep.find("retrysafe", "first execution", 8); r != nil {
+		addT("p99 added latency < 5 ms at 8 callers", fmt.Sprintf("%.2f ms", r.AddedP99), r.AddedP99 < 5)
+	}
+	if rep.Scale != nil {
+		var empty, full *result
+		for _, r := range rep.Results {
+			if r.System == "retrysafe" && r.Err == "" && strings.HasPrefix(r.Workload, "first execution, ") {
+				if strings.HasSuffix(r.Workload, " 0 rows") {
+					empty = r
+				} else {
+					full = r
+				}
+			}
+		}
+		if empty != nil && full != nil && empty.Rate > 0 {
+			x := full.Rate / empty.Rate
+			addT(fmt.Sprintf("%s-row first executions within 10%% of empty", count(rep.Scale.Rows)), fmt.Sprintf("%.2f of empty", x), x >= 0.90)
+		}
+	}
+}
+
+func ms(v float64) string {
+	switch {
+	case v == 0:
+		return "–"
+	case v < 10:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+func (rep *report) markdown() string {
+	rep.checkTargets()
+	var sb strings.Builder
+	m := rep.Machine
+	pg := m.Postgres
+	fmt.Fprintf(&sb, "## retrysafe benchmarks, %s\n\n", rep.Date.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&sb, "- machine: %s, %d cores, %s; %s\n", m.CPU, m.Cores, m.Kernel, m.Go)
+	fmt.Fprintf(&sb, "- PostgreSQL %s: fsync=%s, synchronous_commit=%s, wal_sync_method=%s, shared_buffers=%s\n",
+		pg["server_version"], pg["fsync"], pg["synchronous_commit"], pg["wal_sync_method"], pg["shared_buffers"])
+	fmt.Fprintf(&sb, "- command: `%s` (%s per point after %s warm-up; pool = min(callers, %d); %.0fs in all)\n\n",
+		rep.Command, rep.Duration, rep.Warmup, rep.MaxConns, rep.Seconds)
+	sb.WriteString("| system | workload | callers | ops/s | × floor | p50 ms | p99 ms | added p99 ms | commits/op | WAL B/op | note |\n")
+	sb.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, r := range rep.Results {
+		if r.Err != "" {
+			fmt.Fprintf(&sb, "| %s | %s | %d | error | | | | | | | %s |\n", r.System, r.Workload, r.Callers, strings.ReplaceAll(r.Err, "|", "/"))
+			continue
+		}
+		ratio := "–"
+		if r.Floor > 0 {
+			ratio = fmt.Sprintf("%.2f", r.Ratio)
+		}
+		added := "–"
+		if r.AddedP99 != r.P99 {
+			added = ms(r.AddedP99)
+		}
+		fmt.Fprintf(&sb, "| %s | %s | %d | %.0f | %s | %s | %s | %s | %.2f | %.0f | %s |\n",
+			r.System, r.Workload, r.Callers, r.Rate, ratio, ms(r.P50), ms(r.P99), added, r.CommitsPerOp, r.WALPerOp, r.Note)
+	}
+	if len(rep.Races) > 0 {
+		sb.WriteString("\nCallers racing on one key (each round releases every caller at once on a new key):\n\n")
+		sb.WriteString("| handler | callers per key | keys | extra tool calls | keys called twice or more | extra rows |\n")
+		sb.WriteString("|---|---:|---:|---:|---:|---:|\n")
+		for _, r := range rep.Races {
+			if r.Err != "" {
+				fmt.Fprintf(&sb, "| %s | %d | %d | error: %s | | |\n", r.System, r.Callers, r.Rounds, r.Err)
+				continue
+			}
+			fmt.Fprintf(&sb, "| %s | %d | %d | %d | %d | %d |\n", r.System, r.Callers, r.Rounds, r.ExtraCalls, r.KeysHit, r.ExtraRows)
+		}
+	}
+	if len(rep.Targets) > 0 {
+		sb.WriteString("\nTargets (issue 9):\n\n| target | this run | met |\n|---|---|---|\n")
+		for _, t := range rep.Targets {
+			mark := "no"
+			if t.Met {
+				mark = "yes"
+			}
+			fmt.Fprintf(&sb, "| %s | %s | %s |\n", t.Name, t.Actual, mark)
+		}
+	}
+	sb.WriteString(legend)
+	return sb.String()
+}
+
+const legend = `
+- floor: one INSERT ... ON CONFLICT DO NOTHING of a new key per transaction, through pgx, on the same server, callers and pool: the most commits per second this database gives. An execution that needs two commits can reach at most half of it.
+- floor commit + tool + commit: the same minimal commit, the same tool call, a second minimal commit: the least any design that commits a claim before calling and records the outcome after can do. First-execution rows note their ratio to it.
+- retrysafe first execution: Executor.Execute of a new intent: freeze + claim (one round trip, one commit), the tool call (a local HTTP no-op honouring Idempotency-Key), the fenced completion (one round trip, one commit).
+- retrysafe replay: Execute of an intent that already completed (a redelivery): one round trip, nothing written, the stored response; the tool is not called.
+- dbos: DBOS Transact Go, a workflow with one step calling the same tool, workflow id = the intent's key; re-run = RunWorkflow with the id of a finished workflow (the recorded result, the step not run).
+- naive: SELECT the key, and if absent call the tool and INSERT (check-then-act, no unique guard): the cost of doing it wrong; its duplicates are in the race table.
+- × floor: ops/s divided by the floor's ops/s at the same callers in this run. added p99: latency minus the time spent in the tool call. commits/op: pg_stat_database.xact_commit per operation (read-only transactions included). WAL B/op: server-wide WAL per operation (approximate when something else writes to the server).
+`
+
+// write saves the Markdown and the JSON under dir (and as latest.*).
+func (rep *report) write(dir, md string) ([]string, error) {
+	d, err := resultsDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return nil, err
+	}
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	stamp := rep.Date.Format("20060102-150405")
+	var paths []string
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{
+		{"bench-" + stamp + ".md", []byte(md)}, {"bench-" + stamp + ".json", js},
+		{"latest.md", []byte(md)}, {"latest.json", js},
+	} {
+		p := filepath.Join(d, f.name)
+		if err := os.WriteFile(p, f.data, 0o644); err != nil {
+			return nil, err
+		}
+		paths = append(paths, p)
+	}
+	return paths[:2], nil
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/tools"
+)
+
+var secret = []byte("retrysafe-bench-secret-0123456789abcdef")
+
+var quiet = slog.New(slog.DiscardHandler)
+
+const benchTenant = "t1"
+
+// rsEnv is retrysafe wired to a pool and a provider.
+type rsEnv struct {
+	pool  *pgxpool.Pool
+	prov  *provider
+	store *intent.Store
+	ex    *executor.Executor
+}
+
+func newRS(ctx context.Context, db *database, conns int) (*rsEnv, error) {
+	p, err := db.pool(ctx, conns)
+	if err != nil {
+		return nil, err
+	}
+	prov := newProvider()
+	e, err := wireRS(p, prov)
+	if err != nil {
+		prov.Close()
+		p.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func wireRS(p *pgxpool.Pool, prov *provider) (*rsEnv, error) {
+	reg, err := tools.NewRegistry(prov.tool())
+	if err != nil {
+		return nil, err
+	}
+	d, err := reg.Deriver(secret)
+	if err != nil {
+		return nil, err
+	}
+	store, err := intent.New(intent.Config{Deriver: d, Logger: quiet})
+	if err != nil {
+		return nil, err
+	}
+	ex, err := executor.New(executor.Config{DB: p, Intents: store, Tools: reg, Owner: "bench", Logger: quiet})
+	if err != nil {
+		return nil, err
+	}
+	return &rsEnv{pool: p, prov: prov, store: store, ex: ex}, nil
+}
+
+func (e *rsEnv) close() {
+	e.prov.Close()
+	e.pool.Close()
+}
+
+// benchCall is call i: a new intent_ref per call, fields as a model would
+// extract them.
+func benchCall(run string, i int64) executor.Call {
+	return executor.Call{
+		Tenant: benchTenant, Ref: fmt.Sprintf("inv-%s-%d", run, i), Action: toolName,
+		Fields:    map[string]any{"customer_id": fmt.Sprintf("cust-%d", i%1000), "amount": "180,00"},
+		SourceRef: fmt.Sprintf("wamid.%s.%d", run, i),
+	}
+}
+
+// execute runs call and checks it settled as wanted.
+func (e *rsEnv) execute(ctx context.Context, call executor.Call, wantReplay bool) (time.Duration, error) {
+	t := &toolTimer{}
+	out, err := e.ex.Execute(withTimer(ctx, t), call, nil)
+	if err != nil {
+		return 0, err
+	}
+	if out.Status != executor.StatusCompleted || out.Replayed != wantReplay {
+		return 0, fmt.Errorf("%s: status %s replayed %v (want completed, replayed %v)", call.Ref, out.Status, out.Replayed, wantReplay)
+	}
+	return time.Duration(t.ns.Load()), nil
+}
+
+func migrated(ctx context.Context, db *database) error {
+	p, err := db.pool(ctx, 1)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	return migrate(ctx, p)
+}
+
+// rsFirstWorkload: first executions: freeze + claim (one round trip, one
+// commit), the tool call, the fenced completion (one round trip, one commit).
+func (b *bench) rsFirstWorkload(name string, prep func(context.Context, *database) error) workload {
+	run := randHex(4)
+	if prep == nil {
+		prep = migrated
+	}
+	var e *rsEnv
+	return workload{
+		system: "retrysafe", name: name, prep: prep,
+		start: func(ctx context.Context, db *database, conns int) (opFunc, func(), error) {
+			var err error
+			if e, err = newRS(ctx, db, conns); err != nil {
+				return nil, nil, err
+			}
+			op := func(ctx context.Context, _ int, i int64) (time.Duration, error) {
+				return e.execute(ctx, benchCall(run, i), false)
+			}
+			return op, e.close, nil
+		},
+		after: func(ctx context.Context, db *database, r *result) error {
+			if extra, _ := e.prov.duplicates(); extra != 0 {
+				return fmt.Errorf("%d duplicate tool calls", extra)
+			}
+			return nil
+		},
+	}
+}
+
+// replayKeys is how many finished intents a replay benchmark cycles through.
+func (b *bench) replayKeys() int {
+	if b.cfg.quick {
+		return 50
+	}
+	return 500
+}
+
+// prepare runs n first executions of run's calls from 16 callers.
+func prepare(ctx context.Context, e *rsEnv, run string, n int) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 16 {
+				if _, err := e.execute(ctx, benchCall(run, int64(i)), false); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// rsReplayWorkload: executions of intents that already completed (a
+// redelivered message): one round trip, no write, the stored response.
+func (b *bench) rsReplayWorkload() workload {
+	run := randHex(4)
+	keys := b.replayKeys()
+	var e *rsEnv
+	return workload{
+		system: "retrysafe", name: "replay",
+		prep: func(ctx context.Context, db *database) error {
+			if err := migrated(ctx, db); err != nil {
+				return err
+			}
+			pe, err := newRS(ctx, db, 16)
+			if err != nil {
+				return err
+			}
+			defer pe.close()
+			return prepare(ctx, pe, run, keys)
+		},
+		start: func(ctx context.Context, db *database, conns int) (opFunc, func(), error) {
+			var err error
+			if e, err = newRS(ctx, db, conns); err != nil {
+				return nil, nil, err
+			}
+			op := func(ctx context.Context, _ int, i int64) (time.Duration, error) {
+				return e.execute(ctx, benchCall(run, i%int64(keys)), true)
+			}
+			return op, e.close, nil
+		},
+		after: func(ctx context.Context, db *database, r *result) error {
+			if n := e.prov.calls.Load(); n != 0 {
+				return fmt.Errorf("replays called the tool %d times", n)
+			}
+			return nil
+		},
+	}
+}
