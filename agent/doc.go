@@ -63,7 +63,10 @@
 // FailActionClaimed and FailProviderAnswered (from the tool wrapper that
 // WithFailpoints installs into the executor's ToolSource, each also with
 // ".<action>" appended), FailActionCompleted, FailTurnRecorded,
-// FailInboxBeforeAck and FailReplyBeforeAck.
+// FailInboxBeforeAck and FailReplyBeforeAck. FailNaiveRandomKey is no crash
+// point: armed, it makes that tool wrapper send a random key on every
+// provider call, the broken control of `retrysafe restart-test --naive`
+// (naive.go).
 //
 // # Logs
 //

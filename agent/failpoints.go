@@ -6,6 +6,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/internal/failpoint"
 	"github.com/retrysafe/retrysafe/tools"
 )
 
@@ -42,13 +43,27 @@ const (
 // FailActionClaimed before calling its provider (the executor calls a tool
 // only after committing its claim) and FailProviderAnswered after. Lookup is
 // passed through unchanged. hit is typically failpoint.Hit.
+//
+// When RETRYSAFE_FAILPOINTS arms FailNaiveRandomKey (only `retrysafe
+// restart-test --naive` does), the wrapper also replaces the key of every
+// provider call with a random one: the broken control. See naive.go.
 func WithFailpoints(src executor.ToolSource, hit func(string)) executor.ToolSource {
-	return &failpointSource{src: src, hit: hit}
+	return &failpointSource{src: src, hit: hit, naive: failpoint.Armed(FailNaiveRandomKey)}
 }
 
 type failpointSource struct {
-	src executor.ToolSource
-	hit func(string)
+	src   executor.ToolSource
+	hit   func(string)
+	naive bool
+}
+
+// Names lists the wrapped source's tools, so that the reconciler takes
+// over only actions this process can settle.
+func (s *failpointSource) Names() []string {
+	if l, ok := s.src.(executor.ToolLister); ok {
+		return l.Names()
+	}
+	return nil
 }
 
 func (s *failpointSource) Tool(name string) (tools.Tool, bool) {
@@ -56,18 +71,22 @@ func (s *failpointSource) Tool(name string) (tools.Tool, bool) {
 	if !ok {
 		return nil, false
 	}
-	return &failpointTool{Tool: t, hit: s.hit}, true
+	return &failpointTool{Tool: t, hit: s.hit, naive: s.naive}, true
 }
 
 type failpointTool struct {
 	tools.Tool
-	hit func(string)
+	hit   func(string)
+	naive bool // the broken control: a fresh key per call (naive.go)
 }
 
 func (t *failpointTool) Execute(ctx context.Context, key string, p derive.Payload) (json.RawMessage, error) {
 	name := t.Tool.Name()
 	t.hit(FailActionClaimed)
 	t.hit(FailActionClaimed + "." + name)
+	if t.naive {
+		key = naiveKey()
+	}
 	resp, err := t.Tool.Execute(ctx, key, p)
 	t.hit(FailProviderAnswered)
 	t.hit(FailProviderAnswered + "." + name)

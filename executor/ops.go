@@ -84,6 +84,23 @@ func resolve(ctx context.Context, db DBTX, p ResolveParams) (*Action, error) {
 	return a, nil
 }
 
+// ToolLister is implemented by tool sources that can list their tools
+// (*tools.Registry and the wrappers around it). The reconciler of an
+// executor whose source is a ToolLister takes over only those actions.
+type ToolLister interface {
+	Names() []string
+}
+
+// toolNames is nil (no filter) when src cannot list its tools.
+func toolNames(src ToolSource) []string {
+	if l, ok := src.(ToolLister); ok {
+		if names := l.Names(); names != nil {
+			return names
+		}
+	}
+	return nil
+}
+
 // taken is one expired lease the reconciler took over.
 type taken struct {
 	tenant, key string
@@ -93,7 +110,7 @@ type taken struct {
 
 func (e *Executor) reconcileOnce(ctx context.Context) (ReconcileResult, error) {
 	var res ReconcileResult
-	rows, err := e.cfg.DB.Query(ctx, ActionReconcileTake, e.cfg.ReconcileBatch, e.cfg.Owner, e.leaseMicros())
+	rows, err := e.cfg.DB.Query(ctx, ActionReconcileTake, e.cfg.ReconcileBatch, e.cfg.Owner, e.leaseMicros(), toolNames(e.cfg.Tools))
 	if err != nil {
 		return res, fmt.Errorf("executor: reconcile: %w", err)
 	}

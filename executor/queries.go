@@ -89,9 +89,14 @@ RETURNING attempt, error`
 // ActionReconcileTake takes over a batch of expired leases in one
 // statement: SKIP LOCKED lets several reconcilers share the work, and the
 // attempt comparison keeps the takeover a compare-and-set.
+//
+// $4, when not NULL, lists the actions this process has tools for: a
+// process must not take over (and spend an attempt of) an action it cannot
+// settle, or a server without the reply tool would push replies to review.
 const ActionReconcileTake = `WITH due AS (
 	SELECT tenant_id, idem_key, attempt FROM actions
 	WHERE status = 'started' AND lease_until <= now()
+		AND ($4::text[] IS NULL OR action = ANY($4::text[]))
 	ORDER BY lease_until
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED

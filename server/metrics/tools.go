@@ -28,6 +28,15 @@ type toolSource struct {
 	m   *Metrics
 }
 
+// Names lists the wrapped source's tools, so that the reconciler takes
+// over only actions this process can settle.
+func (s *toolSource) Names() []string {
+	if l, ok := s.src.(executor.ToolLister); ok {
+		return l.Names()
+	}
+	return nil
+}
+
 func (s *toolSource) Tool(name string) (tools.Tool, bool) {
 	t, ok := s.src.Tool(name)
 	if !ok {

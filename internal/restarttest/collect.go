@@ -1,0 +1,314 @@
+package restarttest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrysafe/retrysafe/agent"
+	"github.com/retrysafe/retrysafe/tools"
+)
+
+// RunResult is what became of one run.
+type RunResult struct {
+	Index    int    `json:"index"`
+	Scenario string `json:"scenario"`
+	Invoice  string `json:"invoice"`
+	KeyKind  string `json:"key_kind"`
+	Messages int    `json:"messages"`
+	// Deliveries: webhook posts answered 200 (duplicates included).
+	Deliveries int `json:"deliveries"`
+	// Hits: kills that found one of the run's jobs in flight.
+	Hits int `json:"hits"`
+	// Redeliveries: job runs beyond the first, inbox and reply jobs
+	// together (River's attempt - 1); Rescues of them came from River's
+	// rescuer after a kill. Snoozes: runs that found the message or the
+	// action held by another worker and waited.
+	Redeliveries int `json:"redeliveries"`
+	Rescues      int `json:"rescues"`
+	Snoozes      int `json:"snoozes"`
+	// FrozenKey is the intent's key; Keys every distinct key seen for the
+	// intent: frozen, recorded by each turn, sent to the PSP.
+	FrozenKey   string   `json:"frozen_key"`
+	Keys        []string `json:"keys"`
+	KeysEqual   bool     `json:"keys_equal"`
+	PSPRequests int      `json:"psp_requests"`
+	Charges     int      `json:"charges"`
+	// WrongAmount: charged at an amount other than the amount due (the
+	// model misread it in the extraction that was frozen).
+	WrongAmount bool `json:"wrong_amount,omitempty"`
+	// Divergent: fields a later extraction spelled differently from the
+	// frozen one after normalization (field names only).
+	Divergent    []string `json:"divergent,omitempty"`
+	Replies      int      `json:"replies"`
+	ActionStatus string   `json:"action_status"`
+	Stuck        int      `json:"stuck"`
+	Lost         bool     `json:"lost"`
+	LostWhy      string   `json:"lost_why,omitempty"`
+	// ModelCalls are real (billed) calls; ModelReplayed answers read back
+	// from the journal.
+	ModelCalls    int `json:"model_calls"`
+	ModelReplayed int `json:"model_replayed"`
+	MaxModelCalls int `json:"max_model_calls_per_message"`
+}
+
+// collect reads what every run left: the database, the PSP's charges and
+// request log, the WhatsApp stand-in's messages.
+func (t *tester) collect(ctx context.Context) (*Report, error) {
+	pool, tenant := t.stack.Pool, t.stack.Cfg.Tenant
+
+	type turn struct {
+		status, reply string
+		tools         []agent.ToolOutcome
+	}
+	turns := map[string]turn{}
+	rows, err := pool.Query(ctx, `SELECT message_id, status, reply_status, tools FROM agent_turns WHERE tenant_id = $1`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("read turns: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		var tu turn
+		var raw []byte
+		if err := rows.Scan(&id, &tu.status, &tu.reply, &raw); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		json.Unmarshal(raw, &tu.tools) //nolint:errcheck // a bad row shows as missing keys
+		turns[id] = tu
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	stored := map[string]bool{}
+	rows, err = pool.Query(ctx, `SELECT message_id FROM messages WHERE tenant_id = $1 AND direction = 'in'`, tenant)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		stored[id] = true
+	}
+	rows.Close()
+
+	type jobs struct{ redeliveries, rescues, snoozes int }
+	jobStats := map[string]*jobs{}
+	rows, err = pool.Query(ctx, `SELECT args->>'message_id', greatest(attempt - 1, 0),
+			(SELECT count(*) FROM unnest(errors) e WHERE e->>'error' LIKE 'Stuck job rescued%'),
+			coalesce((metadata->>'snoozes')::int, 0)
+		FROM river_job WHERE kind = ANY($1)`, jobKinds)
+	if err != nil {
+		return nil, fmt.Errorf("read jobs: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		var re, sn int
+		var rs int64
+		if err := rows.Scan(&id, &re, &rs, &sn); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		j := jobStats[id]
+		if j == nil {
+			j = &jobs{}
+			jobStats[id] = j
+		}
+		j.redeliveries += re
+		j.rescues += int(rs)
+		j.snoozes += sn
+	}
+	rows.Close()
+
+	type frozen struct {
+		key     string
+		payload map[string]string
+	}
+	intents := map[string]frozen{}
+	rows, err = pool.Query(ctx, `SELECT intent_ref, idem_key, payload FROM intents WHERE tenant_id = $1 AND action = $2`, tenant, tools.PixChargeName)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var ref string
+		var f frozen
+		if err := rows.Scan(&ref, &f.key, &f.payload); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		intents[ref] = f
+	}
+	rows.Close()
+
+	actionStatus := map[string]string{} // pix.charge key → status
+	startedByRef := map[string]int{}    // intent_ref → actions left started (any action)
+	rows, err = pool.Query(ctx, `SELECT idem_key, intent_ref, action, status FROM actions WHERE tenant_id = $1`, tenant)
+	if err != nil {
+		return nil, err
+	}
+	totalStarted := 0
+	for rows.Next() {
+		var key, ref, action, status string
+		if err := rows.Scan(&key, &ref, &action, &status); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if action == tools.PixChargeName {
+			actionStatus[key] = status
+		}
+		if status == "started" {
+			startedByRef[ref]++
+			totalStarted++
+		}
+	}
+	rows.Close()
+
+	type calls struct{ real, replayed int }
+	modelCalls := map[string]calls{}
+	rows, err = pool.Query(ctx, `SELECT source_ref, count(*) FILTER (WHERE NOT replayed), count(*) FILTER (WHERE replayed)
+		FROM model_calls WHERE tenant_id = $1 GROUP BY source_ref`, tenant)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var ref string
+		var c calls
+		if err := rows.Scan(&ref, &c.real, &c.replayed); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		modelCalls[ref] = c
+	}
+	rows.Close()
+
+	charges, err := t.stack.Charges(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the PSP's charges: %w", err)
+	}
+	chargesByRef := map[string][]int64{} // intent_ref → amounts
+	chargeKeyRef := map[string]string{}  // idempotency key → intent_ref
+	for _, c := range charges {
+		ref := strings.TrimPrefix(c.Description, "retrysafe ")
+		chargesByRef[ref] = append(chargesByRef[ref], c.AmountCents)
+		chargeKeyRef[c.IdempotencyKey] = ref
+	}
+	reqs, err := t.stack.PSPRequests(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the PSP's request log: %w", err)
+	}
+	replies, err := t.stack.Replies(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the WhatsApp messages: %w", err)
+	}
+	repliesTo := map[string]int{}
+	for _, r := range replies {
+		repliesTo[strings.TrimPrefix(r.To, "+")]++
+	}
+
+	// Which intent each PSP request was about: its key is the intent's
+	// frozen key, or the key of a charge made for the intent (the naive
+	// control's random keys only show up that way). A request that is
+	// neither carried a key no intent can explain.
+	refByKey := map[string]string{}
+	for ref, f := range intents {
+		refByKey[f.key] = ref
+	}
+	reqKeys := map[string][]string{} // intent_ref → keys of its requests, in order
+	unattributed := 0
+	for _, rq := range reqs {
+		if rq.Method == "GET" && rq.IdempotencyKey == "" {
+			continue // a listing (this test's own), not an attempt
+		}
+		ref, ok := refByKey[rq.IdempotencyKey]
+		if !ok {
+			ref, ok = chargeKeyRef[rq.IdempotencyKey]
+		}
+		if !ok {
+			unattributed++
+			continue
+		}
+		reqKeys[ref] = append(reqKeys[ref], rq.IdempotencyKey)
+	}
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	results := make([]RunResult, len(t.runs))
+	for i, r := range t.runs {
+		res := RunResult{Index: r.Index, Scenario: r.Scenario, Invoice: r.Invoice, KeyKind: r.KeyKind, Messages: len(r.Messages),
+			Deliveries: t.deliveries[r.Index], Hits: t.hits[r.Index]}
+		keys := map[string]bool{}
+		var why []string
+		f, isFrozen := intents[r.Invoice]
+		if isFrozen {
+			res.FrozenKey = f.key
+			keys[f.key] = true
+			res.ActionStatus = actionStatus[f.key]
+			if f.payload["amount"] != strconv.FormatInt(r.AmountCents, 10) {
+				res.WrongAmount = true
+			}
+		} else {
+			why = append(why, "no frozen intent")
+		}
+		for _, m := range r.Messages {
+			if !stored[m.ID] {
+				why = append(why, "message "+m.ID+" never stored")
+				continue
+			}
+			tu, ok := turns[m.ID]
+			switch {
+			case !ok:
+				why = append(why, "message "+m.ID+" has no turn")
+			case tu.status != agent.TurnAnswered:
+				why = append(why, "message "+m.ID+" turn "+tu.status)
+			case tu.reply != agent.ReplySent:
+				why = append(why, "message "+m.ID+" reply "+tu.reply)
+			}
+			for _, oc := range tu.tools {
+				if oc.Action == tools.PixChargeName {
+					keys[oc.Key] = true
+					res.Divergent = append(res.Divergent, oc.Divergent...)
+				}
+			}
+			if j := jobStats[m.ID]; j != nil {
+				res.Redeliveries += j.redeliveries
+				res.Rescues += j.rescues
+				res.Snoozes += j.snoozes
+			}
+			c := modelCalls[m.ID]
+			res.ModelCalls += c.real
+			res.ModelReplayed += c.replayed
+			res.MaxModelCalls = max(res.MaxModelCalls, c.real)
+			res.Stuck += startedByRef[m.ID+":reply"]
+		}
+		for _, k := range reqKeys[r.Invoice] {
+			keys[k] = true
+			res.PSPRequests++
+		}
+		res.Stuck += startedByRef[r.Invoice]
+		for k := range keys {
+			res.Keys = append(res.Keys, k)
+		}
+		res.KeysEqual = isFrozen && len(keys) == 1
+		res.Charges = len(chargesByRef[r.Invoice])
+		if res.Charges == 0 {
+			why = append(why, "no charge")
+		}
+		res.Replies = repliesTo[r.WaID]
+		res.Lost = len(why) > 0
+		res.LostWhy = strings.Join(why, "; ")
+		results[i] = res
+	}
+	rep := t.report(results, unattributed, len(reqs), totalStarted)
+	return rep, nil
+}
+
+// elapsed rounds a duration for people.
+func elapsed(d time.Duration) string { return d.Round(100 * time.Millisecond).String() }

@@ -1,0 +1,80 @@
+// Package restarttest is `retrysafe restart-test`: it kills real worker
+// processes with SIGKILL at every crash point of a Pix charge, lets the
+// queue redeliver, and checks that every intent was charged exactly once,
+// with one key on every attempt.
+//
+// # A run
+//
+// One run is one conversation: its own customer, open invoice (the
+// intent_ref), amount, and a Pix key (CPF, CNPJ, e-mail or phone) written
+// in one of several spellings into a billing message (planRuns, from
+// DefaultTemplates or a corpus such as testdata/restart/messages.jsonl).
+// Some runs send their first message's webhook two or three times at once;
+// some send two or three messages for one intent with the key spelled
+// differently (CPF punctuated and bare; a phone as +55 11 98765-4321,
+// (11) 98765-4321 and 11987654321): one intent, one key, one charge.
+//
+// # Batches
+//
+// Runs are dealt evenly to scenarios: the crash points (CrashPoints) and
+// the extra faults (Faults). A scenario's runs go, Config.Batch at a time,
+// to one worker process armed for it, which works them concurrently
+// (Config.Concurrency jobs at once) and dies with all of them in flight:
+//
+//   - failpoint crash points: RETRYSAFE_FAILPOINTS=<point>@k (k drawn in
+//     1..3) makes the worker SIGKILL itself on the k-th hit of the point;
+//   - provider-call: each armed worker reaches the PSP through its own
+//     proxy (pspProxy), which lets the PSP charge and answer, keeps the
+//     answer and SIGKILLs the worker waiting for it;
+//   - random: SIGKILL a random 0..400 ms after the worker started working
+//     the batch;
+//   - psp-500 / psp-drop / psp-fail-after / psp-slow: the proxy asks the
+//     PSP for the fault with its own X-Sandbox-Fault header (the first
+//     charge request always, later ones at 50%), and the worker is killed
+//     a random 0..700 ms after the first fault;
+//   - pg-restart: `pg_ctl restart` of the test's own cluster once the
+//     batch is in flight, then a random kill;
+//   - race: the first worker's charges are slowed (delay) and, once it
+//     holds the batch, a second worker starts and the queue hands it every
+//     running job (the job row set back to available, as an at-least-once
+//     queue does when a visibility timeout runs out on a slow worker); both
+//     are killed at the end.
+//
+// A batch's jobs the worker never fetched go to the next armed worker of
+// the scenario (at most two extra rounds), else to a later scenario's
+// worker or to the redelivery. Kills that found a job in flight are
+// counted per run (hits).
+//
+// # Redelivery
+//
+// After the last scenario, the test waits --rescue-after and starts
+// Config.Workers plain workers. Nothing is handed back by the test: a
+// killed job stays 'running' in River until the elected leader's rescuer
+// finds it older than --rescue-after and makes it retryable, as in
+// production. River runs the rescuer every 30 s (fixed: River 0.51 has no
+// setting for it, and its Config.Test offers only a fake clock, which
+// would fake the very thing under test) and once when a client becomes
+// leader. So the test keeps every kill in one phase, makes --rescue-after
+// short (7 s, with --job-timeout 6 s), and starts the redelivery workers
+// when the last killed job is old enough: the first pass of the new leader
+// (elected once the dead leader's 15 s lease runs out) takes them all, and
+// 300 runs need one rescue wait, not 300.
+//
+// # Verdict
+//
+// When every run has settled (a turn and a sent reply per message, no job
+// queued or running, no action started), the test runs `retrysafe
+// reconcile` once and reads: the frozen intents and action rows, each
+// turn's recorded tool keys, River's job attempts, the model ledger, the
+// PSP's charges (matched to intents by their "retrysafe <intent_ref>"
+// description) and request log (matched by key: the frozen key, or the key
+// of a charge of the intent), and the WhatsApp stand-in's messages. Pass
+// means: each intent charged exactly once, none lost, none stuck, one key
+// per intent across frozen row, turns and PSP requests, no PSP request with
+// a key of no intent, no reply sent twice, and every scenario reached.
+//
+// # Imports
+//
+// internal/harness (processes), agent (failpoint names, job kinds), tools,
+// pgx. Not sandbox/ (its tests do, to check the corpus reads right).
+package restarttest

@@ -1,0 +1,372 @@
+package restarttest
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Settings are the knobs a run used, printed with its report so that it
+// can be read (and repeated) on its own.
+type Settings struct {
+	Scenarios       []string `json:"scenarios"`
+	Workers         int      `json:"workers"`
+	Batch           int      `json:"batch"`
+	Journal         string   `json:"journal"`
+	Naive           bool     `json:"naive"`
+	WrongAmountRate float64  `json:"wrong_amount_rate"`
+	ModelLatency    string   `json:"model_latency"`
+	WorkerFlags     string   `json:"worker_flags"`
+	ServeFlags      string   `json:"serve_flags"`
+	RescueAfter     string   `json:"rescue_after"`
+	Redelivery      string   `json:"redelivery"`
+	Database        string   `json:"database"`
+	Schema          string   `json:"schema"`
+}
+
+// Row is one scenario's line of the table (or the total).
+type Row struct {
+	Scenario string `json:"scenario"`
+	// What the scenario does, in a sentence.
+	Description string `json:"description"`
+	Runs        int    `json:"runs"`
+	Messages    int    `json:"messages"`
+	// Kills: worker processes killed during the scenario's batches;
+	// AtPoint of them at the scenario's own point (failpoint fired, proxy
+	// kill, random timer); Hit: runs that had a job in flight in a killed
+	// worker.
+	Kills   int `json:"kills"`
+	AtPoint int `json:"kills_at_point"`
+	Hit     int `json:"runs_hit"`
+	// Redeliveries: job runs beyond the first (inbox and reply jobs).
+	Redeliveries int `json:"redeliveries"`
+	Rescues      int `json:"rescues"`
+	KeysEqual    int `json:"keys_equal"`
+	// Charges: intents by number of charges ("1": n means n intents
+	// charged exactly once); Duplicates: charges beyond the first.
+	Charges    map[int]int `json:"charges_per_intent"`
+	Duplicates int         `json:"duplicate_charges"`
+	Lost       int         `json:"lost"`
+	Stuck      int         `json:"stuck"`
+	// Replies beyond one per message.
+	DuplicateReplies int     `json:"duplicate_replies"`
+	ModelCalls       int     `json:"model_calls"`
+	ModelReplayed    int     `json:"model_replayed"`
+	ModelPerMessage  float64 `json:"model_calls_per_message"`
+	MaxModelCalls    int     `json:"max_model_calls_per_message"`
+	PSPRequests      int     `json:"psp_requests"`
+	FaultsInjected   int     `json:"faults_injected,omitempty"`
+	PGRestarts       int     `json:"pg_restarts,omitempty"`
+	RaceHandouts     int     `json:"race_handouts,omitempty"`
+	// Covered: the scenario's point was reached (or its fault happened) at
+	// least once.
+	Covered bool `json:"covered"`
+}
+
+// Report is the outcome of a restart test.
+type Report struct {
+	Pass    bool   `json:"pass"`
+	Verdict string `json:"verdict"` // the one-line verdict
+	// Failures lists every reason Pass is false.
+	Failures []string `json:"failures"`
+	Seed     int64    `json:"seed"`
+	Runs     int      `json:"runs"`
+	Naive    bool     `json:"naive"`
+	Duration string   `json:"duration"`
+	Seconds  float64  `json:"seconds"`
+	Settings Settings `json:"settings"`
+	Rows     []Row    `json:"rows"`
+	Total    Row      `json:"total"`
+	// MultiSpelling: runs whose intent was asked for in several messages
+	// with the key spelled differently (CPF punctuated and bare; a phone
+	// three ways), and how many of them ended with one key and one charge.
+	MultiSpelling   int `json:"multi_spelling_runs"`
+	MultiSpellingOK int `json:"multi_spelling_one_key_one_charge"`
+	// WrongAmounts: runs charged (once) at an amount the model misread.
+	WrongAmounts int `json:"wrong_amounts"`
+	// UnattributedRequests: PSP requests whose key belongs to no intent
+	// and no charge (a key drawn inside the attempt that charged nothing).
+	UnattributedRequests int `json:"unattributed_psp_requests"`
+	PSPRequests          int `json:"psp_requests"`
+	// WebhookPosts: deliveries of the messages through the signed webhook
+	// (duplicates included), for Messages messages; RunsHitTwice: runs
+	// that more than one kill found in flight (a redelivered job killed
+	// again).
+	WebhookPosts int `json:"webhook_posts"`
+	Messages     int `json:"messages"`
+	RunsHitTwice int `json:"runs_hit_twice"`
+	// StartedActions: actions of any kind left 'started' at the end.
+	StartedActions int         `json:"started_actions"`
+	Problems       []string    `json:"problems,omitempty"`
+	Kills          []Kill      `json:"kills"`
+	Results        []RunResult `json:"results"`
+}
+
+func (t *tester) description(name string) string {
+	for _, s := range t.scenarios {
+		if s.name == name {
+			if s.point != nil {
+				return s.point.Description
+			}
+			return s.fault.Description
+		}
+	}
+	return ""
+}
+
+// report aggregates the runs into rows and decides the verdict. Called
+// with t.mu held.
+func (t *tester) report(results []RunResult, unattributed, pspRequests, started int) *Report {
+	d := time.Since(t.start)
+	rep := &Report{Seed: t.cfg.Seed, Runs: len(results), Naive: t.cfg.Naive, Duration: elapsed(d), Seconds: d.Seconds(),
+		Settings: t.settings, UnattributedRequests: unattributed, PSPRequests: pspRequests, StartedActions: started,
+		Problems: slices.Clone(t.problems), Kills: slices.Clone(t.kills), Results: results}
+	rows := map[string]*Row{}
+	for _, s := range t.scenarios {
+		st := t.stats[s.name]
+		rows[s.name] = &Row{Scenario: s.name, Description: t.description(s.name), Charges: map[int]int{},
+			FaultsInjected: st.faultsInjected, PGRestarts: st.pgRestarts, RaceHandouts: st.raceHandouts}
+	}
+	for _, k := range t.kills {
+		row := rows[k.Scenario]
+		row.Kills++
+		row.Hit += k.RunsHit
+		if k.How == "failpoint" || k.How == "proxy" || k.How == "timer" {
+			row.AtPoint++
+		}
+	}
+	for _, r := range results {
+		row := rows[r.Scenario]
+		row.Runs++
+		row.Messages += r.Messages
+		row.Redeliveries += r.Redeliveries
+		row.Rescues += r.Rescues
+		if r.KeysEqual {
+			row.KeysEqual++
+		}
+		row.Charges[r.Charges]++
+		row.Duplicates += max(0, r.Charges-1)
+		if r.Lost {
+			row.Lost++
+		}
+		row.Stuck += r.Stuck
+		row.DuplicateReplies += max(0, r.Replies-r.Messages)
+		row.ModelCalls += r.ModelCalls
+		row.ModelReplayed += r.ModelReplayed
+		row.MaxModelCalls = max(row.MaxModelCalls, r.MaxModelCalls)
+		row.PSPRequests += r.PSPRequests
+		if r.Messages > 1 {
+			rep.MultiSpelling++
+			if r.KeysEqual && r.Charges == 1 {
+				rep.MultiSpellingOK++
+			}
+		}
+		if r.WrongAmount {
+			rep.WrongAmounts++
+		}
+		rep.WebhookPosts += r.Deliveries
+		rep.Messages += r.Messages
+		if r.Hits > 1 {
+			rep.RunsHitTwice++
+		}
+	}
+	total := Row{Scenario: "total", Charges: map[int]int{}, Covered: true}
+	for _, s := range t.scenarios {
+		row := rows[s.name]
+		switch {
+		case s.point != nil:
+			row.Covered = row.AtPoint > 0
+		case s.fault.Name == "pg-restart":
+			row.Covered = row.PGRestarts > 0
+		case s.fault.Name == "race":
+			row.Covered = row.RaceHandouts > 0
+		default:
+			row.Covered = row.FaultsInjected > 0
+		}
+		if row.Messages > 0 {
+			row.ModelPerMessage = float64(row.ModelCalls) / float64(row.Messages)
+		}
+		rep.Rows = append(rep.Rows, *row)
+		total.Runs += row.Runs
+		total.Messages += row.Messages
+		total.Kills += row.Kills
+		total.AtPoint += row.AtPoint
+		total.Hit += row.Hit
+		total.Redeliveries += row.Redeliveries
+		total.Rescues += row.Rescues
+		total.KeysEqual += row.KeysEqual
+		for n, c := range row.Charges {
+			total.Charges[n] += c
+		}
+		total.Duplicates += row.Duplicates
+		total.Lost += row.Lost
+		total.Stuck += row.Stuck
+		total.DuplicateReplies += row.DuplicateReplies
+		total.ModelCalls += row.ModelCalls
+		total.ModelReplayed += row.ModelReplayed
+		total.MaxModelCalls = max(total.MaxModelCalls, row.MaxModelCalls)
+		total.PSPRequests += row.PSPRequests
+		total.FaultsInjected += row.FaultsInjected
+		total.PGRestarts += row.PGRestarts
+		total.RaceHandouts += row.RaceHandouts
+		total.Covered = total.Covered && row.Covered
+	}
+	if total.Messages > 0 {
+		total.ModelPerMessage = float64(total.ModelCalls) / float64(total.Messages)
+	}
+	rep.Total = total
+
+	// The verdict: the issue's four conditions, plus what else would mean
+	// the test did not test (a scenario never reached, a harness failure)
+	// or a side effect repeated elsewhere (a reply sent twice).
+	var fail []string
+	if total.Duplicates > 0 {
+		dupIntents := 0
+		for n, c := range total.Charges {
+			if n > 1 {
+				dupIntents += c
+			}
+		}
+		fail = append(fail, fmt.Sprintf("%d duplicate charges on %d of %d intents", total.Duplicates, dupIntents, total.Runs))
+	}
+	if total.Lost > 0 {
+		fail = append(fail, fmt.Sprintf("%d lost intents", total.Lost))
+	}
+	if total.Stuck > 0 || started > 0 {
+		fail = append(fail, fmt.Sprintf("%d actions left started", max(total.Stuck, started)))
+	}
+	if total.KeysEqual < total.Runs {
+		fail = append(fail, fmt.Sprintf("%d intents whose attempts carried different keys", total.Runs-total.KeysEqual))
+	}
+	if unattributed > 0 {
+		fail = append(fail, fmt.Sprintf("%d PSP requests with a key of no intent", unattributed))
+	}
+	if total.DuplicateReplies > 0 {
+		fail = append(fail, fmt.Sprintf("%d duplicate replies", total.DuplicateReplies))
+	}
+	for _, row := range rep.Rows {
+		if !row.Covered {
+			fail = append(fail, fmt.Sprintf("%s not covered (never reached)", row.Scenario))
+		}
+	}
+	if len(t.problems) > 0 {
+		fail = append(fail, fmt.Sprintf("%d harness problems (listed below)", len(t.problems)))
+	}
+	rep.Failures = fail
+	rep.Pass = len(fail) == 0
+	if rep.Pass {
+		rep.Verdict = fmt.Sprintf("PASS: %d runs, %d worker kills, %d redeliveries: every intent charged exactly once, 0 lost, 0 stuck, one key per intent on every attempt (%d PSP requests), every scenario covered",
+			total.Runs, total.Kills, total.Redeliveries, pspRequests)
+	} else {
+		rep.Verdict = "FAIL: " + strings.Join(fail, ", ")
+		if t.cfg.Naive {
+			rep.Verdict += " (naive control: a fresh key per attempt; failing is the expected outcome)"
+		}
+	}
+	return rep
+}
+
+// chargesCell writes a charges-per-intent histogram: "1×19", or
+// "0×1 1×15 2×3".
+func chargesCell(h map[int]int) string {
+	var ns []int
+	for n := range h {
+		ns = append(ns, n)
+	}
+	sort.Ints(ns)
+	var parts []string
+	for _, n := range ns {
+		parts = append(parts, fmt.Sprintf("%d×%d", n, h[n]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// WriteTable writes the human report: settings, one row per scenario,
+// notes and the verdict on the last line.
+func (r *Report) WriteTable(w io.Writer) error {
+	s := r.Settings
+	mode := ""
+	if r.Naive {
+		mode = " — NAIVE CONTROL (random key per provider call)"
+	}
+	fmt.Fprintf(w, "retrysafe restart-test: %d runs, seed %d, %s%s\n", r.Runs, r.Seed, r.Duration, mode)
+	fmt.Fprintf(w, "  database:   %s, schema %s\n", s.Database, s.Schema)
+	fmt.Fprintf(w, "  workers:    one armed worker per batch of %d runs, then %d redelivery workers; journal %s\n", s.Batch, s.Workers, s.Journal)
+	fmt.Fprintf(w, "  flags:      worker %s\n", s.WorkerFlags)
+	fmt.Fprintf(w, "              serve %s\n", s.ServeFlags)
+	fmt.Fprintf(w, "  model:      sandbox, --wrong-amount-rate %g, --latency %s\n", s.WrongAmountRate, s.ModelLatency)
+	fmt.Fprintf(w, "  redelivery: %s\n\n", s.Redelivery)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\truns\tkills\tat point\thit\tredeliveries\tkeys equal\tcharges/intent\tlost\tstuck\tmodel calls/msg\t")
+	line := func(row Row) {
+		name := row.Scenario
+		if !row.Covered && name != "total" {
+			name += " (!)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%s\t%d\t%d\t%.2f (max %d)\t\n", name, row.Runs, row.Kills, row.AtPoint, row.Hit,
+			row.Redeliveries, row.KeysEqual, row.Runs, chargesCell(row.Charges), row.Lost, row.Stuck, row.ModelPerMessage, row.MaxModelCalls)
+	}
+	for _, row := range r.Rows {
+		line(row)
+	}
+	line(r.Total)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	t := r.Total
+	fmt.Fprintf(w, "  webhook: %d signed posts for %d messages (WhatsApp-style duplicates answered 200, stored once); runs found in flight by two kills or more: %d\n",
+		r.WebhookPosts, r.Messages, r.RunsHitTwice)
+	fmt.Fprintf(w, "  multi-spelling intents (CPF punctuated and bare, a phone three ways, in separate messages): %d, one key and one charge: %d\n", r.MultiSpelling, r.MultiSpellingOK)
+	fmt.Fprintf(w, "  PSP requests: %d (every key attributed to an intent: %d unattributed); duplicate replies: %d; actions left started: %d\n",
+		r.PSPRequests, r.UnattributedRequests, t.DuplicateReplies, r.StartedActions)
+	fmt.Fprintf(w, "  faults: PSP faults injected %d, PostgreSQL restarts %d, jobs handed to a racing worker %d; model calls %d real + %d replayed from the journal\n",
+		t.FaultsInjected, t.PGRestarts, t.RaceHandouts, t.ModelCalls, t.ModelReplayed)
+	if r.WrongAmounts > 0 {
+		fmt.Fprintf(w, "  charged once at a misread amount: %d (the model's first extraction was wrong and was frozen; --wrong-amount-rate)\n", r.WrongAmounts)
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintf(w, "  problem: %s\n", p)
+	}
+	// The runs that failed, duplicates first, so that a red verdict says
+	// where to look (every run is in --json).
+	shown := 0
+	for pass := 0; pass < 2 && shown <= 10; pass++ {
+		for _, res := range r.Results {
+			var what []string
+			if res.Charges != 1 {
+				what = append(what, fmt.Sprintf("%d charges", res.Charges))
+			}
+			if (pass == 0) != (len(what) > 0) {
+				continue // duplicates and missing charges in the first pass
+			}
+			if !res.KeysEqual {
+				what = append(what, fmt.Sprintf("%d distinct keys", len(res.Keys)))
+			}
+			if res.Lost {
+				what = append(what, "lost: "+res.LostWhy)
+			}
+			if res.Stuck > 0 {
+				what = append(what, fmt.Sprintf("%d actions started", res.Stuck))
+			}
+			if len(what) == 0 {
+				continue
+			}
+			if shown == 10 {
+				fmt.Fprintln(w, "  ... (every run is in --json)")
+				shown++
+				break
+			}
+			shown++
+			fmt.Fprintf(w, "  run %d (%s, invoice %s, %d messages, hit by %d kills): %s\n", res.Index, res.Scenario, res.Invoice, res.Messages, res.Hits, strings.Join(what, "; "))
+		}
+	}
+	fmt.Fprintln(w)
+	_, err := fmt.Fprintln(w, r.Verdict)
+	return err
+}
