@@ -19,7 +19,9 @@ func TestReconcilerTakesOnlyItsTools(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	other := tools.Func{ToolName: "notify.other", Fields: simpleSchema("notify.other"), HonoursKey: true,
-		Exec: func(context.Context, string, derive.Payload) (json.RawMessage, error) { return json.RawMessage(`{"ok":true}`), nil }}
+		Exec: func(context.Context, string, derive.Payload) (json.RawMessage, error) {
+			return json.RawMessage(`{"ok":true}`), nil
+		}}
 	e := newEnv(t, &envOpts{extra: []tools.Tool{&other}})
 
 	// Leave an action of notify.other started with an expired lease, as a
