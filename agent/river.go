@@ -5,14 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivertype"
+
+	"github.com/retrysafe/retrysafe/internal/riverretry"
 )
 
 // Queues and job kinds.
@@ -185,34 +185,9 @@ func NewInserter(pool *pgxpool.Pool, schema string) (*river.Client[pgx.Tx], erro
 	return c, nil
 }
 
-// RetryPolicy is exponential backoff with jitter for failed jobs.
-type RetryPolicy struct {
-	Base, Max time.Duration
-	Clock     func() time.Time // default time.Now
-}
-
-// NextRetry implements river.ClientRetryPolicy.
-func (p *RetryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
-	now := time.Now
-	if p.Clock != nil {
-		now = p.Clock
-	}
-	return now().Add(p.Delay(job.Attempt))
-}
-
-// Delay is the wait before retrying after the given attempt (1 = first).
-func (p *RetryPolicy) Delay(attempt int) time.Duration {
-	d := p.Base
-	for i := 1; i < attempt && d < p.Max; i++ {
-		d *= 2
-	}
-	d = min(d, p.Max)
-	half := d / 2
-	if half <= 0 {
-		return d
-	}
-	return half + rand.N(half+1)
-}
+// RetryPolicy is exponential backoff with jitter for failed jobs, shared
+// by every retrysafe River queue.
+type RetryPolicy = riverretry.Policy
 
 // jobResult maps a handler's error to what River should do with the job.
 func jobResult(err error) error {

@@ -5,17 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/internal/failpoint"
+	"github.com/retrysafe/retrysafe/internal/riverretry"
 )
 
 // Queue and job kind of the notification relay.
@@ -273,29 +272,9 @@ func AddWorker(workers *river.Workers, r *Relay, timeout time.Duration) error {
 	return nil
 }
 
-// RetryPolicy is exponential backoff with jitter for failed jobs.
-type RetryPolicy struct {
-	Base, Max time.Duration
-}
-
-// NextRetry implements river.ClientRetryPolicy.
-func (p *RetryPolicy) NextRetry(job *rivertype.JobRow) time.Time {
-	return time.Now().Add(p.Delay(job.Attempt))
-}
-
-// Delay is the wait before retrying after the given attempt (1 = first).
-func (p *RetryPolicy) Delay(attempt int) time.Duration {
-	d := p.Base
-	for i := 1; i < attempt && d < p.Max; i++ {
-		d *= 2
-	}
-	d = min(d, p.Max)
-	half := d / 2
-	if half <= 0 {
-		return d
-	}
-	return half + rand.N(half+1)
-}
+// RetryPolicy is exponential backoff with jitter for failed jobs, shared
+// by every retrysafe River queue.
+type RetryPolicy = riverretry.Policy
 
 type relayWorker struct {
 	river.WorkerDefaults[NotifyArgs]
