@@ -28,6 +28,21 @@
 // execution therefore costs two commits (freeze+claim, then completion); a
 // replay costs one round trip and writes nothing.
 //
+// Only the first of those commits waits for its WAL flush. The claim must:
+// once the provider has seen the key, the intent and the claim have to
+// survive a database crash, or a redelivery could freeze a new extraction
+// under a new key. The completion need not, when the provider can tell the
+// outcome again by the key (the tool takes the key or can be looked up): a
+// completion lost in a crash leaves the row started with its lease, and the
+// next attempt learns the outcome from the provider by the same key (the
+// charge exists; the provider's stored answer or Lookup returns it). So a
+// success is recorded by a statement that sets synchronous_commit off for
+// its own implicit transaction (ActionCompleteAsync), and a first execution
+// waits for one flush, not two. Failures and review outcomes commit
+// synchronously (a provider need not keep a refusal: asked again, it might
+// act), as does everything for a tool that can neither take the key nor be
+// looked up, and every completion under Config.SyncCompletion.
+//
 // # Fencing and takeover
 //
 // attempt is the fencing token. Completion updates WHERE lease_owner = me AND

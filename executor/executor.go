@@ -204,6 +204,16 @@ type Config struct {
 	// ReconcileInterval is the reconciler's pause between idle passes.
 	// Default 5s.
 	ReconcileInterval time.Duration
+	// SyncCompletion makes every completion wait for its WAL flush. By
+	// default a success does not when the tool takes the key or can be
+	// looked up: a completed row that a database crash loses goes back to
+	// started with its lease, and the next attempt learns the outcome from
+	// the provider by the same key (Lookup, or the same-key call answered
+	// with the provider's stored answer), so nothing is charged twice and
+	// a first execution waits for one flush instead of two. Failures,
+	// review and tools that can do neither always wait. Set it when a
+	// success must never be re-learned from the provider.
+	SyncCompletion bool
 }
 
 // Validate fills defaults into a copy of c and checks it.

@@ -59,6 +59,17 @@ SET status = $5, response = $6::jsonb, error = $7::jsonb, lease_owner = NULL, le
 	finished_at = CASE WHEN $5 IN ('completed', 'failed') THEN now() END, updated_at = now()
 WHERE tenant_id = $1 AND idem_key = $2 AND lease_owner = $3 AND attempt = $4 AND status = 'started'`
 
+// ActionCompleteAsync is ActionComplete committed without waiting for its
+// WAL flush: set_config(..., true) changes synchronous_commit for this
+// statement's own implicit transaction only, so one round trip still does
+// it and nothing leaks into the pooled session. It sits in RETURNING, which
+// runs exactly for the updated row (a fenced-out completion writes nothing
+// and has nothing to flush). Used for successes that a database crash may
+// lose safely, because the provider tells them again by the key (see
+// Config.SyncCompletion).
+const ActionCompleteAsync = ActionComplete + `
+RETURNING set_config('synchronous_commit', 'off', true)`
+
 // ActionRelease keeps the row started after a transient failure but cuts the
 // lease to the backoff, so the next attempt (this worker after its sleep,
 // a later caller or the reconciler) may take over when it ends. Fenced.

@@ -2,15 +2,19 @@ package executor_test
 
 import (
 	"context"
+	"encoding/json"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/internal/dbconf"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/tools"
 )
 
 // tracer counts what reaches the server: each traced query or batch is one
@@ -120,5 +124,104 @@ func TestRoundTripsAndCommits(t *testing.T) {
 	}
 	if xid != nil {
 		t.Fatalf("the replay path assigned transaction id %d: it writes", *xid)
+	}
+}
+
+// sqlTracer remembers the text of every statement sent outside batches.
+type sqlTracer struct {
+	mu  sync.Mutex
+	sql []string
+}
+
+func (t *sqlTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	t.mu.Lock()
+	t.sql = append(t.sql, d.SQL)
+	t.mu.Unlock()
+	return ctx
+}
+func (t *sqlTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (t *sqlTracer) take() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.sql
+	t.sql = nil
+	return s
+}
+
+// Only the claim waits for its WAL flush when the provider can tell the
+// outcome again by the key; the completion of a tool that cannot (no key,
+// no lookup), and every completion under SyncCompletion, waits too. The
+// asynchronous setting lives and dies with the completion's own
+// transaction: the pooled session keeps synchronous_commit on.
+func TestCompletionCommit(t *testing.T) {
+	t.Parallel()
+	sms := &tools.Func{ToolName: "sms.send", Fields: simpleSchema("sms.send"),
+		Exec: func(context.Context, string, derive.Payload) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }}
+	e := newEnv(t, &envOpts{extra: []tools.Tool{sms}})
+	ctx := context.Background()
+	var schema string
+	if err := e.pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := dbconf.PoolConfig(pgtest.URL(t), schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1 // every statement on one session, to see what it keeps
+	tr := &sqlTracer{}
+	cfg.ConnConfig.Tracer = tr
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	for i, tc := range []struct {
+		name string
+		call executor.Call
+		sync bool
+		want string
+	}{
+		{"pix, default", pixCall("t1", "inv-cc-1", extraction(0, cpf(81))), false, executor.ActionCompleteAsync},
+		{"pix, SyncCompletion", pixCall("t1", "inv-cc-2", extraction(1, cpf(82))), true, executor.ActionComplete},
+		{"no key, no lookup", executor.Call{Tenant: "t1", Ref: "sms-1", Action: "sms.send", Fields: map[string]any{"to": "ana"}}, false, executor.ActionComplete},
+	} {
+		ex := e.another(t, "cc-"+string(rune('a'+i)), func(c *executor.Config) { c.DB = pool; c.SyncCompletion = tc.sync })
+		tr.take()
+		out, err := ex.Execute(ctx, tc.call, nil)
+		if err != nil || out.Status != executor.StatusCompleted {
+			t.Fatalf("%s: %+v %v", tc.name, out, err)
+		}
+		sent := tr.take()
+		if len(sent) != 1 || sent[0] != tc.want {
+			t.Fatalf("%s: completion sent %q, want %q", tc.name, sent, tc.want)
+		}
+		var setting string
+		if err := pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&setting); err != nil || setting != "on" {
+			t.Fatalf("%s: the session's synchronous_commit is %q after the completion (%v), want on", tc.name, setting, err)
+		}
+	}
+
+	// Inside one transaction the statement does turn the flush off: put
+	// the first action back to started and complete it again.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var key string
+	var attempt int
+	if err := tx.QueryRow(ctx, `UPDATE actions SET status = 'started', lease_owner = 'again', lease_until = now() + interval '1 minute'
+		WHERE tenant_id = 't1' AND intent_ref = 'inv-cc-1' RETURNING idem_key, attempt`).Scan(&key, &attempt); err != nil {
+		t.Fatal(err)
+	}
+	ct, err := tx.Exec(ctx, executor.ActionCompleteAsync, "t1", key, "again", attempt, executor.RowCompleted, `{}`, nil)
+	if err != nil || ct.RowsAffected() != 1 {
+		t.Fatal(ct, err)
+	}
+	var inTx string
+	if err := tx.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&inTx); err != nil || inTx != "off" {
+		t.Fatalf("synchronous_commit inside the completion's transaction: %q (%v), want off", inTx, err)
 	}
 }

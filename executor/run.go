@@ -377,7 +377,8 @@ func (e *Executor) current(ctx context.Context, out *Outcome) (*Outcome, error) 
 // prevMayHaveActed says an earlier attempt may have reached the provider.
 func (e *Executor) work(ctx context.Context, tool tools.Tool, in *intent.Intent, attempt int, prevMayHaveActed bool, opts *Opts, out *Outcome) (*Outcome, error) {
 	looker, canLookup := tools.CanLookup(tool)
-	h := held{tenant: in.Tenant, key: in.Key, action: in.Action}
+	h := held{tenant: in.Tenant, key: in.Key, action: in.Action,
+		relearnable: !e.cfg.SyncCompletion && (tool.Idempotent() || canLookup)}
 	for {
 		h.attempt = attempt
 		out.Attempt = attempt
@@ -475,6 +476,9 @@ func (e *Executor) work(ctx context.Context, tool tools.Tool, in *intent.Intent,
 type held struct {
 	tenant, key, action string
 	attempt             int
+	// relearnable: the provider can tell the outcome again by the key, so
+	// a completion need not wait for its WAL flush.
+	relearnable bool
 }
 
 func (e *Executor) lookup(ctx context.Context, l tools.Looker, key string) (resp json.RawMessage, err error) {
@@ -589,7 +593,11 @@ func (e *Executor) finish(ctx context.Context, h held, status string, resp json.
 		fj, _ := json.Marshal(f)
 		failArg = string(fj)
 	}
-	ct, err := e.cfg.DB.Exec(wctx, ActionComplete, h.tenant, h.key, e.cfg.Owner, h.attempt, status, respArg, failArg)
+	query := ActionComplete
+	if h.relearnable && status == RowCompleted {
+		query = ActionCompleteAsync
+	}
+	ct, err := e.cfg.DB.Exec(wctx, query, h.tenant, h.key, e.cfg.Owner, h.attempt, status, respArg, failArg)
 	if err != nil {
 		return nil, fmt.Errorf("executor: complete: %w", err)
 	}

@@ -42,23 +42,6 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func standInEnv() (*env, *bytes.Buffer) {
 	var out bytes.Buffer
 	return &env{stdin: strings.NewReader(""), stdout: &out, stderr: &bytes.Buffer{}, getenv: func(string) string { return "" }}, &out
@@ -69,7 +52,7 @@ func standInEnv() (*env, *bytes.Buffer) {
 func startStandIn(t *testing.T, name string, run func(context.Context, *env, []string) error, args ...string) (string, func() error) {
 	t.Helper()
 	out := &lineWriter{lines: make(chan string, 4)}
-	errb := &syncBuffer{}
+	errb := &lockedBuffer{}
 	e := &env{stdin: strings.NewReader(""), stdout: out, stderr: errb, getenv: func(string) string { return "" }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

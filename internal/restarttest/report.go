@@ -363,7 +363,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 				break
 			}
 			shown++
-			fmt.Fprintf(w, "  run %d (%s, invoice %s, %d messages, hit by %d kills): %s\n", res.Index, res.Scenario, res.Invoice, res.Messages, res.Hits, strings.Join(what, "; "))
+			status := res.ActionStatus
+			if status == "" {
+				status = "none"
+			}
+			fmt.Fprintf(w, "  run %d (%s, invoice %s, %d messages, hit by %d kills, action %s, %d PSP requests): %s\n",
+				res.Index, res.Scenario, res.Invoice, res.Messages, res.Hits, status, res.PSPRequests, strings.Join(what, "; "))
 		}
 	}
 	fmt.Fprintln(w)

@@ -14,7 +14,13 @@
 //     ("abc") is accepted and unquoted.
 //   - Same key, same fingerprint, finished: the stored status, the headers
 //     that matter (Config.StoreHeaders) and the body byte for byte, with
-//     Idempotent-Replayed: true. 4xx and 5xx answers are stored too.
+//     Idempotent-Replayed: true. 4xx and 5xx answers are stored too,
+//     with one exception: a 5xx given after the client's request was
+//     canceled (it hung up or timed out) reached no one and is most often
+//     the cancellation's echo (a query refused for a canceled context), so
+//     it is rolled back (transactional) or its lease ended (reservation),
+//     and the client's retry runs the handler again. Stored, it would
+//     answer every retry with a failure that never happened to anyone.
 //   - Same key, same fingerprint, still running: 409 with Retry-After, or,
 //     when the route sets Route.Wait, the answer of the first request once
 //     it finishes within that bound.

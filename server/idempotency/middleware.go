@@ -319,6 +319,13 @@ func (h *handler) serveTx(w http.ResponseWriter, r *http.Request, p ReserveParam
 	info := Info{Scope: p.Scope, Mode: ModeTransactional, Attempt: res.Attempt}
 	h.tx(rec, r.WithContext(context.WithValue(ctx, infoKey{}, info)), ownedTx{tx})
 	rec.finish()
+	if abandoned(ctx, rec) {
+		release()
+		m.cfg.Logger.Info("idempotency: client gone and handler failed; rolled back, nothing stored",
+			"operation", p.Operation, "status", rec.status)
+		rec.writeTo(w)
+		return answered, nil
+	}
 
 	// The client may have gone while the handler ran: its answer is still
 	// worth committing, so that its retry gets a replay.
@@ -401,6 +408,18 @@ func (h *handler) serveReservation(w http.ResponseWriter, r *http.Request, p Res
 
 	cctx, ccancel := context.WithTimeout(detached, 30*time.Second)
 	defer ccancel()
+	if abandoned(ctx, rec) {
+		// As after a crash: whether the effect happened is unknown, and
+		// the handler tolerates a second run. End the lease so that the
+		// retry runs it now.
+		if err := RequestRelease(cctx, m.db, p.Scope, res.Attempt); err != nil && !errors.Is(err, ErrFenced) {
+			m.cfg.Logger.Warn("idempotency: lease not released after an abandoned request", "operation", p.Operation, "err", err)
+		}
+		m.cfg.Logger.Info("idempotency: client gone and handler failed; lease released, nothing stored",
+			"operation", p.Operation, "status", rec.status)
+		rec.writeTo(w)
+		return answered, nil
+	}
 	switch err := RequestComplete(cctx, m.db, p.Scope, res.Attempt, rec.stored(m.keep), m.cfg.Retention); {
 	case errors.Is(err, ErrFenced):
 		// Our lease ran out and a newer attempt owns the key: its answer
@@ -414,6 +433,18 @@ func (h *handler) serveReservation(w http.ResponseWriter, r *http.Request, p Res
 	}
 	rec.writeTo(w)
 	return answered, nil
+}
+
+// abandoned reports a 5xx answer given after the client's request was
+// canceled (the client hung up or timed out, or the server is shutting
+// down). Such an answer reached no one, and it is most often the
+// cancellation's own echo: a handler's query refused for a canceled
+// context, which pgx reports before touching the transaction. Stored, it
+// would answer every retry of the key with a failure that the retry's own
+// run would not have; so it is not stored, and the retry runs the handler
+// again. A 5xx given while the client still waited is stored as any answer.
+func abandoned(ctx context.Context, rec *recorder) bool {
+	return rec.status >= 500 && ctx.Err() != nil
 }
 
 // serveUnprotected runs a KeyOptional route's handler for a request without

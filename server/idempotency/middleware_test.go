@@ -492,3 +492,65 @@ func TestExpiredKeyTakeoverInFlight(t *testing.T) {
 		t.Fatalf("takeover %+v, after %+v", first, after)
 	}
 }
+
+// TestAbandonedFailureIsNotStored: a client that hangs up while the handler
+// runs makes the handler's next query fail with the canceled context (pgx
+// refuses it before touching the transaction, which stays usable). The
+// 500 that follows reached no one; stored, it would answer every retry of
+// the key with a failure and the charge would never happen. Nothing is
+// stored, and the retry runs the handler: one effect, a 201.
+func TestAbandonedFailureIsNotStored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 4, idempotency.Config{Lease: time.Minute})
+	var runs atomic.Int32
+	started := make(chan struct{}, 1)
+	// Every run but the first is the ordinary handler; the first waits
+	// for its client to go.
+	gate := func(r *http.Request) {
+		if runs.Add(1) == 1 {
+			started <- struct{}{}
+			<-r.Context().Done()
+		}
+	}
+	txHandler := func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
+		gate(r)
+		effectTx(w, r, tx)
+	}
+	plain := effectPlain(e.pool)
+	for _, tc := range []struct {
+		name string
+		h    http.Handler
+	}{
+		{"transactional", e.mw.Transactional(route, txHandler)},
+		{"reservation", e.mw.Reservation(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			gate(r)
+			plain.ServeHTTP(w, r)
+		}))},
+	} {
+		runs.Store(0)
+		key := "abandoned-" + tc.name
+		ctx, cancel := context.WithCancel(context.Background())
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/effects", strings.NewReader(`{"amount":180}`))
+		req.Header.Set("X-Tenant", "acme")
+		req.Header.Set("Idempotency-Key", key)
+		rec := httptest.NewRecorder()
+		done := make(chan struct{})
+		go func() { defer close(done); tc.h.ServeHTTP(rec, req) }()
+		<-started
+		cancel()
+		<-done
+		if rec.Code != http.StatusInternalServerError {
+			t.Fatalf("%s: abandoned request answered %d, want the handler's 500", tc.name, rec.Code)
+		}
+		again := do(tc.h, "acme", key, `{"amount":180}`)
+		if again.status != http.StatusCreated || again.replayed {
+			t.Fatalf("%s: retry after an abandoned 500 got %d (replayed %v): %s", tc.name, again.status, again.replayed, again.body)
+		}
+		if n := e.count(t, `SELECT count(*) FROM effects WHERE key = $1`, key); n != 1 {
+			t.Fatalf("%s: %d effects, want 1", tc.name, n)
+		}
+		if third := do(tc.h, "acme", key, `{"amount":180}`); third.status != http.StatusCreated || !third.replayed || third.body != again.body {
+			t.Fatalf("%s: third request %d replayed=%v, want the stored 201", tc.name, third.status, third.replayed)
+		}
+	}
+}
