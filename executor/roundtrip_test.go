@@ -157,7 +157,9 @@ func (t *sqlTracer) take() []string {
 func TestCompletionCommit(t *testing.T) {
 	t.Parallel()
 	sms := &tools.Func{ToolName: "sms.send", Fields: simpleSchema("sms.send"),
-		Exec: func(context.Context, string, derive.Payload) (json.RawMessage, error) { return json.RawMessage(`{}`), nil }}
+		Exec: func(context.Context, string, derive.Payload) (json.RawMessage, error) {
+			return json.RawMessage(`{}`), nil
+		}}
 	e := newEnv(t, &envOpts{extra: []tools.Tool{sms}})
 	ctx := context.Background()
 	var schema string
