@@ -229,7 +229,8 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 		if !contains(cfg.concurrency, n) {
 			continue // measured only as the scale runs' reference
 		}
-		ws := []workload{b.floorToolWorkload(), b.rsFirstWorkload("first execution", nil), b.rsReplayWorkload()}
+		ws := []workload{b.floorToolWorkload(), b.rsFirstWorkload("first execution", nil),
+			b.rsFirstWorkloadWith("first execution, sync completion", nil, true), b.rsReplayWorkload()}
 		if !cfg.skipDBOS {
 			ws = append(ws, b.dbosFirstWorkload(), b.dbosReplayWorkload())
 		}

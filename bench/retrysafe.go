@@ -30,12 +30,17 @@ type rsEnv struct {
 }
 
 func newRS(ctx context.Context, db *database, conns int) (*rsEnv, error) {
+	return newRSWith(ctx, db, conns, false)
+}
+
+// newRSWith is newRS with Config.SyncCompletion set to sync.
+func newRSWith(ctx context.Context, db *database, conns int, sync bool) (*rsEnv, error) {
 	p, err := db.pool(ctx, conns)
 	if err != nil {
 		return nil, err
 	}
 	prov := newProvider()
-	e, err := wireRS(p, prov)
+	e, err := wireRSWith(p, prov, sync)
 	if err != nil {
 		prov.Close()
 		p.Close()
@@ -44,7 +49,9 @@ func newRS(ctx context.Context, db *database, conns int) (*rsEnv, error) {
 	return e, nil
 }
 
-func wireRS(p *pgxpool.Pool, prov *provider) (*rsEnv, error) {
+func wireRS(p *pgxpool.Pool, prov *provider) (*rsEnv, error) { return wireRSWith(p, prov, false) }
+
+func wireRSWith(p *pgxpool.Pool, prov *provider, sync bool) (*rsEnv, error) {
 	reg, err := tools.NewRegistry(prov.tool())
 	if err != nil {
 		return nil, err
@@ -57,7 +64,7 @@ func wireRS(p *pgxpool.Pool, prov *provider) (*rsEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	ex, err := executor.New(executor.Config{DB: p, Intents: store, Tools: reg, Owner: "bench", Logger: quiet})
+	ex, err := executor.New(executor.Config{DB: p, Intents: store, Tools: reg, Owner: "bench", Logger: quiet, SyncCompletion: sync})
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +111,12 @@ func migrated(ctx context.Context, db *database) error {
 // rsFirstWorkload: first executions: freeze + claim (one round trip, one
 // commit), the tool call, the fenced completion (one round trip, one commit).
 func (b *bench) rsFirstWorkload(name string, prep func(context.Context, *database) error) workload {
+	return b.rsFirstWorkloadWith(name, prep, false)
+}
+
+// rsFirstWorkloadWith is rsFirstWorkload with Config.SyncCompletion set to
+// sync: the completion waits for its WAL flush, as the claim does.
+func (b *bench) rsFirstWorkloadWith(name string, prep func(context.Context, *database) error, sync bool) workload {
 	run := randHex(4)
 	if prep == nil {
 		prep = migrated
@@ -113,7 +126,7 @@ func (b *bench) rsFirstWorkload(name string, prep func(context.Context, *databas
 		system: "retrysafe", name: name, prep: prep,
 		start: func(ctx context.Context, db *database, conns int) (opFunc, func(), error) {
 			var err error
-			if e, err = newRS(ctx, db, conns); err != nil {
+			if e, err = newRSWith(ctx, db, conns, sync); err != nil {
 				return nil, nil, err
 			}
 			op := func(ctx context.Context, _ int, i int64) (time.Duration, error) {
