@@ -74,6 +74,16 @@ func migrateAll(ctx context.Context, pool *pgxpool.Pool, schema string, applied 
 // open connects to the configured database, or starts a private cluster when
 // none is configured (saying so in one line). With migrate, the schema is
 // brought up to date first.
+// openExisting opens the database an operator command works on: one that
+// exists already (a private throwaway cluster would hold nothing to work
+// on), not migrated by the command.
+func (d *dbFlags) openExisting(ctx context.Context, e *env, command string) (*database, error) {
+	if d.url == "" {
+		return nil, fmt.Errorf("%s needs a database: set DATABASE_URL or --database-url", command)
+	}
+	return d.open(ctx, e, false)
+}
+
 func (d *dbFlags) open(ctx context.Context, e *env, migrate bool) (*database, error) {
 	if err := migrations.ValidateSchema(d.schema); err != nil {
 		return nil, fmt.Errorf("--schema: %w", err)

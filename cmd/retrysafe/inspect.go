@@ -75,10 +75,7 @@ it is for operators, not for logs or tickets.`)
 			return errUsage
 		}
 	}
-	if db.url == "" {
-		return errors.New("inspect needs a database: set DATABASE_URL or --database-url")
-	}
-	d, err := db.open(ctx, e, false)
+	d, err := db.openExisting(ctx, e, "inspect")
 	if err != nil {
 		return err
 	}

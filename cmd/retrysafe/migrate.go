@@ -23,10 +23,7 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
 	}
-	if db.url == "" {
-		return fmt.Errorf("migrate needs a database: set DATABASE_URL or --database-url")
-	}
-	d, err := db.open(ctx, e, false)
+	d, err := db.openExisting(ctx, e, "migrate")
 	if err != nil {
 		return err
 	}

@@ -97,10 +97,7 @@ nor the tool settings are read.`, hours(executor.MinRetention), hours(executor.D
 	if err != nil {
 		return err
 	}
-	if db.url == "" {
-		return errors.New("purge needs a database: set DATABASE_URL or --database-url")
-	}
-	d, err := db.open(ctx, e, false)
+	d, err := db.openExisting(ctx, e, "purge")
 	if err != nil {
 		return err
 	}

@@ -52,10 +52,7 @@ RETRYSAFE_PSP_TOKEN, ...): settling calls the providers.`)
 	if err != nil {
 		return err
 	}
-	if db.url == "" {
-		return fmt.Errorf("reconcile needs a database: set DATABASE_URL or --database-url")
-	}
-	d, err := db.open(ctx, e, false)
+	d, err := db.openExisting(ctx, e, "reconcile")
 	if err != nil {
 		return err
 	}

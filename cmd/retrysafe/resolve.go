@@ -83,10 +83,7 @@ cannot finish).`)
 		}
 		resp = raw
 	}
-	if db.url == "" {
-		return errors.New("resolve needs a database: set DATABASE_URL or --database-url")
-	}
-	d, err := db.open(ctx, e, false)
+	d, err := db.openExisting(ctx, e, "resolve")
 	if err != nil {
 		return err
 	}
