@@ -8,7 +8,7 @@ import (
 
 // Sentinel errors.
 var (
-	// ErrConfig: invalid Config, Provider, RelayConfig or RiverConfig.
+	// ErrConfig: invalid Config, Provider, or RelayConfig.
 	ErrConfig = errors.New("webhook: invalid config")
 	// ErrUnknownProvider: no provider is configured under the path's name
 	// (HTTP 404).

@@ -23,8 +23,9 @@ import (
 
 // Mount the handler, and a provider that delivers one payment twice (a
 // redelivery under a new event id) moves the order once and queues one
-// receipt. The relay (webhook.NewClient with a webhook.NewRelay, in the
-// worker process) sends it through the executor with the frozen key.
+// receipt. The relay (webhook.AddWorker with a webhook.NewRelay, on the
+// worker process's River client) sends it through the executor with the
+// frozen key.
 func ExampleHandler() {
 	ctx := context.Background()
 	pool, schema := examplePool() // in production: your pool, migrated (retrysafe migrate)

@@ -48,11 +48,7 @@ func TestSameEventFiveTimesInParallel(t *testing.T) {
 		t.Fatalf("order %+v", o)
 	}
 
-	client, err := webhook.NewClient(h.pool, h.relay, webhook.RiverConfig{Schema: h.schema, Concurrency: 2,
-		TestOnly: true, FetchPollInterval: 100 * time.Millisecond, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := relayClient(t, h.pool, h.schema, h.relay, 0)
 	if err := client.Start(h.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -437,3 +437,28 @@ func (w tLogWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// relayClient is a River client that works QueueNotify with relay, built
+// as a user's own client would be (the package has none of its own), with
+// short retries for tests. maxAttempts 0 means River's default.
+func relayClient(t testing.TB, pool *pgxpool.Pool, schema string, relay *webhook.Relay, maxAttempts int) *river.Client[pgx.Tx] {
+	t.Helper()
+	workers := river.NewWorkers()
+	if err := webhook.AddWorker(workers, relay, 0); err != nil {
+		t.Fatal(err)
+	}
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Schema:            schema,
+		Queues:            map[string]river.QueueConfig{webhook.QueueNotify: {MaxWorkers: 2}},
+		Workers:           workers,
+		RetryPolicy:       &webhook.RetryPolicy{Base: 10 * time.Millisecond, Max: 20 * time.Millisecond},
+		MaxAttempts:       maxAttempts,
+		FetchPollInterval: 100 * time.Millisecond,
+		Logger:            quiet(),
+		TestOnly:          true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}

@@ -7,10 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/internal/failpoint"
@@ -160,111 +157,12 @@ func failureCode(f *executor.ToolFailure) string {
 	return string(f.Class)
 }
 
-// RiverConfig configures the River client that works the relay's queue.
-// Zero fields take the documented defaults (those of the agent's client).
-type RiverConfig struct {
-	// Schema holds River's tables (retrysafe's schema; see
-	// internal/riverschema). Empty: the pool's search_path.
-	Schema string
-	// Concurrency is the number of notifications sent at once. Default 4.
-	Concurrency int
-	// JobTimeout cancels a job's context after this long. Default 1m; it
-	// should exceed the executor's Timeout.
-	JobTimeout time.Duration
-	// RescueStuckJobsAfter: a job running this long is presumed orphaned
-	// (its worker died) and is made available again. Must exceed
-	// JobTimeout. Default 5m.
-	RescueStuckJobsAfter time.Duration
-	// RetryBase and RetryMax shape the backoff of failed jobs:
-	// min(RetryMax, RetryBase*2^(attempt-1)), of which the upper half is
-	// random. Defaults 1s and 5m.
-	RetryBase, RetryMax time.Duration
-	// MaxAttempts before River discards a job (the outbox row is then
-	// marked failed, relay_exhausted). Default 25. Snoozes (in flight
-	// elsewhere) do not count; the executor's own MaxAttempts bounds
-	// provider failures, which end in review.
-	MaxAttempts int
-	// FetchPollInterval is the fallback poll when LISTEN/NOTIFY is quiet.
-	// Default River's (1s).
-	FetchPollInterval time.Duration
-	// Logger defaults to slog.Default().
-	Logger *slog.Logger
-	// TestOnly skips River's start-up jitter (tests only).
-	TestOnly bool
-}
-
-// Validate fills defaults into a copy of c and checks it.
-func (c RiverConfig) Validate() (RiverConfig, error) {
-	if c.Concurrency == 0 {
-		c.Concurrency = 4
-	}
-	if c.JobTimeout == 0 {
-		c.JobTimeout = time.Minute
-	}
-	if c.RescueStuckJobsAfter == 0 {
-		c.RescueStuckJobsAfter = 5 * time.Minute
-	}
-	if c.RetryBase == 0 {
-		c.RetryBase = time.Second
-	}
-	if c.RetryMax == 0 {
-		c.RetryMax = 5 * time.Minute
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 25
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	switch {
-	case c.Concurrency < 1 || c.Concurrency > 10000:
-		return c, fmt.Errorf("%w: Concurrency %d: want 1..10000", ErrConfig, c.Concurrency)
-	case c.JobTimeout < 0:
-		return c, fmt.Errorf("%w: JobTimeout must be positive", ErrConfig)
-	case c.RescueStuckJobsAfter <= c.JobTimeout:
-		return c, fmt.Errorf("%w: RescueStuckJobsAfter (%s) must exceed JobTimeout (%s)", ErrConfig, c.RescueStuckJobsAfter, c.JobTimeout)
-	case c.RetryBase <= 0 || c.RetryMax < c.RetryBase:
-		return c, fmt.Errorf("%w: want 0 < RetryBase <= RetryMax", ErrConfig)
-	case c.MaxAttempts < 1:
-		return c, fmt.Errorf("%w: MaxAttempts must be at least 1", ErrConfig)
-	case c.FetchPollInterval < 0:
-		return c, fmt.Errorf("%w: FetchPollInterval must not be negative", ErrConfig)
-	}
-	return c, nil
-}
-
-// NewClient builds a River client that works QueueNotify with r. Start it
-// with Start(ctx); stop it with Stop. To work the queue from a client of
-// your own, use AddWorker and add QueueNotify to its Queues.
-func NewClient(pool *pgxpool.Pool, r *Relay, rc RiverConfig) (*river.Client[pgx.Tx], error) {
-	rc, err := rc.Validate()
-	if err != nil {
-		return nil, err
-	}
-	workers := river.NewWorkers()
-	if err := AddWorker(workers, r, rc.JobTimeout); err != nil {
-		return nil, err
-	}
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Schema:               rc.Schema,
-		Queues:               map[string]river.QueueConfig{QueueNotify: {MaxWorkers: rc.Concurrency}},
-		Workers:              workers,
-		JobTimeout:           rc.JobTimeout,
-		RescueStuckJobsAfter: rc.RescueStuckJobsAfter,
-		RetryPolicy:          &RetryPolicy{Base: rc.RetryBase, Max: rc.RetryMax},
-		MaxAttempts:          rc.MaxAttempts,
-		FetchPollInterval:    rc.FetchPollInterval,
-		Logger:               rc.Logger,
-		TestOnly:             rc.TestOnly,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("webhook: river client: %w", err)
-	}
-	return client, nil
-}
-
 // AddWorker registers the relay's worker (kind KindNotify) on workers.
-// timeout bounds one job (0: the client's JobTimeout).
+// timeout bounds one job (0: the client's JobTimeout). The relay has no
+// River client of its own: add QueueNotify to the Queues of the process's
+// one client (retrysafe worker does, through agent.RiverConfig.Extra).
+// One client per process matters: River's leader rescues orphaned jobs, and
+// only of the kinds its client knows.
 func AddWorker(workers *river.Workers, r *Relay, timeout time.Duration) error {
 	if err := river.AddWorkerSafely(workers, &relayWorker{r: r, timeout: timeout}); err != nil {
 		return fmt.Errorf("webhook: %w", err)

@@ -161,12 +161,7 @@ func TestRelayExhaustedThroughRiver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := webhook.NewClient(h.pool, relay, webhook.RiverConfig{Schema: h.schema, MaxAttempts: 2,
-		RetryBase: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond,
-		TestOnly: true, FetchPollInterval: 100 * time.Millisecond, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := relayClient(t, h.pool, h.schema, relay, 2)
 	if err := client.Start(h.ctx); err != nil {
 		t.Fatal(err)
 	}
