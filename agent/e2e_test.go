@@ -55,7 +55,7 @@ func TestEndToEndRedelivery(t *testing.T) {
 			}
 
 			// 2. Redeliveries of the inbox job after crashes.
-			h.arm(agent.FailProviderAnswered+".pix.charge", 1) // the PSP charged; nothing recorded
+			h.crash.Arm(agent.FailProviderAnswered+".pix.charge", 1) // the PSP charged; nothing recorded
 			if _, crashed := h.runInbox(msgID); !crashed {
 				t.Fatal("run 1 did not reach the provider")
 			}
@@ -63,12 +63,12 @@ func TestEndToEndRedelivery(t *testing.T) {
 				t.Fatalf("after run 1: %d charges", got)
 			}
 			h.elapse()
-			h.arm(agent.FailActionCompleted, 1) // took over, asked the PSP by key, recorded
+			h.crash.Arm(agent.FailActionCompleted, 1) // took over, asked the PSP by key, recorded
 			if _, crashed := h.runInbox(msgID); !crashed {
 				t.Fatal("run 2 did not complete the action")
 			}
 			h.elapse()
-			h.arm(agent.FailModelAnswered, 2) // the final answer is in, the turn is not
+			h.crash.Arm(agent.FailModelAnswered, 2) // the final answer is in, the turn is not
 			if _, crashed := h.runInbox(msgID); !crashed {
 				t.Fatal("run 3 did not reach step 1")
 			}

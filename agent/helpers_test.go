@@ -7,9 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/riverschema"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/server/whatsapp"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/toolstest"
@@ -58,8 +57,10 @@ type harness struct {
 	queue   *river.Client[pgx.Tx]
 	webhook http.Handler
 
-	mu    sync.Mutex
-	armed map[string]int // failpoint -> hits left before it "crashes"
+	// crash holds the armed failpoints: crash.Arm(name, nth) makes the nth
+	// next hit of name end the calling goroutine on the spot, as when the
+	// process dies there (see testutil.Crashpoints).
+	crash testutil.Crashpoints
 }
 
 func newHarness(t *testing.T, mode agent.JournalMode) *harness {
@@ -81,7 +82,7 @@ func newHarnessWith(t *testing.T, mode agent.JournalMode, ep endpoints) *harness
 	if _, err := riverschema.Migrate(ctx, pool, schema); err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, ctx: ctx, pool: pool, schema: schema, armed: map[string]int{}}
+	h := &harness{t: t, ctx: ctx, pool: pool, schema: schema}
 	h.psp = toolstest.NewProvider()
 	h.psp.Token = pspToken
 	t.Cleanup(h.psp.Close)
@@ -116,7 +117,7 @@ func newHarnessWith(t *testing.T, mode agent.JournalMode, ep endpoints) *harness
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.ex, err = executor.New(executor.Config{DB: pool, Intents: store, Tools: agent.WithFailpoints(h.reg, h.hit), Logger: log}); err != nil {
+	if h.ex, err = executor.New(executor.Config{DB: pool, Intents: store, Tools: agent.WithFailpoints(h.reg, h.crash.Hit), Logger: log}); err != nil {
 		t.Fatal(err)
 	}
 	if h.queue, err = agent.NewInserter(pool, schema); err != nil {
@@ -127,7 +128,7 @@ func newHarnessWith(t *testing.T, mode agent.JournalMode, ep endpoints) *harness
 	h.agent, err = agent.New(agent.Config{
 		DB: pool, Tools: h.reg, Intents: store, Executor: h.ex, Queue: h.queue,
 		Model: openai.NewClientWithConfig(oc), ModelName: "gpt-test", Journal: mode,
-		Failpoint: h.hit, Logger: log,
+		Failpoint: h.crash.Hit, Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -155,45 +156,10 @@ func (w tLogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// arm makes the nth next hit of the failpoint end the calling goroutine on
-// the spot (runtime.Goexit): nothing after it runs, as when the process
-// dies there; what it committed stays, what it held (claims, leases) stays
-// held until it expires.
-func (h *harness) arm(name string, nth int) {
-	h.mu.Lock()
-	h.armed[name] = nth
-	h.mu.Unlock()
-}
-
-func (h *harness) hit(name string) {
-	h.mu.Lock()
-	n, ok := h.armed[name]
-	if ok {
-		n--
-		if n == 0 {
-			delete(h.armed, name)
-		} else {
-			h.armed[name] = n
-		}
-	}
-	h.mu.Unlock()
-	if ok && n == 0 {
-		runtime.Goexit()
-	}
-}
-
 // runInbox runs the inbox handler as a River worker would, in its own
 // goroutine; crashed reports that it died at an armed failpoint.
 func (h *harness) runInbox(msgID string) (err error, crashed bool) {
-	done := make(chan struct{})
-	crashed = true
-	go func() {
-		defer close(done)
-		err = h.agent.HandleInbox(h.ctx, tenant, msgID)
-		crashed = false
-	}()
-	<-done
-	return err, crashed
+	return testutil.RunCrashable(func() error { return h.agent.HandleInbox(h.ctx, tenant, msgID) })
 }
 
 // runInboxUntilDone redelivers until the handler acknowledges, waiting out

@@ -35,7 +35,7 @@ func TestWithSandboxServices(t *testing.T) {
 		Body: "Quero pagar a fatura NF-123 de R$ 180,00, minha chave Pix é o CPF 529.982.247-25"})
 	h.deliver(body)
 
-	h.arm(agent.FailProviderAnswered+".pix.charge", 1)
+	h.crash.Arm(agent.FailProviderAnswered+".pix.charge", 1)
 	if _, crashed := h.runInbox(msgID); !crashed {
 		t.Fatalf("the sandbox model did not call pix_charge (model stats %+v)", ms.Stats())
 	}

@@ -174,7 +174,7 @@ func TestStepLimit(t *testing.T) {
 func TestGarbledRedeliveryActsOnFrozenIntent(t *testing.T) {
 	h := newHarness(t, agent.JournalOff)
 	h.receive("wamid.garble", "pagar, CPF 529.982.247-25")
-	h.arm(agent.FailIntentFrozen, 1)
+	h.crash.Arm(agent.FailIntentFrozen, 1)
 	if _, crashed := h.runInbox("wamid.garble"); !crashed {
 		t.Fatal("did not freeze")
 	}

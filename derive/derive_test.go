@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/retrysafe/retrysafe/derive"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 )
 
 const secret = "segredo-de-teste-nao-usar-em-producao"
@@ -241,44 +242,15 @@ func TestPixKeyAmbiguous(t *testing.T) {
 func findAmbiguousCPF(t *testing.T) string {
 	t.Helper()
 	for n := 119876540; n < 119876540+1000; n++ {
-		base := itoa9(n)
-		cpf := base + cpfCheck(base)
-		if len(cpf) == 11 {
-			d := newDeriver(t)
-			_, errPhone := d.Derive("t", "pix.cobranca", pix("1", "+55"+cpf), &derive.Opts{Version: 2})
-			if errPhone == nil {
-				return cpf
-			}
+		cpf := testutil.CPF(n)
+		d := newDeriver(t)
+		_, errPhone := d.Derive("t", "pix.cobranca", pix("1", "+55"+cpf), &derive.Opts{Version: 2})
+		if errPhone == nil {
+			return cpf
 		}
 	}
 	t.Fatal("no ambiguous CPF found")
 	return ""
-}
-
-func itoa9(n int) string {
-	s := []byte("000000000")
-	for i := 8; i >= 0; i-- {
-		s[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(s)
-}
-
-func cpfCheck(base string) string {
-	digit := func(s string, w int) byte {
-		sum := 0
-		for i := range len(s) {
-			sum += int(s[i]-'0') * (w - i)
-		}
-		r := sum * 10 % 11
-		if r == 10 {
-			r = 0
-		}
-		return byte('0' + r)
-	}
-	d1 := digit(base, 10)
-	d2 := digit(base+string(d1), 11)
-	return string([]byte{d1, d2})
 }
 
 // A stated type and an inferred one give the same key; the type is always

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log"
-	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	openai "github.com/sashabaranov/go-openai"
@@ -13,6 +12,7 @@ import (
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/toolstest"
 )
@@ -88,15 +88,6 @@ func exampleCompletion() openai.ChatCompletionResponse {
 
 // examplePool opens a pool on a fresh migrated schema of the test database.
 func examplePool() *pgxpool.Pool {
-	pool, _ := pgtest.Schema(exampleTB{}, nil)
+	pool, _ := pgtest.Schema(testutil.ExampleTB{}, nil) // the package database is dropped at exit
 	return pool
 }
-
-// exampleTB lets an Example use pgtest, which expects a testing.TB.
-type exampleTB struct{ testing.TB }
-
-func (exampleTB) Helper()                        {}
-func (exampleTB) Cleanup(func())                 {} // the package database is dropped at exit
-func (exampleTB) Fatal(args ...any)              { panic(fmt.Sprint(args...)) }
-func (exampleTB) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
-func (exampleTB) Logf(string, ...any)            {}

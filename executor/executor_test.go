@@ -13,6 +13,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/toolstest"
 )
@@ -37,19 +38,10 @@ func checkErr(t *testing.T, i int, r result) {
 
 func runConcurrent(n int, call func(i int) executor.Call, ex *executor.Executor) []result {
 	res := make([]result, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := call(i)
-			<-start
-			res[i].out, res[i].err = ex.Execute(context.Background(), c, nil)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	testutil.TogetherPrepared(n, func(i int) func() {
+		c := call(i)
+		return func() { res[i].out, res[i].err = ex.Execute(context.Background(), c, nil) }
+	})
 	return res
 }
 
@@ -59,7 +51,7 @@ func runConcurrent(n int, call func(i int) executor.Call, ex *executor.Executor)
 func TestConcurrentEquivalentExtractions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, &envOpts{poolSize: 4})
-	c := cpf(123456789)
+	c := testutil.CPF(123456789)
 	res := runConcurrent(200, func(i int) executor.Call { return pixCall("t1", "inv-100", extraction(i, c)) }, e.ex)
 
 	if n := e.psp.Count(""); n != 1 {
@@ -113,7 +105,7 @@ func TestConcurrentEquivalentExtractions(t *testing.T) {
 func TestConcurrentDivergentExtractions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, &envOpts{poolSize: 4})
-	c := cpf(555444333)
+	c := testutil.CPF(555444333)
 	differs := func(i int) bool { return i%5 == 2 }
 	res := runConcurrent(200, func(i int) executor.Call {
 		f := extraction(i, c)
@@ -210,7 +202,7 @@ func TestUnknownToolAndBadFields(t *testing.T) {
 		t.Fatalf("unknown tool: %v", err)
 	}
 	a, b := 0.1, 0.2 // variables: constant arithmetic would be exact
-	_, err := e.ex.Execute(ctx, pixCall("t1", "r", map[string]any{"customer_id": "c", "amount": a + b, "pix_key": cpf(1)}), nil)
+	_, err := e.ex.Execute(ctx, pixCall("t1", "r", map[string]any{"customer_id": "c", "amount": a + b, "pix_key": testutil.CPF(1)}), nil)
 	if !errors.Is(err, derive.ErrInvalidField) {
 		t.Fatalf("float money: %v", err)
 	}
@@ -224,7 +216,7 @@ func TestResolve(t *testing.T) {
 	e := newEnv(t, &envOpts{cfg: func(c *executor.Config) { c.MaxAttempts = 2 }})
 	ctx := context.Background()
 	e.psp.SetFault(refFault("inv-r", faultFailBefore, func(int) bool { return true }))
-	out, err := e.ex.Execute(ctx, pixCall("t1", "inv-r", extraction(0, cpf(3))), nil)
+	out, err := e.ex.Execute(ctx, pixCall("t1", "inv-r", extraction(0, testutil.CPF(3))), nil)
 	if err != nil || out.Status != executor.StatusReview || !errors.Is(out.Err(), executor.ErrNeedsReview) || executor.IsRetryable(out.Err()) {
 		t.Fatalf("want review: %+v %v", out, err)
 	}
@@ -248,7 +240,7 @@ func TestResolve(t *testing.T) {
 	if _, err := executor.Resolve(ctx, e.pool, executor.ResolveParams{Tenant: "t1", Key: out.Key, Status: "failed", Reason: "x"}); !errors.Is(err, executor.ErrNotResolvable) {
 		t.Fatalf("second resolve: %v", err)
 	}
-	again, err := e.ex.Execute(ctx, pixCall("t1", "inv-r", extraction(1, cpf(3))), nil)
+	again, err := e.ex.Execute(ctx, pixCall("t1", "inv-r", extraction(1, testutil.CPF(3))), nil)
 	if err != nil || again.Status != executor.StatusCompleted || !again.Replayed || chargeID(t, again.Response) != "manual-1" {
 		t.Fatalf("after resolve: %+v %v", again, err)
 	}
@@ -343,7 +335,7 @@ func TestRunReconciler(t *testing.T) {
 		return toolstest.None
 	})
 	for i := range 3 {
-		out, err := e.ex.Execute(context.Background(), pixCall("t1", fmt.Sprintf("inv-%d", i), extraction(i, cpf(90+i))), &executor.Opts{NoWait: true})
+		out, err := e.ex.Execute(context.Background(), pixCall("t1", fmt.Sprintf("inv-%d", i), extraction(i, testutil.CPF(90+i))), &executor.Opts{NoWait: true})
 		if err != nil || out.Status != executor.StatusInFlight || out.Failure == nil || out.Failure.Code != "http_500" {
 			t.Fatalf("%+v %v", out, err)
 		}

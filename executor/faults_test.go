@@ -14,6 +14,7 @@ import (
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/toolstest"
 )
@@ -69,7 +70,7 @@ func TestProviderMatrix(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, err := e.ex.Execute(context.Background(), pixCall("t1", fmt.Sprintf("inv-m%d", i), extraction(i, cpf(1000+i))),
+			out, err := e.ex.Execute(context.Background(), pixCall("t1", fmt.Sprintf("inv-m%d", i), extraction(i, testutil.CPF(1000+i))),
 				&executor.Opts{NoWait: c.noWait})
 			if err != nil {
 				t.Errorf("%s: %v", c.name, err)
@@ -161,16 +162,16 @@ func TestCrashRecovery(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				_, _ = crashing.Execute(context.Background(), pixCall("t1", "inv-crash", extraction(0, cpf(8))), nil)
+				_, _ = crashing.Execute(context.Background(), pixCall("t1", "inv-crash", extraction(0, testutil.CPF(8))), nil)
 			}()
 			<-done
-			key := keyOf(t, e, "t1", "inv-crash", extraction(0, cpf(8)))
+			key := keyOf(t, e, "t1", "inv-crash", extraction(0, testutil.CPF(8)))
 			a, err := executor.Get(context.Background(), e.pool, "t1", key)
 			if err != nil || a.Status != executor.RowStarted {
 				t.Fatalf("after crash: %+v %v", a, err)
 			}
 			// A redelivery while the lease is live: in flight, no call.
-			out, err := e.ex.Execute(context.Background(), pixCall("t1", "inv-crash", extraction(1, cpf(8))), nil)
+			out, err := e.ex.Execute(context.Background(), pixCall("t1", "inv-crash", extraction(1, testutil.CPF(8))), nil)
 			if err != nil || out.Status != executor.StatusInFlight {
 				t.Fatalf("during lease: %+v %v", out, err)
 			}
@@ -226,11 +227,11 @@ func TestLeaseTakeoverFencesStalledWorker(t *testing.T) {
 			}
 			done := make(chan res, 1)
 			go func() {
-				out, err := stalled.Execute(context.Background(), pixCall("t1", "inv-stall", extraction(0, cpf(11))), nil)
+				out, err := stalled.Execute(context.Background(), pixCall("t1", "inv-stall", extraction(0, testutil.CPF(11))), nil)
 				done <- res{out, err}
 			}()
 			<-st.charged
-			key := keyOf(t, e, "t1", "inv-stall", extraction(0, cpf(11)))
+			key := keyOf(t, e, "t1", "inv-stall", extraction(0, testutil.CPF(11)))
 			waitExpired(t, e.pool, "t1", key)
 
 			switch via {
@@ -240,7 +241,7 @@ func TestLeaseTakeoverFencesStalledWorker(t *testing.T) {
 					t.Fatalf("reconcile: %+v %v", r, err)
 				}
 			case "redelivery":
-				out, err := e.ex.Execute(context.Background(), pixCall("t1", "inv-stall", extraction(3, cpf(11))), nil)
+				out, err := e.ex.Execute(context.Background(), pixCall("t1", "inv-stall", extraction(3, testutil.CPF(11))), nil)
 				if err != nil || out.Status != executor.StatusCompleted || out.Attempt != 2 || out.Replayed {
 					t.Fatalf("takeover by redelivery: %+v %v", out, err)
 				}
@@ -280,10 +281,10 @@ func TestTakeoverCompareAndSet(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = crashing.Execute(context.Background(), pixCall("t1", "inv-cas", extraction(0, cpf(21))), nil)
+		_, _ = crashing.Execute(context.Background(), pixCall("t1", "inv-cas", extraction(0, testutil.CPF(21))), nil)
 	}()
 	<-done
-	key := keyOf(t, e, "t1", "inv-cas", extraction(0, cpf(21)))
+	key := keyOf(t, e, "t1", "inv-cas", extraction(0, testutil.CPF(21)))
 	waitExpired(t, e.pool, "t1", key)
 
 	workers := make([]*executor.Executor, 8)
@@ -303,7 +304,7 @@ func TestTakeoverCompareAndSet(t *testing.T) {
 				}
 				return
 			}
-			out, err := w.Execute(context.Background(), pixCall("t1", "inv-cas", extraction(i, cpf(21))), nil)
+			out, err := w.Execute(context.Background(), pixCall("t1", "inv-cas", extraction(i, testutil.CPF(21))), nil)
 			if err != nil {
 				t.Error(err)
 				return
@@ -328,7 +329,7 @@ func TestTenantIsolation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	a, err := e.ex.Execute(ctx, pixCall("tenant-a", "inv-1", extraction(0, cpf(31))), nil)
+	a, err := e.ex.Execute(ctx, pixCall("tenant-a", "inv-1", extraction(0, testutil.CPF(31))), nil)
 	if err != nil || a.Status != executor.StatusCompleted {
 		t.Fatal(a, err)
 	}
@@ -346,7 +347,7 @@ func TestTenantIsolation(t *testing.T) {
 		t.Fatalf("B lists %d actions: %v", len(l), err)
 	}
 	// B's own intent with the same ref and fields is B's: another key.
-	b, err := e.ex.Execute(ctx, pixCall("tenant-b", "inv-1", extraction(0, cpf(31))), nil)
+	b, err := e.ex.Execute(ctx, pixCall("tenant-b", "inv-1", extraction(0, testutil.CPF(31))), nil)
 	if err != nil || b.Key == a.Key || !b.Created || b.Replayed {
 		t.Fatalf("B: %+v %v", b, err)
 	}
@@ -448,7 +449,7 @@ func TestBackoffWithJitter(t *testing.T) {
 		c.Clock, c.MaxAttempts, c.BackoffBase, c.BackoffMax = clock, 5, 100*time.Millisecond, 300*time.Millisecond
 	}})
 	e.psp.SetFault(refFault("inv-b", toolstest.FailBefore, func(n int) bool { return n < 5 }))
-	out, err := e.ex.Execute(context.Background(), pixCall("t1", "inv-b", extraction(0, cpf(41))), nil)
+	out, err := e.ex.Execute(context.Background(), pixCall("t1", "inv-b", extraction(0, testutil.CPF(41))), nil)
 	if err != nil || out.Status != executor.StatusCompleted || out.Attempt != 5 {
 		t.Fatalf("%+v %v", out, err)
 	}
@@ -474,18 +475,18 @@ func TestAmendThenExecute(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	e.psp.SetFault(refFault("inv-a", toolstest.FailBefore, func(int) bool { return true }))
-	out, err := e.ex.Execute(ctx, pixCall("t1", "inv-a", extraction(0, cpf(51))), &executor.Opts{NoWait: true})
+	out, err := e.ex.Execute(ctx, pixCall("t1", "inv-a", extraction(0, testutil.CPF(51))), &executor.Opts{NoWait: true})
 	if err != nil || out.Status != executor.StatusInFlight {
 		t.Fatalf("%+v %v", out, err)
 	}
-	fixed := extraction(0, cpf(52))
+	fixed := extraction(0, testutil.CPF(52))
 	amend := intent.AmendParams{Tenant: "t1", Ref: "inv-a", Action: tools.PixChargeName, Fields: fixed, Reason: "customer gave another CPF"}
 	if _, err := e.store.Amend(ctx, e.pool, amend); !errors.Is(err, intent.ErrActionActive) {
 		t.Fatalf("amend while started: %v", err)
 	}
 	e.psp.SetFault(refFault("inv-a", toolstest.Reject, func(int) bool { return true }))
 	waitExpired(t, e.pool, "t1", out.Key)
-	failed, err := e.ex.Execute(ctx, pixCall("t1", "inv-a", extraction(1, cpf(51))), nil)
+	failed, err := e.ex.Execute(ctx, pixCall("t1", "inv-a", extraction(1, testutil.CPF(51))), nil)
 	if err != nil || failed.Status != executor.StatusFailed || !errors.Is(failed.Err(), executor.ErrFailed) {
 		t.Fatalf("%+v %v", failed, err)
 	}
@@ -494,11 +495,11 @@ func TestAmendThenExecute(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.psp.SetFault(nil)
-	done, err := e.ex.Execute(ctx, pixCall("t1", "inv-a", extraction(2, cpf(51))), nil)
+	done, err := e.ex.Execute(ctx, pixCall("t1", "inv-a", extraction(2, testutil.CPF(51))), nil)
 	if err != nil || done.Status != executor.StatusCompleted || done.Key != res.Intent.Key || fmt.Sprint(done.Divergent) != "[pix_key]" {
 		t.Fatalf("after amend: %+v %v", done, err)
 	}
-	if rec := e.psp.Records(""); len(rec) != 1 || rec[0]["pix_key"] != cpf(52) {
+	if rec := e.psp.Records(""); len(rec) != 1 || rec[0]["pix_key"] != testutil.CPF(52) {
 		t.Fatalf("charges %v", rec)
 	}
 }

@@ -3,7 +3,6 @@ package executor_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/toolstest"
 )
@@ -107,29 +107,10 @@ func (e *env) another(t testing.TB, owner string, mod func(*executor.Config)) *e
 	return ex
 }
 
-// cpf returns a valid CPF (correct check digits) built from nine digits.
-func cpf(base int) string {
-	d := []byte(fmt.Sprintf("%09d", base%1000000000))
-	for _, n := range []int{9, 10} {
-		sum := 0
-		for i := 0; i < n; i++ {
-			sum += int(d[i]-'0') * (n + 1 - i)
-		}
-		r := sum * 10 % 11
-		if r == 10 {
-			r = 0
-		}
-		d = append(d, byte('0'+r))
-	}
-	return string(d)
-}
-
-func punctuated(c string) string { return c[:3] + "." + c[3:6] + "." + c[6:9] + "-" + c[9:] }
-
 // extraction i of one intent: differently formatted, equivalent fields.
 func extraction(i int, c string) map[string]any {
 	amounts := []any{"180,00", "180.00", 180, json.Number("180"), json.Number("180.00"), "R$ 180,00"}
-	keys := []string{c, punctuated(c)}
+	keys := []string{c, testutil.PunctuatedCPF(c)}
 	f := map[string]any{"customer_id": "cust-1", "amount": amounts[i%len(amounts)], "pix_key": keys[i%len(keys)]}
 	if i%3 == 0 {
 		f["pix_key_type"] = "cpf"

@@ -10,6 +10,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/toolstest"
 )
@@ -47,7 +48,7 @@ func TestPurge(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	c := cpf(71)
+	c := testutil.CPF(71)
 	exec := func(ref string, i int) *executor.Outcome {
 		t.Helper()
 		out, err := e.ex.Execute(ctx, pixCall("t1", ref, extraction(i, c)), nil)
@@ -94,7 +95,7 @@ func TestPurge(t *testing.T) {
 	for _, ref := range []string{"old-amend", "old-amend2"} {
 		exec(ref, 0)
 		if _, err := e.store.Amend(ctx, e.pool, intent.AmendParams{Tenant: "t1", Ref: ref, Action: tools.PixChargeName,
-			Fields: extraction(0, cpf(72)), Reason: "another CPF"}); err != nil {
+			Fields: extraction(0, testutil.CPF(72)), Reason: "another CPF"}); err != nil {
 			t.Fatal(err)
 		}
 		if ref == "old-amend2" {
@@ -182,7 +183,7 @@ func TestPurgeRetention(t *testing.T) {
 	ages := map[string]time.Duration{"d8": 8 * 24 * time.Hour, "d6": 6 * 24 * time.Hour, "h25": 25 * time.Hour, "h3": 3 * time.Hour}
 	i := 0
 	for ref, d := range ages {
-		if out, err := e.ex.Execute(ctx, pixCall("t1", ref, extraction(i, cpf(80+i))), nil); err != nil || out.Status != executor.StatusCompleted {
+		if out, err := e.ex.Execute(ctx, pixCall("t1", ref, extraction(i, testutil.CPF(80+i))), nil); err != nil || out.Status != executor.StatusCompleted {
 			t.Fatalf("%+v %v", out, err)
 		}
 		age(t, e, ref, d)
@@ -243,7 +244,7 @@ func TestPurgeDuringExecutions(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 15 {
-				out, err := e.ex.Execute(ctx, pixCall("t1", fmt.Sprintf("live-%d-%d", w, i), extraction(i, cpf(100+w))), nil)
+				out, err := e.ex.Execute(ctx, pixCall("t1", fmt.Sprintf("live-%d-%d", w, i), extraction(i, testutil.CPF(100+w))), nil)
 				if err != nil || out.Status != executor.StatusCompleted {
 					errs <- fmt.Errorf("live-%d-%d: %+v %v", w, i, out, err)
 					return

@@ -14,6 +14,7 @@ import (
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/internal/dbconf"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools"
 )
 
@@ -69,7 +70,7 @@ func TestRoundTripsAndCommits(t *testing.T) {
 
 	// Warm the statement cache of every connection the pool may use.
 	for i := range 8 {
-		if _, err := ex.Execute(ctx, pixCall("t1", "warm-"+string(rune('a'+i)), extraction(i, cpf(60+i))), nil); err != nil {
+		if _, err := ex.Execute(ctx, pixCall("t1", "warm-"+string(rune('a'+i)), extraction(i, testutil.CPF(60+i))), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -79,7 +80,7 @@ func TestRoundTripsAndCommits(t *testing.T) {
 	}
 	tr.take()
 
-	out, err := ex.Execute(ctx, pixCall("t1", "inv-rt", extraction(0, cpf(70))), nil)
+	out, err := ex.Execute(ctx, pixCall("t1", "inv-rt", extraction(0, testutil.CPF(70))), nil)
 	if err != nil || out.Status != executor.StatusCompleted || out.Replayed {
 		t.Fatal(out, err)
 	}
@@ -88,7 +89,7 @@ func TestRoundTripsAndCommits(t *testing.T) {
 	if b != 1 || q != 1 {
 		t.Fatalf("first execution took %d batches and %d queries, want 1 and 1", b, q)
 	}
-	out, err = ex.Execute(ctx, pixCall("t1", "inv-rt", extraction(1, cpf(70))), nil)
+	out, err = ex.Execute(ctx, pixCall("t1", "inv-rt", extraction(1, testutil.CPF(70))), nil)
 	if err != nil || !out.Replayed {
 		t.Fatal(out, err)
 	}
@@ -105,7 +106,7 @@ func TestRoundTripsAndCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	x, err := e.store.Extract(extractParams("t1", "inv-rt", extraction(2, cpf(70))))
+	x, err := e.store.Extract(extractParams("t1", "inv-rt", extraction(2, testutil.CPF(70))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,8 +186,8 @@ func TestCompletionCommit(t *testing.T) {
 		sync bool
 		want string
 	}{
-		{"pix, default", pixCall("t1", "inv-cc-1", extraction(0, cpf(81))), false, executor.ActionCompleteAsync},
-		{"pix, SyncCompletion", pixCall("t1", "inv-cc-2", extraction(1, cpf(82))), true, executor.ActionComplete},
+		{"pix, default", pixCall("t1", "inv-cc-1", extraction(0, testutil.CPF(81))), false, executor.ActionCompleteAsync},
+		{"pix, SyncCompletion", pixCall("t1", "inv-cc-2", extraction(1, testutil.CPF(82))), true, executor.ActionComplete},
 		{"no key, no lookup", executor.Call{Tenant: "t1", Ref: "sms-1", Action: "sms.send", Fields: map[string]any{"to": "ana"}}, false, executor.ActionComplete},
 	} {
 		ex := e.another(t, "cc-"+string(rune('a'+i)), func(c *executor.Config) { c.DB = pool; c.SyncCompletion = tc.sync })

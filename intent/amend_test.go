@@ -10,6 +10,7 @@ import (
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 )
 
 func setAction(t *testing.T, db intent.DBTX, tenant, key, status string) {
@@ -31,7 +32,7 @@ func TestAmend(t *testing.T) {
 	pool, _ := pgtest.Schema(t, nil)
 	s := newStore(t)
 	ctx := context.Background()
-	c := cpf(42)
+	c := testutil.CPF(42)
 	first := freeze(t, s, pool, "t1", "inv-1", equivalent(0, c))
 	oldKey := first.Intent.Key
 
@@ -102,8 +103,8 @@ func TestAmendTombstone(t *testing.T) {
 	pool, _ := pgtest.Schema(t, nil)
 	s := newStore(t)
 	ctx := context.Background()
-	first := freeze(t, s, pool, "t1", "inv-2", equivalent(0, cpf(77)))
-	f := equivalent(0, cpf(77))
+	first := freeze(t, s, pool, "t1", "inv-2", equivalent(0, testutil.CPF(77)))
+	f := equivalent(0, testutil.CPF(77))
 	f["amount"] = "1,00"
 	res, err := s.Amend(ctx, pool, intent.AmendParams{Tenant: "t1", Ref: "inv-2", Action: action, Fields: f, Reason: "typo"})
 	if err != nil {
@@ -122,7 +123,7 @@ func TestAmendTombstone(t *testing.T) {
 		t.Fatalf("tombstone: %s %s", st, raw)
 	}
 	// Amending back to the first payload lifts the tombstone.
-	if _, err := s.Amend(ctx, pool, intent.AmendParams{Tenant: "t1", Ref: "inv-2", Action: action, Fields: equivalent(0, cpf(77)), Reason: "undo"}); err != nil {
+	if _, err := s.Amend(ctx, pool, intent.AmendParams{Tenant: "t1", Ref: "inv-2", Action: action, Fields: equivalent(0, testutil.CPF(77)), Reason: "undo"}); err != nil {
 		t.Fatal(err)
 	}
 	var n int
@@ -140,7 +141,7 @@ func TestTenantIsolation(t *testing.T) {
 	pool, _ := pgtest.Schema(t, nil)
 	s := newStore(t)
 	ctx := context.Background()
-	a := freeze(t, s, pool, "tenant-a", "inv-1", equivalent(0, cpf(9)))
+	a := freeze(t, s, pool, "tenant-a", "inv-1", equivalent(0, testutil.CPF(9)))
 	if _, err := intent.GetByKey(ctx, pool, "tenant-b", a.Intent.Key); !errors.Is(err, intent.ErrNotFound) {
 		t.Fatalf("B read A's intent by key: %v", err)
 	}
@@ -149,7 +150,7 @@ func TestTenantIsolation(t *testing.T) {
 	}
 	// B freezing the same ref and fields gets its own intent and key: the
 	// tenant is in the key.
-	b := freeze(t, s, pool, "tenant-b", "inv-1", equivalent(0, cpf(9)))
+	b := freeze(t, s, pool, "tenant-b", "inv-1", equivalent(0, testutil.CPF(9)))
 	if !b.Created || b.Intent.Key == a.Intent.Key {
 		t.Fatalf("B: %+v", b)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -50,29 +50,10 @@ func newStore(t testing.TB) *intent.Store {
 	return s
 }
 
-// cpf returns a valid CPF (correct check digits) built from nine digits.
-func cpf(base int) string {
-	d := []byte(fmt.Sprintf("%09d", base%1000000000))
-	for _, n := range []int{9, 10} {
-		sum := 0
-		for i := 0; i < n; i++ {
-			sum += int(d[i]-'0') * (n + 1 - i)
-		}
-		r := sum * 10 % 11
-		if r == 10 {
-			r = 0
-		}
-		d = append(d, byte('0'+r))
-	}
-	return string(d)
-}
-
-func punctuated(c string) string { return c[:3] + "." + c[3:6] + "." + c[6:9] + "-" + c[9:] }
-
 // Spellings of one extraction that derive must treat as equal.
 func equivalent(i int, c string) map[string]any {
 	amounts := []any{"180,00", "180.00", 180, json.Number("180"), "R$ 180,00", 180.0}
-	keys := []string{c, punctuated(c), " " + punctuated(c) + " "}
+	keys := []string{c, testutil.PunctuatedCPF(c), " " + testutil.PunctuatedCPF(c) + " "}
 	f := map[string]any{"customer_id": " cust-1 ", "amount": amounts[i%len(amounts)], "pix_key": keys[i%len(keys)]}
 	if i%4 == 0 {
 		f["pix_key_type"] = "CPF"
@@ -93,7 +74,7 @@ func TestFreezeFirstWins(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.Schema(t, nil)
 	s := newStore(t)
-	c := cpf(123456789)
+	c := testutil.CPF(123456789)
 	first := freeze(t, s, pool, "t1", "inv-1", equivalent(0, c))
 	if !first.Created || len(first.Divergent) != 0 || first.Intent.Version != 2 || len(first.Intent.Key) != 64 {
 		t.Fatalf("first: %+v", first)
@@ -128,7 +109,7 @@ func TestFreezeRefComesFromSystem(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.Schema(t, nil)
 	s := newStore(t)
-	f := equivalent(0, cpf(1))
+	f := equivalent(0, testutil.CPF(1))
 	f["intent_ref"] = "made-up-by-model"
 	a := freeze(t, s, pool, "t1", "inv-9", f)
 	delete(f, "intent_ref")
@@ -143,13 +124,13 @@ func TestFreezeBadExtraction(t *testing.T) {
 	pool, _ := pgtest.Schema(t, nil)
 	s := newStore(t)
 	ctx := context.Background()
-	bad := map[string]any{"customer_id": "c", "amount": "0.001", "pix_key": cpf(2)}
+	bad := map[string]any{"customer_id": "c", "amount": "0.001", "pix_key": testutil.CPF(2)}
 	_, err := s.Freeze(ctx, pool, intent.FreezeParams{Tenant: "t1", Ref: "inv-1", Action: action, Fields: bad})
 	var fe *derive.FieldError
 	if !errors.As(err, &fe) || fe.Field != "amount" || !errors.Is(err, derive.ErrInvalidField) {
 		t.Fatalf("no frozen intent: err %v", err)
 	}
-	good := freeze(t, s, pool, "t1", "inv-1", equivalent(0, cpf(2)))
+	good := freeze(t, s, pool, "t1", "inv-1", equivalent(0, testutil.CPF(2)))
 	// A redelivery whose extraction is garbage still finds the frozen intent.
 	r, err := s.Freeze(ctx, pool, intent.FreezeParams{Tenant: "t1", Ref: "inv-1", Action: action, Fields: bad})
 	if err != nil {
@@ -188,26 +169,19 @@ func TestFreezeConcurrent(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
 	s := newStore(t)
-	c := cpf(987654321)
+	c := testutil.CPF(987654321)
 	const n = 200
 	results := make([]*intent.FreezeResult, n)
 	errs := make([]error, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f := equivalent(i, c)
-			if i%7 == 3 {
-				f["amount"] = "199,90"
-			}
-			<-start
+	testutil.TogetherPrepared(n, func(i int) func() {
+		f := equivalent(i, c)
+		if i%7 == 3 {
+			f["amount"] = "199,90"
+		}
+		return func() {
 			results[i], errs[i] = s.Freeze(context.Background(), pool, intent.FreezeParams{Tenant: "t1", Ref: "inv-c", Action: action, Fields: f})
-		}()
-	}
-	close(start)
-	wg.Wait()
+		}
+	})
 	created := 0
 	var key, frozenAmount string
 	for i, r := range results {
@@ -245,7 +219,7 @@ func TestCTEPitfall(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
 	s := newStore(t)
-	c := cpf(5)
+	c := testutil.CPF(5)
 	found := race(t, s, pool, c, "WITH ins AS", func(ctx context.Context, ref string) (bool, error) {
 		x, err := s.Extract(intent.FreezeParams{Tenant: "t1", Ref: ref, Action: action, Fields: equivalent(1, c)})
 		if err != nil {

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,6 +16,7 @@ import (
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/riverschema"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/webhook"
 )
@@ -69,18 +69,9 @@ func ExampleHandler() {
 // examplePool opens a pool on a fresh schema of the test database, with
 // retrysafe's and River's tables.
 func examplePool() (*pgxpool.Pool, string) {
-	pool, schema := pgtest.Schema(exampleTB{}, nil)
+	pool, schema := pgtest.Schema(testutil.ExampleTB{}, nil) // the package database is dropped at exit
 	if _, err := riverschema.Migrate(context.Background(), pool, schema); err != nil {
 		panic(err)
 	}
 	return pool, schema
 }
-
-// exampleTB lets an Example use pgtest, which expects a testing.TB.
-type exampleTB struct{ testing.TB }
-
-func (exampleTB) Helper()                        {}
-func (exampleTB) Cleanup(func())                 {} // the package database is dropped at exit
-func (exampleTB) Fatal(args ...any)              { panic(fmt.Sprint(args...)) }
-func (exampleTB) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
-func (exampleTB) Logf(string, ...any)            {}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/webhook"
 )
 
@@ -21,16 +22,7 @@ func TestSameEventFiveTimesInParallel(t *testing.T) {
 	body := paid("evt_1", "pi_1", "ord-1", t0)
 
 	replies := make([]reply, 5)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range replies {
-		wg.Go(func() {
-			<-start
-			replies[i] = h.post(body)
-		})
-	}
-	close(start)
-	wg.Wait()
+	testutil.Together(len(replies), func(i int) { replies[i] = h.post(body) })
 	verdicts := map[string]int{}
 	for _, r := range replies {
 		if r.status != http.StatusOK {

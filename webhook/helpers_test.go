@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +23,7 @@ import (
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/riverschema"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	sandboxwa "github.com/retrysafe/retrysafe/sandbox/whatsapp"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/toolstest"
@@ -62,9 +62,13 @@ type harness struct {
 	mux    *http.ServeMux
 	relay  *webhook.Relay
 
-	mu    sync.Mutex
-	now   time.Time      // the handler's clock
-	armed map[string]int // failpoint -> hits left before it "crashes"
+	mu  sync.Mutex
+	now time.Time // the handler's clock
+
+	// crash holds the armed failpoints: crash.Arm(name, nth) makes the nth
+	// next hit of name end the calling goroutine on the spot, as when the
+	// process dies there (see testutil.Crashpoints).
+	crash testutil.Crashpoints
 }
 
 type harnessOpts struct {
@@ -90,7 +94,7 @@ func newHarness(t testing.TB, o *harnessOpts) *harness {
 	if _, err := riverschema.Migrate(ctx, pool, schema); err != nil {
 		t.Fatal(err)
 	}
-	h := &harness{t: t, ctx: ctx, pool: pool, schema: schema, now: t0, armed: map[string]int{}}
+	h := &harness{t: t, ctx: ctx, pool: pool, schema: schema, now: t0}
 	var err error
 	if h.wa, err = sandboxwa.New(sandboxwa.Config{Token: waToken, Logger: quiet()}); err != nil {
 		t.Fatal(err)
@@ -133,7 +137,7 @@ func newHarness(t testing.TB, o *harnessOpts) *harness {
 		o.attempts = 5
 	}
 	h.ex, err = executor.New(executor.Config{
-		DB: pool, Intents: h.store, Tools: &failpointTools{src: h.reg, hit: h.hit}, Logger: log,
+		DB: pool, Intents: h.store, Tools: &failpointTools{src: h.reg, hit: h.crash.Hit}, Logger: log,
 		Lease: 3 * time.Second, Timeout: 2 * time.Second, LeaseMargin: 500 * time.Millisecond,
 		BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond, MaxAttempts: o.attempts,
 	})
@@ -159,7 +163,7 @@ func newHarness(t testing.TB, o *harnessOpts) *harness {
 	}
 	h.mux = http.NewServeMux()
 	h.mux.Handle("POST "+webhook.Pattern, h.hook)
-	if h.relay, err = webhook.NewRelay(webhook.RelayConfig{DB: pool, Executor: h.ex, Logger: log, Failpoint: h.hit}); err != nil {
+	if h.relay, err = webhook.NewRelay(webhook.RelayConfig{DB: pool, Executor: h.ex, Logger: log, Failpoint: h.crash.Hit}); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -286,15 +290,7 @@ func (h *harness) relayAll() {
 // runRelay runs the job's work in its own goroutine; crashed reports that
 // it died at an armed failpoint.
 func (h *harness) runRelay(a webhook.NotifyArgs) (err error, crashed bool) {
-	done := make(chan struct{})
-	crashed = true
-	go func() {
-		defer close(done)
-		err = h.relay.Send(h.ctx, a)
-		crashed = false
-	}()
-	<-done
-	return err, crashed
+	return testutil.RunCrashable(func() error { return h.relay.Send(h.ctx, a) })
 }
 
 func (h *harness) relayUntilDone(a webhook.NotifyArgs) error {
@@ -318,32 +314,6 @@ func (h *harness) elapse() {
 	h.t.Helper()
 	if _, err := h.pool.Exec(h.ctx, `UPDATE actions SET lease_until = now() WHERE status = 'started' AND lease_until > now()`); err != nil {
 		h.t.Fatal(err)
-	}
-}
-
-// arm makes the nth next hit of the failpoint end the calling goroutine on
-// the spot (runtime.Goexit), as when the process dies there: what it
-// committed stays, what it held (a lease) stays held until it expires.
-func (h *harness) arm(name string, nth int) {
-	h.mu.Lock()
-	h.armed[name] = nth
-	h.mu.Unlock()
-}
-
-func (h *harness) hit(name string) {
-	h.mu.Lock()
-	n, ok := h.armed[name]
-	if ok {
-		n--
-		if n == 0 {
-			delete(h.armed, name)
-		} else {
-			h.armed[name] = n
-		}
-	}
-	h.mu.Unlock()
-	if ok && n == 0 {
-		runtime.Goexit()
 	}
 }
 

@@ -24,7 +24,7 @@ func TestRelayKilledAfterSendBeforeRecord(t *testing.T) {
 	h.expect(paid("evt_1", "pi_1", "ord-1", t0), http.StatusOK, "processed")
 	args := h.jobs()[0]
 
-	h.arm(failProviderAnswered, 1)
+	h.crash.Arm(failProviderAnswered, 1)
 	if _, crashed := h.runRelay(args); !crashed {
 		t.Fatal("the relay did not reach the failpoint")
 	}
@@ -62,7 +62,7 @@ func TestRelayKilledAfterRecordBeforeMark(t *testing.T) {
 	h.expect(paid("evt_1", "pi_1", "ord-1", t0), http.StatusOK, "processed")
 	args := h.jobs()[0]
 
-	h.arm(webhook.FailRelaySent, 1)
+	h.crash.Arm(webhook.FailRelaySent, 1)
 	if _, crashed := h.runRelay(args); !crashed {
 		t.Fatal("the relay did not reach the failpoint")
 	}

@@ -85,6 +85,21 @@ func (f *opsFixture) charge(tenant, ref string) *executor.Outcome {
 	return out
 }
 
+// lostCharge leaves an action in flight: the PSP charged but its answer was
+// lost, which only a reconciler pass that asks the PSP can settle.
+func (f *opsFixture) lostCharge(tenant, ref string) {
+	f.t.Helper()
+	f.psp.SetFault(func(r toolstest.Request) toolstest.Fault {
+		if r.N == 1 {
+			return toolstest.DropAfter
+		}
+		return toolstest.None
+	})
+	if o := f.charge(tenant, ref); o.Status != executor.StatusInFlight {
+		f.t.Fatalf("%+v", o)
+	}
+}
+
 func TestInspect(t *testing.T) {
 	t.Parallel()
 	f := newOpsFixture(t, 5)
@@ -195,15 +210,7 @@ func TestResolve(t *testing.T) {
 func TestReconcileOnce(t *testing.T) {
 	t.Parallel()
 	f := newOpsFixture(t, 5)
-	f.psp.SetFault(func(r toolstest.Request) toolstest.Fault {
-		if r.N == 1 {
-			return toolstest.DropAfter
-		}
-		return toolstest.None
-	})
-	if o := f.charge("tenant-a", "inv-lost"); o.Status != executor.StatusInFlight {
-		t.Fatalf("%+v", o)
-	}
+	f.lostCharge("tenant-a", "inv-lost")
 	var out string
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(out, "taken over 1: completed 1") && time.Now().Before(deadline) {
@@ -231,15 +238,7 @@ func TestReconcileOnce(t *testing.T) {
 func TestReconcileLoop(t *testing.T) {
 	t.Parallel()
 	f := newOpsFixture(t, 5)
-	f.psp.SetFault(func(r toolstest.Request) toolstest.Fault {
-		if r.N == 1 {
-			return toolstest.DropAfter
-		}
-		return toolstest.None
-	})
-	if o := f.charge("tenant-a", "inv-loop"); o.Status != executor.StatusInFlight {
-		t.Fatalf("%+v", o)
-	}
+	f.lostCharge("tenant-a", "inv-loop")
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	e, out, errb := testEnv(strings.NewReader(""), f.vars)

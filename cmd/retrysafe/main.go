@@ -139,3 +139,16 @@ func parseFlags(e *env, fs *flag.FlagSet, args []string) error {
 	}
 	return nil
 }
+
+// parseNoArgs is parseFlags for the commands that take flags only: a
+// stray argument is a usage error naming it.
+func parseNoArgs(e *env, fs *flag.FlagSet, args []string) error {
+	if err := parseFlags(e, fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(e.stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return errUsage
+	}
+	return nil
+}

@@ -37,12 +37,8 @@ RETRYSAFE_PSP_TOKEN, ...): settling calls the providers.`)
 	rt.register(fs, e)
 	lg.register(fs, e)
 	loop := fs.Bool("loop", false, "keep running passes until stopped")
-	if err := parseFlags(e, fs, args); err != nil {
+	if err := parseNoArgs(e, fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "reconcile: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
 	}
 	log, err := lg.logger(e.stderr)
 	if err != nil {

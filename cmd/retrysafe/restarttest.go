@@ -111,12 +111,8 @@ named in the report).`)
 	serveReconcile := fs.Bool("serve-reconcile", true, "run serve's reconciler too, as a deployment does (false: only the workers settle expired actions)")
 	fs.DurationVar(&cfg.SettleTimeout, "settle-timeout", 3*time.Minute, "how long the redelivery may take before unsettled runs count as lost")
 	fs.StringVar(&logPath, "log", "", "file for every process's output (default: a new file in the temp directory)")
-	if err := parseFlags(e, fs, args); err != nil {
+	if err := parseNoArgs(e, fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "restart-test: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
 	}
 	if seed == 0 {
 		seed = time.Now().UnixNano() % 1_000_000_000

@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/retrysafe/retrysafe/sandbox/fault"
@@ -120,11 +116,8 @@ picks a free port). SIGTERM or SIGINT: finish requests in progress, exit 0.`)
 		f.DefValue = db.schema
 		f.Usage = "schema that holds the PSP's tables (env RETRYSAFE_PSP_SCHEMA)"
 	}
-	addr := e.getenv("RETRYSAFE_PSP_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:8091"
-	}
-	fs.StringVar(&addr, "addr", addr, "listen address (env RETRYSAFE_PSP_ADDR)")
+	var lf listenFlags
+	lf.register(fs, e, "RETRYSAFE_PSP_ADDR", "127.0.0.1:8091", 10*time.Second)
 	var cfg psp.Config
 	faultSpec := fs.String("fault", "", "faults for every POST without an X-Sandbox-Fault header, e.g. fail-after or delay=200ms,drop-after")
 	fs.Float64Var(&cfg.FaultRate, "fault-rate", 1, "probability (0..1) that --fault applies to a request")
@@ -137,13 +130,8 @@ picks a free port). SIGTERM or SIGINT: finish requests in progress, exit 0.`)
 	fs.DurationVar(&cfg.Idempotency.PurgeEvery, "purge-every", defaults.Idempotency.PurgeEvery, "pause between purges of expired keys")
 	fs.DurationVar(&cfg.IdempotencyWait, "key-wait", 0, "let a duplicate of a charge in progress wait this long for its answer instead of 409")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	shutdown := fs.Duration("shutdown-timeout", 10*time.Second, "how long SIGTERM waits for requests in progress")
-	if err := parseFlags(e, fs, args); err != nil {
+	if err := parseNoArgs(e, fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "sandbox psp: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
 	}
 
 	if cfg.WebhookSecret == "" { // read after parsing so that --help never prints it
@@ -165,8 +153,8 @@ picks a free port). SIGTERM or SIGINT: finish requests in progress, exit 0.`)
 	if err := cfg.WithDefaults().Validate(); err != nil {
 		return err
 	}
-	if _, err := net.ResolveTCPAddr("tcp", addr); err != nil {
-		return fmt.Errorf("--addr %q: %w", addr, err)
+	if err := lf.check(); err != nil {
+		return err
 	}
 
 	d, err := db.open(ctx, e, false)
@@ -181,49 +169,12 @@ picks a free port). SIGTERM or SIGINT: finish requests in progress, exit 0.`)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("--addr: %w", err)
-	}
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBg()
-	var wg sync.WaitGroup
-	wg.Go(func() { srv.Run(bgCtx) })
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
-
-	url := "http://" + ln.Addr().String()
-	log.Info("sandbox psp: ready", "addr", url, "schema", d.Schema, "fault", cfg.Fault.String(),
+	s := sandboxHTTP("psp", log, srv.Handler(), "schema", d.Schema, "fault", cfg.Fault.String(),
 		"webhook", cfg.WebhookURL != "", "key_retention", srv.Middleware().Config().Retention)
-	fmt.Fprintf(e.stdout, "retrysafe sandbox psp: listening on %s\n", url)
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-		log.Info("sandbox psp: shutting down")
-	case runErr = <-serveErr:
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), *shutdown)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		log.Warn("sandbox psp: requests still running at the shutdown timeout", "err", err)
-		hs.Close() //nolint:errcheck
-	}
 	// Webhook deliveries stop after the last charge is answered; pending
 	// ones are sent by the next start.
-	stopBg()
-	wg.Wait()
-	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) {
-		return runErr
-	}
-	log.Info("sandbox psp: stopped")
-	return nil
+	s.background = srv.Run
+	return lf.serveHTTP(ctx, e, s)
 }
 
 // sandboxWrap folds text into lines of at most width columns for --help.

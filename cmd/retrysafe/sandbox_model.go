@@ -2,11 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/retrysafe/retrysafe/sandbox/model"
@@ -52,12 +47,13 @@ dropped connection.
 Prints one line, "retrysafe sandbox model: listening on http://HOST:PORT",
 on stdout when ready (--addr with port 0 picks a free port). SIGTERM or
 SIGINT: finish requests in progress, exit 0.`)
+	var (
+		lf listenFlags
+		lg logFlags
+	)
+	lf.register(fs, e, "RETRYSAFE_MODEL_ADDR", "127.0.0.1:8092", 10*time.Second)
+	lg.register(fs, e)
 	cfg := model.DefaultConfig()
-	addr := e.getenv("RETRYSAFE_MODEL_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:8092"
-	}
-	fs.StringVar(&addr, "addr", addr, "listen address (env RETRYSAFE_MODEL_ADDR)")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the answers' variations; 0 draws one")
 	fs.Float64Var(&cfg.WrongAmountRate, "wrong-amount-rate", cfg.WrongAmountRate, "probability (0..1) that a tool call carries a wrong amount; 0 disables")
 	fs.Float64Var(&cfg.MalformedRate, "malformed-rate", 0, "probability (0..1) that a tool call's arguments are not valid JSON")
@@ -66,15 +62,8 @@ SIGINT: finish requests in progress, exit 0.`)
 	fs.DurationVar(&cfg.Latency, "latency", 0, "time to answer, ±50% per call (e.g. 300ms)")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "model id reported when a request names none")
 	fs.StringVar(&cfg.APIKey, "api-key", "", "accept only this bearer token (default: any)")
-	shutdown := fs.Duration("shutdown-timeout", 10*time.Second, "how long SIGTERM waits for requests in progress")
-	var lg logFlags
-	lg.register(fs, e)
-	if err := parseFlags(e, fs, args); err != nil {
+	if err := parseNoArgs(e, fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "sandbox model: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
 	}
 	log, err := lg.logger(e.stderr)
 	if err != nil {
@@ -85,51 +74,10 @@ SIGINT: finish requests in progress, exit 0.`)
 	if err != nil {
 		return err
 	}
-	return runSandboxHTTP(ctx, e, log, "model", addr, srv, *shutdown,
+	if err := lf.check(); err != nil {
+		return err
+	}
+	return lf.serveHTTP(ctx, e, sandboxHTTP("model", log, srv,
 		"seed", srv.Seed(), "wrong_amount_rate", cfg.WrongAmountRate, "malformed_rate", cfg.MalformedRate,
-		"unknown_tool_rate", cfg.UnknownToolRate, "fail_rate", cfg.FailRate, "latency", cfg.Latency)
-}
-
-// runSandboxHTTP serves h on addr until ctx ends: the ready line on stdout
-// once listening, then a graceful shutdown bounded by shutdown. The
-// in-memory sandbox services share it; logAttrs describe the
-// configuration in the ready log.
-func runSandboxHTTP(ctx context.Context, e *env, log *slog.Logger, name, addr string, h http.Handler, shutdown time.Duration, logAttrs ...any) error {
-	if _, err := net.ResolveTCPAddr("tcp", addr); err != nil {
-		return fmt.Errorf("--addr %q: %w", addr, err)
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("--addr: %w", err)
-	}
-	hs := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
-
-	url := "http://" + ln.Addr().String()
-	log.Info("sandbox "+name+": ready", append([]any{"addr", url}, logAttrs...)...)
-	fmt.Fprintf(e.stdout, "retrysafe sandbox %s: listening on %s\n", name, url)
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-		log.Info("sandbox " + name + ": shutting down")
-	case runErr = <-serveErr:
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), shutdown)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		log.Warn("sandbox "+name+": requests still running at the shutdown timeout", "err", err)
-		hs.Close() //nolint:errcheck
-	}
-	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) {
-		return runErr
-	}
-	log.Info("sandbox " + name + ": stopped")
-	return nil
+		"unknown_tool_rate", cfg.UnknownToolRate, "fail_rate", cfg.FailRate, "latency", cfg.Latency))
 }

@@ -42,11 +42,6 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 	}
 }
 
-func standInEnv() (*env, *bytes.Buffer) {
-	var out bytes.Buffer
-	return &env{stdin: strings.NewReader(""), stdout: &out, stderr: &bytes.Buffer{}, getenv: func(string) string { return "" }}, &out
-}
-
 // startStandIn runs a sandbox service in-process and returns its URL and a
 // stop function that cancels it and returns its error.
 func startStandIn(t *testing.T, name string, run func(context.Context, *env, []string) error, args ...string) (string, func() error) {
@@ -64,7 +59,9 @@ func startStandIn(t *testing.T, name string, run func(context.Context, *env, []s
 			cancel()
 			t.Fatalf("ready line %q", line)
 		}
-		stop := func() error {
+		// Once: the test's own stop takes the exit status, and the cleanup's
+		// second call must not wait for a status already taken.
+		stop := sync.OnceValue(func() error {
 			cancel()
 			select {
 			case err := <-done:
@@ -72,8 +69,8 @@ func startStandIn(t *testing.T, name string, run func(context.Context, *env, []s
 			case <-time.After(15 * time.Second):
 				return errors.New("not stopped after 15s")
 			}
-		}
-		t.Cleanup(func() { stop() }) //nolint:errcheck // a second stop is a no-op
+		})
+		t.Cleanup(func() { stop() }) //nolint:errcheck // a second stop returns the first's result
 		return strings.TrimPrefix(line, prefix), stop
 	case err := <-done:
 		cancel()
@@ -185,7 +182,7 @@ func TestSandboxStandInFlags(t *testing.T) {
 		{runSandboxModel, []string{"--help"}, []string{"POST /v1/chat/completions", "-seed", "-wrong-amount-rate", "-malformed-rate", "-unknown-tool-rate", "-fail-rate", "-latency", "-api-key", "X-Sandbox-Model-Fault", "/v1/_stats", "listening on"}},
 		{runSandboxWhatsApp, []string{"--help"}, []string{"POST /v1/messages", "/messages", "Idempotency-Key", "422", "X-Sandbox-Fault", "-fault-rate", "-token", "/_sandbox/messages", "listening on"}},
 	} {
-		e, out := standInEnv()
+		e, out, _ := testEnv(strings.NewReader(""), nil)
 		if err := tc.run(context.Background(), e, tc.args); !errors.Is(err, flag.ErrHelp) {
 			t.Fatalf("--help: %v", err)
 		}
@@ -207,7 +204,7 @@ func TestSandboxStandInFlags(t *testing.T) {
 		{runSandboxWhatsApp, []string{"--fault-rate", "-1"}},
 		{runSandboxWhatsApp, []string{"extra"}},
 	} {
-		e, _ := standInEnv()
+		e, _, _ := testEnv(strings.NewReader(""), nil)
 		if err := tc.run(context.Background(), e, tc.args); err == nil {
 			t.Errorf("%v: accepted", tc.args)
 		}

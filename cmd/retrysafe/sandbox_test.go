@@ -1,43 +1,29 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/sandbox/psp"
 )
 
-func sandboxTestEnv(vars map[string]string) (*env, *bytes.Buffer, *bytes.Buffer) {
-	var out, errb bytes.Buffer
-	return &env{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(k string) string { return vars[k] }}, &out, &errb
-}
-
 func TestSandboxHelp(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"sandbox", "--help"}, {"help", "sandbox"}} {
-		e, out, _ := sandboxTestEnv(nil)
+		e, out, _ := testEnv(strings.NewReader(""), nil)
 		if code := runMain(context.Background(), e, args); code != 0 || !strings.Contains(out.String(), "psp ") {
 			t.Errorf("%v: exit %d, %s", args, code, out)
 		}
 	}
-	e, out, _ := sandboxTestEnv(map[string]string{"RETRYSAFE_PSP_WEBHOOK_SECRET": "do-not-print"})
+	e, out, _ := testEnv(strings.NewReader(""), map[string]string{"RETRYSAFE_PSP_WEBHOOK_SECRET": "do-not-print"})
 	if code := runMain(context.Background(), e, []string{"sandbox", "psp", "--help"}); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
@@ -56,7 +42,7 @@ func TestSandboxHelp(t *testing.T) {
 		{"sandbox", "psp", "--webhook-url", "http://127.0.0.1:1/h"}, // no secret
 		{"sandbox", "psp", "extra"},
 	} {
-		e, _, errb := sandboxTestEnv(nil)
+		e, _, errb := testEnv(strings.NewReader(""), nil)
 		if code := runMain(context.Background(), e, args); code == 0 || errb.Len() == 0 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errb)
 		}
@@ -151,7 +137,7 @@ func TestSandboxPSPBinary(t *testing.T) {
 				t.Errorf("event %s delivered in %d attempt(s), want a redelivery", id, n)
 			}
 		}
-		p.stop(t)
+		p.stopClean(t)
 	})
 
 	t.Run("process-fault", func(t *testing.T) {
@@ -173,84 +159,29 @@ func TestSandboxPSPBinary(t *testing.T) {
 		if resp.StatusCode != 201 || resp.Header.Get("Idempotent-Replayed") != "true" {
 			t.Fatalf("retry: %d replayed=%q", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"))
 		}
-		p.stop(t)
+		p.stopClean(t)
 	})
 }
 
-type sandboxPSPProc struct {
-	cmd    *exec.Cmd
-	url    string
-	stderr *sandboxLog
-	done   chan error
-}
+// sandboxPSPProc is `retrysafe sandbox psp` on a schema of its own.
+type sandboxPSPProc struct{ *proc }
 
 func startSandboxPSP(t *testing.T, bin string, args ...string) *sandboxPSPProc {
 	t.Helper()
-	b := make([]byte, 4)
-	rand.Read(b)
-	schema := "psp_bb_" + hex.EncodeToString(b)
-	t.Cleanup(func() {
-		ctx := context.Background()
-		conn, err := pgx.Connect(ctx, pgtest.URL(t))
-		if err == nil {
-			conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-			conn.Close(ctx)
-		}
-	})
-	cmd := exec.Command(bin, append([]string{"sandbox", "psp", "--addr", "127.0.0.1:0", "--schema", schema, "--max-conns", "4"}, args...)...)
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.URL(t))
-	p := &sandboxPSPProc{cmd: cmd, stderr: &sandboxLog{}, done: make(chan error, 1)}
-	cmd.Stderr = p.stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	schema := scratchSchema(t, "psp_bb_")
+	p := startProc(t, bin, []string{"DATABASE_URL=" + pgtest.URL(t)},
+		append([]string{"sandbox", "psp", "--addr", "127.0.0.1:0", "--schema", schema, "--max-conns", "4"}, args...)...)
+	if !strings.HasPrefix(p.readyLine, "retrysafe sandbox psp: listening on ") {
+		t.Fatalf("ready line %q", p.readyLine)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-	}()
-	go func() { p.done <- cmd.Wait() }()
-	select {
-	case line := <-lines:
-		const prefix = "retrysafe sandbox psp: listening on "
-		if !strings.HasPrefix(line, prefix) {
-			t.Fatalf("ready line %q", line)
-		}
-		p.url = strings.TrimPrefix(line, prefix)
-	case err := <-p.done:
-		t.Fatalf("exited before listening: %v\n%s", err, p.stderr)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("not listening after 60s\n%s", p.stderr)
-	}
-	return p
+	return &sandboxPSPProc{p}
 }
 
-// stop sends SIGTERM and expects a clean exit.
-func (p *sandboxPSPProc) stop(t *testing.T) {
+// stopClean sends SIGTERM and expects a clean exit.
+func (p *sandboxPSPProc) stopClean(t *testing.T) {
 	t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, p.stderr)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("still running 20s after SIGTERM\n%s", p.stderr)
+	if code := p.stop(t); code != 0 {
+		t.Fatalf("exit %d after SIGTERM\n%s", code, p.stderr)
 	}
 }
 
@@ -364,23 +295,4 @@ func (h *sandboxHookReceiver) attemptsPerEvent() map[string]int {
 		out[k] = v
 	}
 	return out
-}
-
-// sandboxLog collects a subprocess's stderr; the test reads it while the
-// process writes.
-type sandboxLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *sandboxLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *sandboxLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

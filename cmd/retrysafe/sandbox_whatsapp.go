@@ -37,24 +37,18 @@ drop-after (sent, connection dropped), fail-after (sent, 500), delay=D
 Prints one line, "retrysafe sandbox whatsapp: listening on
 http://HOST:PORT", on stdout when ready (--addr with port 0 picks a free
 port). SIGTERM or SIGINT: finish requests in progress, exit 0.`)
-	addr := e.getenv("RETRYSAFE_WHATSAPP_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:8093"
-	}
-	fs.StringVar(&addr, "addr", addr, "listen address (env RETRYSAFE_WHATSAPP_ADDR)")
-	var cfg whatsapp.Config
+	var (
+		lf  listenFlags
+		lg  logFlags
+		cfg whatsapp.Config
+	)
+	lf.register(fs, e, "RETRYSAFE_WHATSAPP_ADDR", "127.0.0.1:8093", 10*time.Second)
+	lg.register(fs, e)
 	fs.StringVar(&cfg.Token, "token", "", "accept only this bearer token (default: any)")
 	faultSpec := fs.String("fault", "", "faults for every POST without an X-Sandbox-Fault header, e.g. fail-after or delay=200ms,drop-after")
 	fs.Float64Var(&cfg.FaultRate, "fault-rate", 1, "probability (0..1) that --fault applies to a request")
-	shutdown := fs.Duration("shutdown-timeout", 10*time.Second, "how long SIGTERM waits for requests in progress")
-	var lg logFlags
-	lg.register(fs, e)
-	if err := parseFlags(e, fs, args); err != nil {
+	if err := parseNoArgs(e, fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "sandbox whatsapp: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
 	}
 	var err error
 	if cfg.Fault, err = fault.Parse(*faultSpec); err != nil {
@@ -69,6 +63,9 @@ port). SIGTERM or SIGINT: finish requests in progress, exit 0.`)
 	if err != nil {
 		return err
 	}
-	return runSandboxHTTP(ctx, e, log, "whatsapp", addr, srv, *shutdown,
-		"fault", cfg.Fault.String(), "fault_rate", cfg.FaultRate, "token_required", cfg.Token != "")
+	if err := lf.check(); err != nil {
+		return err
+	}
+	return lf.serveHTTP(ctx, e, sandboxHTTP("whatsapp", log, srv,
+		"fault", cfg.Fault.String(), "fault_rate", cfg.FaultRate, "token_required", cfg.Token != ""))
 }

@@ -2,12 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"sync"
 	"time"
 
 	"github.com/retrysafe/retrysafe/migrations"
@@ -51,15 +47,11 @@ the requests in progress (up to --shutdown-timeout), exit 0.`)
 	db.register(fs, e)
 	rt.register(fs, e)
 	lg.register(fs, e)
-	addr := e.getenv("RETRYSAFE_ADDR")
-	if addr == "" {
-		addr = "127.0.0.1:8080"
-	}
-	fs.StringVar(&addr, "addr", addr, "listen address (env RETRYSAFE_ADDR)")
+	var lf listenFlags
+	lf.register(fs, e, "RETRYSAFE_ADDR", "127.0.0.1:8080", 30*time.Second)
 	apiTokens := fs.String("api-tokens", e.getenv("RETRYSAFE_API_TOKENS"), "tenant=token pairs, comma separated (env RETRYSAFE_API_TOKENS; prefer the env)")
 	migrate := fs.Bool("migrate", false, "apply the embedded migrations before serving")
 	reconcile := fs.Bool("reconcile", true, "run the reconciler loop in this process")
-	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long SIGTERM waits for requests in progress")
 	fs.DurationVar(&cfg.ExecuteTimeout, "execute-timeout", 30*time.Second, "bound on one execution (freeze, provider call, record), independent of the client")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body", 1<<20, "largest accepted execute body, in bytes")
 	var (
@@ -68,12 +60,8 @@ the requests in progress (up to --shutdown-timeout), exit 0.`)
 	)
 	wa.register(fs, e)
 	pay.register(fs, e)
-	if err := parseFlags(e, fs, args); err != nil {
+	if err := parseNoArgs(e, fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "serve: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
 	}
 
 	// Everything that needs no database is checked first, so a typo fails
@@ -90,8 +78,8 @@ the requests in progress (up to --shutdown-timeout), exit 0.`)
 	if err != nil {
 		return err
 	}
-	if _, err := net.ResolveTCPAddr("tcp", addr); err != nil {
-		return fmt.Errorf("--addr %q: %w", addr, err)
+	if err := lf.check(); err != nil {
+		return err
 	}
 
 	d, err := db.open(ctx, e, *migrate)
@@ -118,51 +106,21 @@ the requests in progress (up to --shutdown-timeout), exit 0.`)
 		return err
 	}
 
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("--addr: %w", err)
+	s := httpService{
+		name:          "serve",
+		banner:        "retrysafe",
+		handler:       handler,
+		log:           log,
+		readTimeout:   30 * time.Second,
+		readyAttrs:    []any{"schema", d.Schema, "tools", reg.Names(), "tenants", len(creds), "reconciler", *reconcile},
+		shutdownAttrs: []any{"timeout", lf.shutdown},
+		errKey:        "error",
 	}
-	hs := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-
-	var wg sync.WaitGroup
-	recCtx, stopRec := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRec()
 	if *reconcile {
 		r := &sidecar.Reconciler{Executor: rtm.Executor, Metrics: m, Logger: log, Interval: rt.reconcileInterval, Batch: rt.reconcileBatch}
-		wg.Go(func() { r.Run(recCtx) }) //nolint:errcheck // Run returns nil when stopped
+		s.background = func(ctx context.Context) { r.Run(ctx) } //nolint:errcheck // Run returns nil when stopped
 	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- hs.Serve(ln) }()
-
-	url := "http://" + ln.Addr().String()
-	log.Info("serve: ready", "addr", url, "schema", d.Schema, "tools", reg.Names(), "tenants", len(creds), "reconciler", *reconcile)
-	fmt.Fprintf(e.stdout, "retrysafe: listening on %s\n", url)
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-		log.Info("serve: shutting down", "timeout", *shutdown)
-	case runErr = <-serveErr:
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), *shutdown)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		log.Warn("serve: requests still running at the shutdown timeout", "error", err)
-		hs.Close() //nolint:errcheck
-	}
-	stopRec()
-	wg.Wait()
-	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) {
-		return runErr
-	}
-	log.Info("serve: stopped")
-	return nil
+	return lf.serveHTTP(ctx, e, s)
 }
 
 // checkMigrations refuses to serve on a schema older than the binary (its

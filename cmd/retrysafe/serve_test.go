@@ -22,8 +22,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/retrysafe/retrysafe/internal/dbconf"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/server/sidecar"
 )
 
@@ -358,11 +361,12 @@ func buildBinary(t *testing.T) string {
 
 // proc is a retrysafe subprocess that printed "listening on URL".
 type proc struct {
-	cmd    *exec.Cmd
-	url    string
-	stderr *lockedBuffer
-	done   chan struct{}
-	code   int
+	cmd       *exec.Cmd
+	readyLine string
+	url       string
+	stderr    *lockedBuffer
+	done      chan struct{}
+	code      int
 }
 
 func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
@@ -382,9 +386,9 @@ func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			if _, url, ok := strings.Cut(sc.Text(), "listening on "); ok {
+			if strings.Contains(sc.Text(), "listening on ") {
 				select {
-				case ready <- strings.TrimSpace(url):
+				case ready <- sc.Text():
 				default:
 				}
 			}
@@ -401,7 +405,9 @@ func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
 	}()
 	t.Cleanup(func() { p.stop(t) })
 	select {
-	case p.url = <-ready:
+	case p.readyLine = <-ready:
+		_, url, _ := strings.Cut(p.readyLine, "listening on ")
+		p.url = strings.TrimSpace(url)
 		return p
 	case <-p.done:
 		t.Fatalf("%s exited %d before it was ready:\n%s", args[0], p.code, p.stderr.String())
@@ -429,22 +435,8 @@ func (p *proc) stop(t *testing.T) int {
 	return p.code
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+// lockedBuffer collects what a command writes while the test reads it.
+type lockedBuffer = testutil.LockedBuffer
 
 func tail(s string) string {
 	if len(s) > 4000 {
@@ -457,4 +449,20 @@ func randSuffix() string {
 	b := make([]byte, 4)
 	rand.Read(b) //nolint:errcheck // never fails
 	return hex.EncodeToString(b)
+}
+
+// scratchSchema names a schema of its own for a command under test, which
+// creates it, and drops it when the test ends.
+func scratchSchema(t *testing.T, prefix string) string {
+	t.Helper()
+	schema, dbURL := prefix+randSuffix(), pgtest.URL(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, dbURL); err == nil {
+			_, _ = c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+			c.Close(ctx)
+		}
+	})
+	return schema
 }

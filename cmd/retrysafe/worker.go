@@ -88,12 +88,8 @@ RETRYSAFE_FAILPOINTS (see package agent).`)
 	migrate := fs.Bool("migrate", false, "apply retrysafe's and River's migrations before working")
 	reconcile := fs.Bool("reconcile", true, "run the executor's reconciler in this process")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long SIGTERM waits for running jobs before cancelling them")
-	if err := parseFlags(e, fs, args); err != nil {
+	if err := parseNoArgs(e, fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "worker: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
 	}
 
 	// Everything that needs no database is checked first.

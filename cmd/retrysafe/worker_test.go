@@ -1,16 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/agent/agenttest"
@@ -19,26 +13,10 @@ import (
 	"github.com/retrysafe/retrysafe/tools/toolstest"
 )
 
-// wkBuffer is a bytes.Buffer safe for the command's goroutine and the test.
-type wkBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *wkBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *wkBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
-func wkEnv(vars map[string]string) (*env, *wkBuffer, *wkBuffer) {
-	out, errb := &wkBuffer{}, &wkBuffer{}
+// wkEnv's buffers are read by the test while the command, in a goroutine,
+// writes them.
+func wkEnv(vars map[string]string) (*env, *lockedBuffer, *lockedBuffer) {
+	out, errb := &lockedBuffer{}, &lockedBuffer{}
 	return &env{stdin: strings.NewReader(""), stdout: out, stderr: errb, getenv: func(k string) string { return vars[k] }}, out, errb
 }
 
@@ -109,18 +87,8 @@ func TestWorkerEndToEnd(t *testing.T) {
 	model := agenttest.NewModel()
 	defer model.Close()
 
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	schema := "wk_" + hex.EncodeToString(b)
+	schema := scratchSchema(t, "wk_")
 	dbURL := pgtest.URL(t)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if c, err := pgx.Connect(ctx, dbURL); err == nil {
-			_, _ = c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-			c.Close(ctx)
-		}
-	})
 	e, out, errb := wkEnv(map[string]string{
 		"DATABASE_URL": dbURL, "RETRYSAFE_HMAC_KEY": wkSecret,
 		"RETRYSAFE_PSP_URL": psp.URL, "RETRYSAFE_PSP_TOKEN": "psp-token",

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/sandbox/psp"
 )
 
@@ -23,7 +24,7 @@ func TestSimultaneousRequestsOneKeyOneCharge(t *testing.T) {
 	for _, n := range []int{20, 500} {
 		key := fmt.Sprintf("order-%d", n)
 		var results []result
-		withTimeout(t, 2*time.Minute, fmt.Sprintf("%d simultaneous requests", n), func() {
+		testutil.FinishWithin(t, 2*time.Minute, fmt.Sprintf("%d simultaneous requests", n), func() {
 			results = fire(h, n, "merchant-1", key, chargeBody)
 		})
 		var id string
@@ -103,7 +104,7 @@ func TestNaiveCheckThenActDuplicates(t *testing.T) {
 	dups := 0
 	for try := 0; try < 3 && dups <= 1; try++ {
 		merchant := fmt.Sprint("naive-", try)
-		withTimeout(t, time.Minute, "naive requests", func() {
+		testutil.FinishWithin(t, time.Minute, "naive requests", func() {
 			fire(naive, 20, merchant, "order-1", chargeBody)
 		})
 		dups = len(charges(t, srv.Handler(), merchant))

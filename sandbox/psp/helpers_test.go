@@ -7,13 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/sandbox/psp"
 )
 
@@ -95,28 +94,6 @@ func charges(tb testing.TB, h http.Handler, token string) []psp.Charge {
 // fire sends n charge requests with one key at once, released together.
 func fire(h http.Handler, n int, token, key, body string) []result {
 	out := make([]result, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			out[i] = postCharge(h, token, key, body)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	testutil.Together(n, func(i int) { out[i] = postCharge(h, token, key, body) })
 	return out
-}
-
-func withTimeout(tb testing.TB, d time.Duration, what string, f func()) {
-	tb.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); f() }()
-	select {
-	case <-done:
-	case <-time.After(d):
-		tb.Fatalf("%s did not finish within %v: deadlock?", what, d)
-	}
 }

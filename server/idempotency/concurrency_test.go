@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/server/idempotency"
 )
 
@@ -25,7 +26,7 @@ func TestConcurrentDuplicatesExecuteOnce(t *testing.T) {
 					h = e.mw.Reservation(route, effectPlain(e.pool))
 				}
 				var results []result
-				withTimeout(t, 2*time.Minute, "concurrent requests", func() {
+				testutil.FinishWithin(t, 2*time.Minute, "concurrent requests", func() {
 					results = fire(h, n, "acme", "one-key", `{"amount":1000}`)
 				})
 				if got := e.effects(t); got != 1 {
@@ -75,7 +76,7 @@ func TestPoolOfOneDoesNotDeadlock(t *testing.T) {
 	e := newEnv(t, 1, idempotency.Config{})
 	tx := e.mw.Transactional(idempotency.Route{Operation: "tx", Wait: 30 * time.Second}, effectTx)
 	res := e.mw.Reservation(idempotency.Route{Operation: "res", Wait: 30 * time.Second}, effectPlain(e.pool))
-	withTimeout(t, time.Minute, "requests on a pool of one", func() {
+	testutil.FinishWithin(t, time.Minute, "requests on a pool of one", func() {
 		var wg sync.WaitGroup
 		for i := range 40 {
 			wg.Add(1)

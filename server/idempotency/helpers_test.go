@@ -8,14 +8,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/server/idempotency"
 )
 
@@ -150,18 +149,7 @@ func do(h http.Handler, tenant, key, body string) result {
 // returns every answer.
 func fire(h http.Handler, n int, tenant, key, body string) []result {
 	out := make([]result, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			out[i] = do(h, tenant, key, body)
-		}()
-	}
-	close(start)
-	wg.Wait()
+	testutil.Together(n, func(i int) { out[i] = do(h, tenant, key, body) })
 	return out
 }
 
@@ -195,16 +183,5 @@ func mustProblem(tb testing.TB, r result, status int) {
 	var p idempotency.Problem
 	if err := json.Unmarshal([]byte(r.body), &p); err != nil || p.Status != status || p.Type == "" || p.Title == "" {
 		tb.Fatalf("not a problem document for %d: %s (%v)", status, r.body, err)
-	}
-}
-
-func withTimeout(tb testing.TB, d time.Duration, what string, f func()) {
-	tb.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); f() }()
-	select {
-	case <-done:
-	case <-time.After(d):
-		tb.Fatalf("%s did not finish within %v: deadlock?", what, d)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/server/idempotency"
 )
 
@@ -394,7 +395,7 @@ func TestPurgeDeletesExpiredInBatches(t *testing.T) {
 	stopped := make(chan struct{})
 	go func() { e.mw.RunPurger(cctx); close(stopped) }()
 	cancel()
-	withTimeout(t, 5*time.Second, "RunPurger", func() { <-stopped })
+	testutil.FinishWithin(t, 5*time.Second, "RunPurger", func() { <-stopped })
 }
 
 func TestConfig(t *testing.T) {

@@ -6,11 +6,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools/toolstest"
 )
 
@@ -72,16 +72,9 @@ func TestExecuteConcurrentCallersOneCharge(t *testing.T) {
 	}
 	const n = 60
 	replies := make([]reply, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			replies[i] = h.execute(tokenA, "inv-concurrent", spellings[i%len(spellings)])
-		})
-	}
-	close(start)
-	wg.Wait()
+	testutil.Together(n, func(i int) {
+		replies[i] = h.execute(tokenA, "inv-concurrent", spellings[i%len(spellings)])
+	})
 
 	keys := map[string]bool{}
 	var completed, inFlight int

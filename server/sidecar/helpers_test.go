@@ -1,7 +1,6 @@
 package sidecar_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/server/metrics"
 	"github.com/retrysafe/retrysafe/server/sidecar"
 	"github.com/retrysafe/retrysafe/tools"
@@ -44,7 +43,7 @@ type harness struct {
 	srv   *sidecar.Server
 	ex    *executor.Executor
 	store *intent.Store
-	logs  *syncBuffer
+	logs  *testutil.LockedBuffer
 	log   *slog.Logger
 }
 
@@ -75,7 +74,7 @@ func newHarness(t *testing.T, o *harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testutil.LockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	d, err := reg.Deriver([]byte(testSecret))
 	if err != nil {
@@ -202,21 +201,4 @@ const (
 
 func chargeFields(amount string, cpf string) string {
 	return `{"customer_id":"cust-42","amount":` + amount + `,"pix_key":` + quote(cpf) + `,"pix_key_type":"cpf"}`
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,0 +1,12 @@
+// Package testutil holds helpers shared by retrysafe's tests: a valid-CPF
+// builder, a goroutine-safe buffer, concurrency barriers and time limits,
+// goroutine "crash" points, and a testing.TB for Examples.
+//
+// It is for tests only: nothing but _test.go files may import it, and no
+// production package ever does. It imports only the standard library and
+// nothing from this module, so any package's tests, internal (package foo)
+// or external (package foo_test), can import it without an import cycle.
+// Keep it that way: a helper that needs a retrysafe package belongs in that
+// package's own tests or in a helper package beside it, like agent/agenttest
+// or tools/toolstest.
+package testutil
