@@ -5,6 +5,10 @@
 // It exists so that `retrysafe demo` and friends work on a machine with
 // PostgreSQL installed but no database configured. It is never used when
 // DATABASE_URL is given.
+//
+// pg_ctl daemonizes the server, so a process killed before Stop would leave
+// it running; a small reaper process (a shell in its own session) watches
+// the starting process and stops and removes the cluster when it is gone.
 package pgembed
 
 import (
@@ -32,6 +36,10 @@ type Cluster struct {
 	URL  string // postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable
 	bin  string
 	cred *syscall.Credential
+	// reaper stops and removes the cluster if this process dies without
+	// Stop (SIGKILL, a crash): pg_ctl daemonizes the postmaster, so nothing
+	// else would.
+	reaper *exec.Cmd
 }
 
 // FindBinDir locates the directory holding initdb and pg_ctl: PG_BINDIR, then
@@ -116,7 +124,28 @@ func Start(ctx context.Context) (*Cluster, error) {
 		}
 	}
 	c.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.Port)
+	if err := c.startReaper(); err != nil {
+		c.Stop() //nolint:errcheck
+		return nil, fmt.Errorf("start the cluster's reaper: %w", err)
+	}
 	return c, nil
+}
+
+// startReaper starts a shell, in its own session so that a Ctrl-C aimed at
+// this process does not reach it, that waits for this process to end and
+// then stops the server and removes its directory. It watches /proc rather
+// than kill -0, which the cluster's owner may not send to a root parent.
+// Stop kills it first: then it does nothing.
+func (c *Cluster) startReaper() error {
+	script := `while [ -e /proc/$0 ]; do sleep 1; done; "$1" -D "$2/data" -m immediate -w stop >/dev/null 2>&1; rm -rf "$2"`
+	cmd := exec.Command("/bin/sh", "-c", script, strconv.Itoa(os.Getpid()), filepath.Join(c.bin, "pg_ctl"), c.Dir)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: c.cred}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	c.reaper = cmd
+	return nil
 }
 
 // Restart restarts the server in place (used to inject a database restart
@@ -131,6 +160,11 @@ func (c *Cluster) Restart(ctx context.Context) error {
 
 // Stop shuts the server down immediately and removes its directory.
 func (c *Cluster) Stop() error {
+	if c.reaper != nil {
+		c.reaper.Process.Kill() //nolint:errcheck // already gone is fine
+		c.reaper.Wait()         //nolint:errcheck // killed: an error by design
+		c.reaper = nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out, err := c.run(ctx, "pg_ctl", "-D", filepath.Join(c.Dir, "data"), "-m", "immediate", "-w", "stop")
