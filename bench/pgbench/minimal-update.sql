@@ -1,0 +1,3 @@
+\set r random(1, 2000000000)
+INSERT INTO floor (k) VALUES (:client_id || '-' || :r) ON CONFLICT DO NOTHING;
+UPDATE floor SET v = 'done' WHERE k = :client_id || '-' || :r;

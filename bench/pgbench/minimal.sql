@@ -1,0 +1,3 @@
+\set r random(1, 2000000000)
+INSERT INTO floor (k) VALUES (:client_id || '-' || :r) ON CONFLICT DO NOTHING;
+INSERT INTO floor (k) VALUES (:client_id || '-' || :r || '-done') ON CONFLICT DO NOTHING;

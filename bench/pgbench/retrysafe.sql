@@ -1,0 +1,8 @@
+\set r random(1, 2000000000)
+\startpipeline
+INSERT INTO intents (tenant_id, intent_ref, action, rules_version, payload, idem_key, source_ref) VALUES ('t1', 'inv-' || :client_id || '-' || :r, 'noop.run', 2, '{"amount":"18000","customer_id":"c1","intent_ref":"inv-x"}'::jsonb, md5(:client_id || 'a' || :r) || md5(:client_id || 'b' || :r), nullif('wamid.x', '')) ON CONFLICT DO NOTHING;
+SELECT tenant_id, intent_ref, action, rules_version, payload, idem_key, coalesce(source_ref, ''), revision, created_at, updated_at FROM intents WHERE tenant_id = 't1' AND intent_ref = 'inv-' || :client_id || '-' || :r AND action = 'noop.run';
+INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, attempt, lease_owner, lease_until) SELECT tenant_id, idem_key, intent_ref, action, 'started', 1, 'bench', clock_timestamp() + 30000000::bigint * interval '1 microsecond' FROM intents WHERE tenant_id = 't1' AND intent_ref = 'inv-' || :client_id || '-' || :r AND action = 'noop.run' ON CONFLICT DO NOTHING RETURNING idem_key, attempt;
+SELECT a.status, a.attempt FROM actions a WHERE a.tenant_id = 't1' AND a.idem_key = (SELECT i.idem_key FROM intents i WHERE i.tenant_id = 't1' AND i.intent_ref = 'inv-' || :client_id || '-' || :r AND i.action = 'noop.run');
+\endpipeline
+UPDATE actions SET status = 'completed', response = '{"id":"ch_1","ok": true}'::jsonb, error = NULL, lease_owner = NULL, lease_until = NULL, finished_at = now(), updated_at = now() WHERE tenant_id = 't1' AND idem_key = md5(:client_id || 'a' || :r) || md5(:client_id || 'b' || :r) AND lease_owner = 'bench' AND attempt = 1 AND status = 'started' RETURNING set_config('synchronous_commit', 'off', true);
