@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -59,6 +60,8 @@ type runtimeFlags struct {
 	maxAttempts               int
 	reconcileInterval         time.Duration
 	reconcileBatch            int
+	syncCompletion            bool
+	syncCompletionEnv         string // checked by registry: a typo must not pass for false
 }
 
 func (f *runtimeFlags) register(fs *flag.FlagSet, e *env) {
@@ -77,12 +80,21 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, e *env) {
 	fs.IntVar(&f.maxAttempts, "max-attempts", 5, "claims of one action before it goes to review")
 	fs.DurationVar(&f.reconcileInterval, "reconcile-interval", 5*time.Second, "pause between reconciler passes that found little to do")
 	fs.IntVar(&f.reconcileBatch, "reconcile-batch", 50, "expired leases one reconciler pass takes")
+	f.syncCompletionEnv = e.getenv("RETRYSAFE_SYNC_COMPLETION")
+	syncDefault, _ := strconv.ParseBool(f.syncCompletionEnv)
+	fs.BoolVar(&f.syncCompletion, "sync-completion", syncDefault,
+		"make every completion wait for its WAL flush (env RETRYSAFE_SYNC_COMPLETION=true); by default a success the provider can tell again by the key does not")
 }
 
 // registry builds the tool registry from the provider settings. It checks
 // everything that can be checked without a database, so that a bad
 // configuration fails at start-up with a message naming the setting.
 func (f *runtimeFlags) registry() (*tools.Registry, error) {
+	if v := f.syncCompletionEnv; v != "" {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return nil, fmt.Errorf("RETRYSAFE_SYNC_COMPLETION=%q: want true or false", v)
+		}
+	}
 	if f.hmacKey == "" {
 		return nil, errors.New("RETRYSAFE_HMAC_KEY (or --hmac-key) is not set: set it to a secret of at least 32 bytes, shared by every service that must derive the same keys")
 	}
@@ -169,6 +181,7 @@ func (f *runtimeFlags) build(db executor.DBTX, reg *tools.Registry, m *metrics.M
 		Logger:            log,
 		ReconcileBatch:    f.reconcileBatch,
 		ReconcileInterval: f.reconcileInterval,
+		SyncCompletion:    f.syncCompletion,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("executor settings (--lease, --timeout, --heartbeat, --max-attempts): %w", err)

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/server/metrics"
 )
 
 func TestParseAPITokens(t *testing.T) {
@@ -74,6 +76,7 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{"bad log format", good, []string{"--log-format", "xml"}, `--log-format "xml": want text or json`},
 		{"bad addr", good, []string{"--addr", "nonsense"}, `--addr "nonsense"`},
 		{"bad schema", good, []string{"--schema", "Bad-Schema"}, "--schema"},
+		{"bad sync completion", with("RETRYSAFE_SYNC_COMPLETION", "yes please"), nil, `RETRYSAFE_SYNC_COMPLETION="yes please": want true or false`},
 	} {
 		e, out, errb := testEnv(strings.NewReader(""), tc.vars)
 		code := runMain(context.Background(), e, append([]string{"serve"}, tc.args...))
@@ -104,5 +107,43 @@ func TestServeRefusesUnmigratedSchema(t *testing.T) {
 	code := runMain(context.Background(), e, []string{"serve", "--schema", "never_migrated_serve", "--addr", "127.0.0.1:0"})
 	if code != 1 || !strings.Contains(errb.String(), "schema never_migrated_serve is at migration 0") || !strings.Contains(errb.String(), "--migrate") {
 		t.Fatalf("exit %d: %s", code, errb)
+	}
+}
+
+// --sync-completion and RETRYSAFE_SYNC_COMPLETION reach the executor; the
+// flag overrides the environment.
+func TestSyncCompletionSetting(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.Schema(t, nil)
+	for _, tc := range []struct {
+		env  string
+		args []string
+		want bool
+	}{
+		{"", nil, false},
+		{"true", nil, true},
+		{"false", []string{"--sync-completion"}, true},
+		{"true", []string{"--sync-completion=false"}, false},
+	} {
+		vars := map[string]string{"RETRYSAFE_HMAC_KEY": testSecret, "RETRYSAFE_PSP_URL": "http://127.0.0.1:1",
+			"RETRYSAFE_PSP_TOKEN": "psp-secret", "RETRYSAFE_SYNC_COMPLETION": tc.env}
+		e, _, _ := testEnv(strings.NewReader(""), vars)
+		fs := newFlagSet(e, "t", "t", "t")
+		var rt runtimeFlags
+		rt.register(fs, e)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		reg, err := rt.registry()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rtm, err := rt.build(pool, reg, metrics.New(), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rtm.Executor.Config().SyncCompletion; got != tc.want {
+			t.Errorf("env %q, args %v: SyncCompletion %v, want %v", tc.env, tc.args, got, tc.want)
+		}
 	}
 }
