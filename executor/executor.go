@@ -8,20 +8,13 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/tools"
 )
 
-// DBTX is satisfied by *pgxpool.Pool, *pgx.Conn and pgx.Tx.
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-}
+// DBTX is satisfied by *pgxpool.Pool, *pgx.Conn and pgx.Tx (intent's
+// definition: one interface for every package).
+type DBTX = intent.DBTX
 
 // ToolSource finds the tool for an action; *tools.Registry satisfies it.
 type ToolSource interface {

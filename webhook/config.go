@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
@@ -19,19 +18,12 @@ import (
 )
 
 // DBTX is what the data functions need: *pgxpool.Pool, *pgx.Conn and pgx.Tx
-// all satisfy it.
-type DBTX interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-}
+// all satisfy it. One definition (intent's) serves every package, so a
+// caller's transaction fits them all.
+type DBTX = intent.DBTX
 
 // Beginner is a DBTX that opens transactions (a pool).
-type Beginner interface {
-	DBTX
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
+type Beginner = intent.Beginner
 
 // Inserter inserts River jobs inside a caller's transaction;
 // *river.Client[pgx.Tx] satisfies it (an insert-only client, with no
