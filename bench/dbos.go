@@ -161,27 +161,10 @@ func (b *bench) dbosReplayWorkload() workload {
 				return err
 			}
 			defer pe.close()
-			var (
-				wg   sync.WaitGroup
-				mu   sync.Mutex
-				errs []error
-			)
-			for w := range 16 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := w; i < keys; i += 16 {
-						if _, err := pe.run(ctx, run, int64(i)); err != nil {
-							mu.Lock()
-							errs = append(errs, err)
-							mu.Unlock()
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			return errors.Join(errs...)
+			return inParallel(keys, func(i int64) error {
+				_, err := pe.run(ctx, run, i)
+				return err
+			})
 		},
 		start: func(ctx context.Context, db *database, conns int) (opFunc, func(), error) {
 			var err error

@@ -151,26 +151,25 @@ func (b *bench) replayKeys() int {
 	return 500
 }
 
-// prepare runs n first executions of run's calls from 16 callers.
-func prepare(ctx context.Context, e *rsEnv, run string, n int) error {
+// inParallel runs op(0) .. op(n-1) from 16 callers; a caller stops at its
+// first error, and every error is returned.
+func inParallel(n int, op func(i int64) error) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
 	)
 	for w := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := w; i < n; i += 16 {
-				if _, err := e.execute(ctx, benchCall(run, int64(i)), false); err != nil {
+				if err := op(int64(i)); err != nil {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -193,7 +192,10 @@ func (b *bench) rsReplayWorkload() workload {
 				return err
 			}
 			defer pe.close()
-			return prepare(ctx, pe, run, keys)
+			return inParallel(keys, func(i int64) error {
+				_, err := pe.execute(ctx, benchCall(run, i), false)
+				return err
+			})
 		},
 		start: func(ctx context.Context, db *database, conns int) (opFunc, func(), error) {
 			var err error
