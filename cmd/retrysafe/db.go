@@ -71,9 +71,6 @@ func migrateAll(ctx context.Context, pool *pgxpool.Pool, schema string, applied 
 	return nil
 }
 
-// open connects to the configured database, or starts a private cluster when
-// none is configured (saying so in one line). With migrate, the schema is
-// brought up to date first.
 // openExisting opens the database an operator command works on: one that
 // exists already (a private throwaway cluster would hold nothing to work
 // on), not migrated by the command.
@@ -84,6 +81,9 @@ func (d *dbFlags) openExisting(ctx context.Context, e *env, command string) (*da
 	return d.open(ctx, e, false)
 }
 
+// open connects to the configured database, or starts a private cluster when
+// none is configured (saying so in one line). With migrate, the schema is
+// brought up to date first.
 func (d *dbFlags) open(ctx context.Context, e *env, migrate bool) (*database, error) {
 	if err := migrations.ValidateSchema(d.schema); err != nil {
 		return nil, fmt.Errorf("--schema: %w", err)

@@ -65,15 +65,13 @@ nor the tool settings are read.`, hours(executor.MinRetention), hours(executor.D
 	pause := fs.Duration("pause", 0, "sleep between action batches, to leave I/O to live traffic")
 	loop := fs.Bool("loop", false, "keep running passes until stopped")
 	every := fs.Duration("every", time.Hour, "with --loop: start a pass this often")
-	if err := parseFlags(e, fs, args); err != nil {
+	if err := parseNoArgs(e, fs, args); err != nil {
 		return err
 	}
 	everySet := false
 	fs.Visit(func(f *flag.Flag) { everySet = everySet || f.Name == "every" })
 	var problem string
 	switch {
-	case fs.NArg() > 0:
-		problem = fmt.Sprintf("unexpected argument %q", fs.Arg(0))
 	case *retention < executor.MinRetention:
 		problem = fmt.Sprintf("--retention %s is shorter than the minimum %s: keys must outlive every redelivery", *retention, hours(executor.MinRetention))
 	case *logRetention <= 0:
