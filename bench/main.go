@@ -230,7 +230,8 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 			continue // measured only as the scale runs' reference
 		}
 		ws := []workload{b.floorToolWorkload(), b.rsFirstWorkload("first execution", nil),
-			b.rsFirstWorkloadWith("first execution, sync completion", nil, true), b.rsReplayWorkload()}
+			b.rsFirstWorkloadWith("first execution, sync completion", nil, syncCompletion),
+			b.rsFirstWorkloadWith("first execution, no group commit", nil, noGroupCommit), b.rsReplayWorkload()}
 		if !cfg.skipDBOS {
 			ws = append(ws, b.dbosFirstWorkload(), b.dbosReplayWorkload())
 		}

@@ -30,17 +30,17 @@ type rsEnv struct {
 }
 
 func newRS(ctx context.Context, db *database, conns int) (*rsEnv, error) {
-	return newRSWith(ctx, db, conns, false)
+	return newRSWith(ctx, db, conns, nil)
 }
 
-// newRSWith is newRS with Config.SyncCompletion set to sync.
-func newRSWith(ctx context.Context, db *database, conns int, sync bool) (*rsEnv, error) {
+// newRSWith is newRS with the executor's Config changed by mod.
+func newRSWith(ctx context.Context, db *database, conns int, mod func(*executor.Config)) (*rsEnv, error) {
 	p, err := db.pool(ctx, conns)
 	if err != nil {
 		return nil, err
 	}
 	prov := newProvider()
-	e, err := wireRSWith(p, prov, sync)
+	e, err := wireRSWith(p, prov, mod)
 	if err != nil {
 		prov.Close()
 		p.Close()
@@ -49,9 +49,9 @@ func newRSWith(ctx context.Context, db *database, conns int, sync bool) (*rsEnv,
 	return e, nil
 }
 
-func wireRS(p *pgxpool.Pool, prov *provider) (*rsEnv, error) { return wireRSWith(p, prov, false) }
+func wireRS(p *pgxpool.Pool, prov *provider) (*rsEnv, error) { return wireRSWith(p, prov, nil) }
 
-func wireRSWith(p *pgxpool.Pool, prov *provider, sync bool) (*rsEnv, error) {
+func wireRSWith(p *pgxpool.Pool, prov *provider, mod func(*executor.Config)) (*rsEnv, error) {
 	reg, err := tools.NewRegistry(prov.tool())
 	if err != nil {
 		return nil, err
@@ -64,7 +64,11 @@ func wireRSWith(p *pgxpool.Pool, prov *provider, sync bool) (*rsEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	ex, err := executor.New(executor.Config{DB: p, Intents: store, Tools: reg, Owner: "bench", Logger: quiet, SyncCompletion: sync})
+	cfg := executor.Config{DB: p, Intents: store, Tools: reg, Owner: "bench", Logger: quiet}
+	if mod != nil {
+		mod(&cfg)
+	}
+	ex, err := executor.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -109,14 +113,15 @@ func migrated(ctx context.Context, db *database) error {
 }
 
 // rsFirstWorkload: first executions: freeze + claim (one round trip, one
-// commit), the tool call, the fenced completion (one round trip, one commit).
+// commit, shared with the concurrent calls grouped with it), the tool call,
+// the fenced completion (likewise).
 func (b *bench) rsFirstWorkload(name string, prep func(context.Context, *database) error) workload {
-	return b.rsFirstWorkloadWith(name, prep, false)
+	return b.rsFirstWorkloadWith(name, prep, nil)
 }
 
-// rsFirstWorkloadWith is rsFirstWorkload with Config.SyncCompletion set to
-// sync: the completion waits for its WAL flush, as the claim does.
-func (b *bench) rsFirstWorkloadWith(name string, prep func(context.Context, *database) error, sync bool) workload {
+// rsFirstWorkloadWith is rsFirstWorkload with the executor's Config changed
+// by mod (SyncCompletion, GroupCommit).
+func (b *bench) rsFirstWorkloadWith(name string, prep func(context.Context, *database) error, mod func(*executor.Config)) workload {
 	run := randHex(4)
 	if prep == nil {
 		prep = migrated
@@ -126,7 +131,7 @@ func (b *bench) rsFirstWorkloadWith(name string, prep func(context.Context, *dat
 		system: "retrysafe", name: name, prep: prep,
 		start: func(ctx context.Context, db *database, conns int) (opFunc, func(), error) {
 			var err error
-			if e, err = newRSWith(ctx, db, conns, sync); err != nil {
+			if e, err = newRSWith(ctx, db, conns, mod); err != nil {
 				return nil, nil, err
 			}
 			op := func(ctx context.Context, _ int, i int64) (time.Duration, error) {
@@ -215,3 +220,7 @@ func (b *bench) rsReplayWorkload() workload {
 		},
 	}
 }
+
+func syncCompletion(c *executor.Config) { c.SyncCompletion = true }
+
+func noGroupCommit(c *executor.Config) { c.GroupCommit = 1 }

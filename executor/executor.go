@@ -207,6 +207,15 @@ type Config struct {
 	// review and tools that can do neither always wait. Set it when a
 	// success must never be re-learned from the provider.
 	SyncCompletion bool
+	// GroupCommit bounds how many concurrent calls share one round trip
+	// and one commit for their claims (and, separately, for their
+	// completions). Calls are grouped only while earlier groups are at the
+	// database, never held back to fill one: a lone call goes at once.
+	// Default 32; 1 turns grouping off (every call commits alone).
+	GroupCommit int
+	// GroupCommitConns is how many groups of each kind may be at the
+	// database at once, each on its own pool connection. Default 2.
+	GroupCommitConns int
 }
 
 // Validate fills defaults into a copy of c and checks it.
@@ -215,6 +224,9 @@ func (c Config) Validate() (Config, error) { return c.validate() }
 // Executor executes tools for frozen intents. Safe for concurrent use.
 type Executor struct {
 	cfg Config
+	// claims, completions and completionsAsync group concurrent calls'
+	// writes into shared commits (see grouper).
+	claims, completions, completionsAsync *grouper
 }
 
 // New validates cfg.
@@ -226,7 +238,11 @@ func New(cfg Config) (*Executor, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	return &Executor{cfg: c}, nil
+	e := &Executor{cfg: c}
+	e.claims = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildClaims)
+	e.completions = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, nil)
+	e.completionsAsync = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, nil)
+	return e, nil
 }
 
 // Config returns the validated configuration (defaults filled in).

@@ -161,6 +161,8 @@ func TestConfigValidate(t *testing.T) {
 		func(c *executor.Config) { c.MaxAttempts = -1 },
 		func(c *executor.Config) { c.BackoffBase, c.BackoffMax = time.Second, time.Millisecond },
 		func(c *executor.Config) { c.Timeout = -time.Second },
+		func(c *executor.Config) { c.GroupCommit = -1 },
+		func(c *executor.Config) { c.GroupCommitConns = -1 },
 	}
 	for i, mod := range bad {
 		c := base
@@ -183,7 +185,8 @@ func TestConfigValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if def.Lease != 30*time.Second || def.Timeout != 10*time.Second || def.MaxAttempts != 5 || def.Owner == "" || def.Clock == nil {
+	if def.Lease != 30*time.Second || def.Timeout != 10*time.Second || def.MaxAttempts != 5 || def.Owner == "" || def.Clock == nil ||
+		def.GroupCommit != 32 || def.GroupCommitConns != 2 {
 		t.Fatalf("defaults: %+v", def)
 	}
 	// Long calls with a heartbeat: the timeout may exceed the lease.

@@ -38,6 +38,43 @@ FROM actions a
 WHERE a.tenant_id = $1 AND a.idem_key = (
 	SELECT i.idem_key FROM intents i WHERE i.tenant_id = $1 AND i.intent_ref = $2 AND i.action = $3)`
 
+// GroupGenericPlans opens a claims group. The group statements take arrays
+// whose length the planner of a generic plan cannot know, so it prices
+// their lateral lookups for many rows and PostgreSQL keeps planning them
+// afresh, for milliseconds, at every execution. Their generic plans are the
+// right ones (a primary-key lookup per element, whatever the length): the
+// setting holds them to those for this group's transaction only.
+const GroupGenericPlans = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true)`
+
+// ActionClaimMany is ActionClaim for a claims group, as parallel arrays of
+// (tenant, ref, action). An intent queued twice is claimed once.
+const ActionClaimMany = `INSERT INTO actions
+	(tenant_id, idem_key, intent_ref, action, status, attempt, lease_owner, lease_until)
+SELECT i.tenant_id, i.idem_key, i.intent_ref, i.action, 'started', 1, $4, clock_timestamp() + $5::bigint * interval '1 microsecond'
+FROM unnest($1::text[], $2::text[], $3::text[]) AS u(t, r, a)
+CROSS JOIN LATERAL (
+	SELECT tenant_id, idem_key, intent_ref, action FROM intents
+	WHERE tenant_id = u.t AND intent_ref = u.r AND action = u.a OFFSET 0) i
+ON CONFLICT DO NOTHING
+RETURNING tenant_id, intent_ref, action, idem_key, attempt`
+
+// ActionGetForIntentMany is ActionGetForIntent for a claims group: each row
+// is preceded by the 1-based position of its intent in the arrays.
+//
+// The group statements' lateral subqueries end in OFFSET 0, which keeps the
+// planner from flattening them into joins: flattened, the generic plan of a
+// statement prepared while the tables were empty hashed a sequential scan of
+// actions (milliseconds per call once the table grew). Kept apart, each is a
+// primary-key lookup per array element, whatever the statistics.
+const ActionGetForIntentMany = `SELECT u.n, x.*
+FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS u(t, r, a, n)
+CROSS JOIN LATERAL (
+	SELECT ` + prefixed + `
+	FROM actions a
+	WHERE a.tenant_id = u.t AND a.idem_key = (
+		SELECT i.idem_key FROM intents i WHERE i.tenant_id = u.t AND i.intent_ref = u.r AND i.action = u.a)
+	OFFSET 0) x`
+
 const prefixed = `a.tenant_id, a.idem_key, a.intent_ref, a.action, a.status, a.attempt,
 	coalesce(a.lease_owner, ''), a.lease_until, coalesce(a.lease_until <= now(), false),
 	coalesce(extract(epoch FROM a.lease_until - now()), 0)::float8,

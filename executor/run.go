@@ -93,6 +93,12 @@ func (c Config) validate() (Config, error) {
 	if c.ReconcileBatch == 0 {
 		c.ReconcileBatch = 50
 	}
+	if c.GroupCommit == 0 {
+		c.GroupCommit = 32
+	}
+	if c.GroupCommitConns == 0 {
+		c.GroupCommitConns = 2
+	}
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}
@@ -103,6 +109,10 @@ func (c Config) validate() (Config, error) {
 		return bad("MaxAttempts must be at least 1")
 	case c.ReconcileBatch < 1:
 		return bad("ReconcileBatch must be at least 1")
+	case c.GroupCommit < 1:
+		return bad("GroupCommit must be at least 1 (1 turns grouping off)")
+	case c.GroupCommitConns < 1:
+		return bad("GroupCommitConns must be at least 1")
 	case c.BackoffBase > c.BackoffMax:
 		return bad("BackoffBase %s exceeds BackoffMax %s", c.BackoffBase, c.BackoffMax)
 	case c.Lease.Microseconds() < 1:
@@ -139,21 +149,44 @@ func (e *Executor) backoff(n int) time.Duration {
 }
 
 func scanAction(row pgx.Row) (*Action, error) {
+	_, a, err := scanActionWith(row, nil)
+	return a, err
+}
+
+// scanActionAt scans a row of ActionGetForIntentMany: position, then action.
+func scanActionAt(row pgx.Row) (int64, *Action, error) {
+	var pos int64
+	return scanActionWith(row, &pos)
+}
+
+func scanActionWith(row pgx.Row, pos *int64) (int64, *Action, error) {
 	var (
 		a          Action
 		left       float64
 		resp, fail []byte
 	)
-	if err := row.Scan(&a.Tenant, &a.Key, &a.Ref, &a.Action, &a.Status, &a.Attempt, &a.LeaseOwner, &a.LeaseUntil,
-		&a.Expired, &left, &resp, &fail, &a.CreatedAt, &a.UpdatedAt, &a.FinishedAt); err != nil {
-		return nil, err
+	dest := []any{&a.Tenant, &a.Key, &a.Ref, &a.Action, &a.Status, &a.Attempt, &a.LeaseOwner, &a.LeaseUntil,
+		&a.Expired, &left, &resp, &fail, &a.CreatedAt, &a.UpdatedAt, &a.FinishedAt}
+	if pos != nil {
+		dest = append([]any{pos}, dest...)
 	}
+	if err := row.Scan(dest...); err != nil {
+		return 0, nil, err
+	}
+	var at int64
+	if pos != nil {
+		at = *pos
+	}
+	return at, finishScan(&a, left, resp, fail), nil
+}
+
+func finishScan(a *Action, left float64, resp, fail []byte) *Action {
 	a.LeaseLeft = time.Duration(left * float64(time.Second))
 	if len(resp) > 0 {
 		a.Response = json.RawMessage(resp)
 	}
 	a.Failure = decodeFailure(fail)
-	return &a, nil
+	return a
 }
 
 func decodeFailure(raw []byte) *ToolFailure {
@@ -253,16 +286,16 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 	if err != nil {
 		return nil, err
 	}
+	order := call.Tenant + "\x00" + call.Ref + "\x00" + call.Action
 	for range maxRaces {
-		// One round trip, one implicit transaction: freeze, read back,
-		// claim, read the action. Four statements, four snapshots.
-		c := &claim{}
-		b := &pgx.Batch{}
-		pf := e.cfg.Intents.QueueFreeze(b, x)
-		e.queueClaim(b, call.Tenant, call.Ref, call.Action, c)
-		if err := e.cfg.DB.SendBatch(ctx, b).Close(); err != nil {
+		// One round trip, one implicit transaction (shared with the calls
+		// grouped with this one): freeze, read back, claim, read the
+		// action. Four statements, four snapshots.
+		cu := &claimUnit{x: x, tenant: call.Tenant, ref: call.Ref, action: call.Action}
+		if err := e.grouped(ctx, e.claims, order, func(b *pgx.Batch) { e.queueOne(b, cu) }, cu); err != nil {
 			return nil, fmt.Errorf("executor: freeze and claim: %w", err)
 		}
+		c, pf := cu.c, cu.pf
 		c.fr, c.frErr = pf.Result()
 		if c.frErr != nil {
 			return nil, c.frErr
@@ -593,15 +626,25 @@ func (e *Executor) finish(ctx context.Context, h held, status string, resp json.
 		fj, _ := json.Marshal(f)
 		failArg = string(fj)
 	}
-	query := ActionComplete
+	query, g := ActionComplete, e.completions
 	if h.relearnable && status == RowCompleted {
-		query = ActionCompleteAsync
+		// Its own groups: the setting it turns off for its transaction
+		// would hold for every completion grouped with it.
+		query, g = ActionCompleteAsync, e.completionsAsync
 	}
-	ct, err := e.cfg.DB.Exec(wctx, query, h.tenant, h.key, e.cfg.Owner, h.attempt, status, respArg, failArg)
-	if err != nil {
+	var rows int64
+	queue := func(b *pgx.Batch) {
+		rows = 0
+		b.Queue(query, h.tenant, h.key, e.cfg.Owner, h.attempt, status, respArg, failArg).
+			Exec(func(ct pgconn.CommandTag) error {
+				rows = ct.RowsAffected()
+				return nil
+			})
+	}
+	if err := e.grouped(wctx, g, h.tenant+"\x00"+h.key, queue, nil); err != nil {
 		return nil, fmt.Errorf("executor: complete: %w", err)
 	}
-	if ct.RowsAffected() != 1 {
+	if rows != 1 {
 		e.cfg.Logger.Warn("executor: lease lost, result dropped",
 			"tenant", h.tenant, "action", h.action, "attempt", h.attempt, "status", status)
 		res, cerr := e.current(ctx, out)

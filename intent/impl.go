@@ -140,6 +140,67 @@ func (s *Store) queueFreeze(b *pgx.Batch, x *Extraction) *PendingFreeze {
 	return pf
 }
 
+func (s *Store) queueFreezeMany(b *pgx.Batch, xs []*Extraction) []*PendingFreeze {
+	pfs := make([]*PendingFreeze, len(xs))
+	n := len(xs)
+	var (
+		ts, rs, as         = make([]string, n), make([]string, n), make([]string, n)
+		its, irs, ias, ips []string
+		iks, iss           []string
+		ivs                []int32
+	)
+	for i, x := range xs {
+		pfs[i] = &PendingFreeze{p: &pending{s: s, x: x}}
+		ts[i], rs[i], as[i] = x.Tenant, x.Ref, x.Action
+		if x.Err == nil {
+			r := x.Result
+			its, irs, ias = append(its, x.Tenant), append(irs, x.Ref), append(ias, x.Action)
+			ivs, ips = append(ivs, int32(r.Version)), append(ips, encodePayload(r.Payload))
+			iks, iss = append(iks, r.Key), append(iss, x.SourceRef)
+		}
+	}
+	if len(its) > 0 {
+		b.Queue(IntentFreezeMany, its, irs, ias, ivs, ips, iks, iss).Query(func(rows pgx.Rows) error {
+			var t, r, a string
+			_, err := pgx.ForEachRow(rows, []any{&t, &r, &a}, func() error {
+				for _, pf := range pfs {
+					x := pf.p.x
+					if x.Err == nil && x.Tenant == t && x.Ref == r && x.Action == a {
+						pf.p.inserted = true
+						break
+					}
+				}
+				return nil
+			})
+			return err
+		})
+	}
+	b.Queue(IntentGetMany, ts, rs, as).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				pos int64
+				in  Intent
+				raw []byte
+			)
+			if err := rows.Scan(&pos, &in.Tenant, &in.Ref, &in.Action, &in.Version, &raw, &in.Key,
+				&in.SourceRef, &in.Revision, &in.CreatedAt, &in.UpdatedAt); err != nil {
+				return err
+			}
+			if pos < 1 || pos > int64(n) {
+				return fmt.Errorf("intent: read-back position %d out of range", pos)
+			}
+			p, err := decodePayload(raw)
+			if err != nil {
+				return err
+			}
+			in.Payload = p
+			pfs[pos-1].p.found, pfs[pos-1].p.in = true, &in
+		}
+		return rows.Err()
+	})
+	return pfs
+}
+
 func (p *pending) result() (*FreezeResult, error) {
 	x := p.x
 	if !p.found {

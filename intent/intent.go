@@ -174,6 +174,15 @@ func (s *Store) QueueFreeze(b *pgx.Batch, x *Extraction) *PendingFreeze {
 	return s.queueFreeze(b, x)
 }
 
+// QueueFreezeMany is QueueFreeze for a group of extractions in two
+// statements (one insert, one read-back) instead of two each. Each
+// extraction's outcome is what QueueFreeze would have given it, with one
+// exception: of extractions for the same intent, only the first can be
+// Created.
+func (s *Store) QueueFreezeMany(b *pgx.Batch, xs []*Extraction) []*PendingFreeze {
+	return s.queueFreezeMany(b, xs)
+}
+
 // Result returns the freeze's outcome once the batch results are closed.
 func (p *PendingFreeze) Result() (*FreezeResult, error) { return p.p.result() }
 

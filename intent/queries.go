@@ -15,6 +15,28 @@ const IntentFreeze = `INSERT INTO intents
 VALUES ($1, $2, $3, $4, $5::jsonb, $6, nullif($7, ''))
 ON CONFLICT DO NOTHING`
 
+// IntentFreezeMany is IntentFreeze for a group of extractions, as parallel
+// arrays (tenant, ref, action, version, payload, key, source ref). A ref
+// queued twice is inserted once: the second row conflicts with the first.
+// RETURNING names what this statement inserted.
+const IntentFreezeMany = `INSERT INTO intents
+	(tenant_id, intent_ref, action, rules_version, payload, idem_key, source_ref)
+SELECT u.t, u.r, u.a, u.v::smallint, u.p::jsonb, u.k, nullif(u.s, '')
+FROM unnest($1::text[], $2::text[], $3::text[], $4::int4[], $5::text[], $6::text[], $7::text[]) AS u(t, r, a, v, p, k, s)
+ON CONFLICT DO NOTHING
+RETURNING tenant_id, intent_ref, action`
+
+// IntentGetMany is IntentGet for a group: each row is preceded by the
+// 1-based position of its (tenant, ref, action) in the arrays. OFFSET 0
+// keeps the lateral subquery from being flattened into a join, whose
+// generic plan, prepared on an empty table, could scan it: a primary-key
+// lookup per position, whatever the statistics.
+const IntentGetMany = `SELECT u.n, i.*
+FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS u(t, r, a, n)
+CROSS JOIN LATERAL (
+	SELECT ` + intentColumns + ` FROM intents WHERE tenant_id = u.t AND intent_ref = u.r AND action = u.a
+	OFFSET 0) i`
+
 // IntentGet reads one intent. After IntentFreeze it must be a separate
 // statement (a fresh READ COMMITTED snapshot), never a CTE around the insert.
 const IntentGet = `SELECT ` + intentColumns + `

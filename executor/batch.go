@@ -1,0 +1,241 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/retrysafe/retrysafe/intent"
+)
+
+// errAlone tells a unit of a failed group to run on its own: the server
+// refused the group (one call's statement failed, a deadlock between two
+// groups, ...) and rolled all of it back, or the group never left.
+var errAlone = errors.New("executor: group failed, retry alone")
+
+// unit is one call's share of a group: the statements it queues and, once
+// the group has run, the group's error.
+type unit struct {
+	ctx   context.Context // a unit whose caller gave up before its group left is not sent
+	order string          // units are queued in this order, so that groups lock rows alike
+	queue func(*pgx.Batch)
+	data  any // what a grouper's build needs besides queue
+	err   error
+	done  chan struct{}
+}
+
+// grouper is group commit for the executor's own writes. Calls that arrive
+// while the database is busy with earlier ones share the next round trip:
+// their statements go out as one pgx batch, which PostgreSQL runs as one
+// implicit transaction, so N claims cost one commit and one WAL flush
+// instead of N. Nothing waits for a group to fill: a call that finds a free
+// slot sends at once with whatever is queued (at one caller that is itself
+// alone, as without grouping); only calls that arrive while every slot is
+// busy wait, for the next free one. Each statement still runs as before
+// (READ COMMITTED, a snapshot per statement), so a call's statements see
+// what they would have seen alone.
+//
+// A group is all-or-nothing: when the server refuses it, every unit runs
+// again on its own, so one bad call costs the others a retry, never a
+// result.
+type grouper struct {
+	db    DBTX
+	max   int // units per group
+	slots int // groups in flight at once
+	// build queues a group's statements: by default each unit's own, in
+	// order; the claims' build folds the whole group into four statements.
+	build func(*pgx.Batch, []*unit)
+
+	mu      sync.Mutex
+	pending []*unit
+	running int
+}
+
+func newGrouper(db DBTX, max, slots int, build func(*pgx.Batch, []*unit)) *grouper {
+	if build == nil {
+		build = func(b *pgx.Batch, units []*unit) {
+			for _, u := range units {
+				u.queue(b)
+			}
+		}
+	}
+	return &grouper{db: db, max: max, slots: slots, build: build}
+}
+
+// do runs queue's statements in the next group and returns the group's
+// error: nil when the group committed, errAlone when the caller must run its
+// statements alone, any other error when the outcome is unknown (the
+// connection failed after the group was sent). A canceled ctx returns at
+// once: if the group has not left yet, the unit's statements are dropped
+// from it; if it has, they may still commit, as a statement canceled
+// mid-flight may.
+func (g *grouper) do(ctx context.Context, order string, queue func(*pgx.Batch), data any) error {
+	if g.max <= 1 {
+		return errAlone
+	}
+	u := &unit{ctx: ctx, order: order, queue: queue, data: data, done: make(chan struct{})}
+	g.mu.Lock()
+	g.pending = append(g.pending, u)
+	if g.running < g.slots {
+		g.running++
+		units := g.takeLocked()
+		g.mu.Unlock()
+		g.run(units)
+	} else {
+		g.mu.Unlock()
+	}
+	select {
+	case <-u.done:
+		return u.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *grouper) takeLocked() []*unit {
+	n := min(len(g.pending), g.max)
+	units := slices.Clone(g.pending[:n])
+	rest := copy(g.pending, g.pending[n:])
+	clear(g.pending[rest:])
+	g.pending = g.pending[:rest]
+	return units
+}
+
+// run sends units as one group, then hands the slot to the next group (on
+// a new goroutine, so that the caller whose call opened this group returns
+// as soon as its own result is in).
+func (g *grouper) run(units []*unit) {
+	g.send(units)
+	g.mu.Lock()
+	if len(g.pending) == 0 {
+		g.running--
+		g.mu.Unlock()
+		return
+	}
+	next := g.takeLocked()
+	g.mu.Unlock()
+	go g.run(next)
+}
+
+func (g *grouper) send(units []*unit) {
+	live := units[:0]
+	for _, u := range units {
+		if err := u.ctx.Err(); err != nil {
+			u.err = err
+			close(u.done)
+			continue
+		}
+		live = append(live, u)
+	}
+	units = live
+	if len(units) == 0 {
+		return
+	}
+	slices.SortFunc(units, func(a, b *unit) int { return strings.Compare(a.order, b.order) })
+	b := &pgx.Batch{}
+	g.build(b, units)
+	// The group outlives any one caller: a caller that gives up must not
+	// cancel the others' writes.
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	err := g.db.SendBatch(ctx, b).Close()
+	cancel()
+	var pgErr *pgconn.PgError
+	if err != nil && len(units) > 1 && (errors.As(err, &pgErr) || pgconn.SafeToRetry(err)) {
+		err = errAlone
+	}
+	for _, u := range units {
+		u.err = err
+		close(u.done)
+	}
+}
+
+// grouped runs queue's statements in g's next group, or alone when grouping
+// is off or the group failed (queue is then called again, and must start
+// its results afresh).
+func (e *Executor) grouped(ctx context.Context, g *grouper, order string, queue func(*pgx.Batch), data any) error {
+	err := g.do(ctx, order, queue, data)
+	if !errors.Is(err, errAlone) {
+		return err
+	}
+	b := &pgx.Batch{}
+	queue(b)
+	return e.cfg.DB.SendBatch(ctx, b).Close()
+}
+
+// claimUnit is one Execute's share of a claims group.
+type claimUnit struct {
+	x                   *intent.Extraction
+	tenant, ref, action string
+	c                   *claim
+	pf                  *intent.PendingFreeze
+}
+
+// queueOne queues the unit's freeze and claim as four statements of its own.
+func (e *Executor) queueOne(b *pgx.Batch, cu *claimUnit) {
+	cu.c = &claim{}
+	cu.pf = e.cfg.Intents.QueueFreeze(b, cu.x)
+	e.queueClaim(b, cu.tenant, cu.ref, cu.action, cu.c)
+}
+
+// buildClaims queues a claims group: a group of one as Execute alone would,
+// a larger one as four statements for all of it (freeze, read back, claim,
+// read the actions), so that the database starts four statements per group
+// rather than four per call. Each statement still reads what committed
+// before it started, as the per-call statements do.
+func (e *Executor) buildClaims(b *pgx.Batch, units []*unit) {
+	if len(units) == 1 {
+		e.queueOne(b, units[0].data.(*claimUnit))
+		return
+	}
+	n := len(units)
+	cus := make([]*claimUnit, n)
+	xs := make([]*intent.Extraction, n)
+	ts, rs, as := make([]string, n), make([]string, n), make([]string, n)
+	for i, u := range units {
+		cu := u.data.(*claimUnit)
+		cu.c = &claim{}
+		cus[i], xs[i] = cu, cu.x
+		ts[i], rs[i], as[i] = cu.tenant, cu.ref, cu.action
+	}
+	b.Queue(GroupGenericPlans)
+	for i, pf := range e.cfg.Intents.QueueFreezeMany(b, xs) {
+		cus[i].pf = pf
+	}
+	b.Queue(ActionClaimMany, ts, rs, as, e.cfg.Owner, e.leaseMicros()).Query(func(rows pgx.Rows) error {
+		var (
+			t, r, a, key string
+			attempt      int
+		)
+		_, err := pgx.ForEachRow(rows, []any{&t, &r, &a, &key, &attempt}, func() error {
+			// Of units for the same intent, the first claims; the
+			// others find its row in flight, as they would alone.
+			for _, cu := range cus {
+				if !cu.c.claimed && cu.tenant == t && cu.ref == r && cu.action == a {
+					cu.c.claimed, cu.c.claimKey, cu.c.attempt = true, key, attempt
+					break
+				}
+			}
+			return nil
+		})
+		return err
+	})
+	b.Queue(ActionGetForIntentMany, ts, rs, as).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			pos, a, err := scanActionAt(rows)
+			if err != nil {
+				return err
+			}
+			if pos < 1 || pos > int64(n) {
+				return fmt.Errorf("executor: action read position %d out of range", pos)
+			}
+			cus[pos-1].c.act = a
+		}
+		return rows.Err()
+	})
+}

@@ -1,0 +1,200 @@
+package executor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/internal/testutil"
+)
+
+// A claims group folds its calls into four statements. Whatever mix of
+// calls it holds, each must find exactly what it would have found alone:
+// the same freeze result, the same claim, the same action.
+func TestClaimGroupMatchesAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cA, cB, cN := testutil.CPF(71000), testutil.CPF(71001), testutil.CPF(71002)
+	calls := []executor.Call{
+		pixCall("t1", "new-1", extraction(0, cN)),                                                          // new: created and claimed
+		pixCall("t1", "new-1", extraction(1, cN)),                                                          // the same intent again: in flight
+		pixCall("t2", "new-1", extraction(2, cN)),                                                          // the same ref in another tenant: its own
+		pixCall("t1", "done-a", map[string]any{"customer_id": "cust-1", "amount": "99,00", "pix_key": cA}), // completed: divergent, replayed
+		pixCall("t1", "done-a", map[string]any{"customer_id": "cust-1", "amount": "nope", "pix_key": cA}),  // completed, bad extraction
+		pixCall("t1", "frozen-b", extraction(3, cB)),                                                       // frozen without an action: claimed
+		pixCall("t1", "bad-c", map[string]any{"amount": "nope"}),                                           // nothing frozen, bad fields: error
+	}
+	run := func(grouped bool) []executor.ClaimSeen {
+		e := newEnv(t, nil)
+		// The same history in each schema: done-a completed, frozen-b
+		// frozen only.
+		if out, err := e.ex.Execute(ctx, pixCall("t1", "done-a", extraction(0, cA)), nil); err != nil || out.Status != executor.StatusCompleted {
+			t.Fatal(out, err)
+		}
+		if _, err := e.store.Freeze(ctx, e.pool, extractParams("t1", "frozen-b", extraction(0, cB))); err != nil {
+			t.Fatal(err)
+		}
+		seen, err := e.ex.ClaimAll(ctx, calls, grouped)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seen
+	}
+	alone, grouped := run(false), run(true)
+	for i := range calls {
+		if !reflect.DeepEqual(alone[i], grouped[i]) {
+			t.Errorf("call %d (%s/%s):\n alone   %+v\n grouped %+v", i, calls[i].Tenant, calls[i].Ref, alone[i], grouped[i])
+		}
+	}
+	// And the cases are what they claim to be.
+	want := []struct {
+		claimed, created, err bool
+		act                   string
+	}{
+		{true, true, false, executor.RowStarted},
+		{false, false, false, executor.RowStarted},
+		{true, true, false, executor.RowStarted},
+		{false, false, false, executor.RowCompleted},
+		{false, false, false, executor.RowCompleted},
+		{true, false, false, executor.RowStarted},
+		{false, false, true, ""},
+	}
+	for i, w := range want {
+		g := grouped[i]
+		if g.Claimed != w.claimed || g.Created != w.created || (g.Err != "") != w.err || g.ActStatus != w.act {
+			t.Errorf("call %d: %+v, want claimed %v created %v error %v action %q", i, g, w.claimed, w.created, w.err, w.act)
+		}
+	}
+	if len(grouped[3].Divergent) == 0 || grouped[4].ExtractionErr == "" {
+		t.Errorf("divergence not reported: %+v %+v", grouped[3], grouped[4])
+	}
+}
+
+// Hundreds of first executions on a small pool: the claims and completions
+// share commits (fewer round trips than two per execution), and every
+// intent is charged exactly once.
+func TestGroupCommitUnderLoad(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, &envOpts{poolSize: 4})
+	var schema string
+	if err := e.pool.QueryRow(context.Background(), `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	tr := &tracer{}
+	pool := tracedPool(t, schema, tr)
+	ex := e.another(t, "grouped", func(c *executor.Config) { c.DB = pool; c.GroupCommitConns = 1 })
+	const n = 300
+	res := runConcurrent(n, func(i int) executor.Call {
+		ref := i
+		if i%10 == 1 {
+			ref = i - 1 // every tenth intent twice: duplicates inside groups
+		}
+		return pixCall("t1", fmt.Sprintf("load-%d", ref), extraction(i, testutil.CPF(72000+ref)))
+	}, ex)
+	completed := 0
+	for i, r := range res {
+		checkErr(t, i, r)
+		if r.out.Status == executor.StatusCompleted {
+			completed++
+		}
+	}
+	q, b := tr.take()
+	intents := 0
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM intents WHERE intent_ref LIKE 'load-%'`).Scan(&intents); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.psp.Count(""); got != intents {
+		t.Fatalf("%d charges for %d intents", got, intents)
+	}
+	t.Logf("%d executions of %d intents: %d completed, %d batches + %d queries", n, intents, completed, b, q)
+	if b+q >= 2*int64(n) {
+		t.Fatalf("%d round trips for %d executions: nothing was grouped", b+q, n)
+	}
+}
+
+// A group the server refuses is all-or-nothing: every unit is told to run
+// alone, and nothing of the group is left behind. A unit whose caller gave
+// up before its group left is not sent at all.
+func TestGroupFailureAndCancel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	if _, err := e.pool.Exec(ctx, `CREATE TABLE group_probe (k text PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	g := executor.NewGrouper(e.pool, 16, 1)
+	insert := func(k string) func(*pgx.Batch) {
+		return func(b *pgx.Batch) { b.Queue(`INSERT INTO group_probe VALUES ($1)`, k) }
+	}
+	// Hold the only slot, so that what follows queues into one group.
+	started := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = g.Do(ctx, "0", func(b *pgx.Batch) {
+			close(started)
+			b.Queue(`SELECT pg_sleep(0.3)`)
+		})
+	})
+	<-started
+	canceled, cancel := context.WithCancel(ctx)
+	errs := make([]error, 4)
+	for i, q := range []func(*pgx.Batch){
+		insert("a"),
+		func(b *pgx.Batch) { b.Queue(`SELECT 1/0`) },
+		insert("b"),
+		insert("gone"),
+	} {
+		c := ctx
+		if i == 3 {
+			c = canceled
+		}
+		wg.Go(func() { errs[i] = g.Do(c, fmt.Sprint(i+1), q) })
+	}
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	wg.Wait()
+	for i := range 3 {
+		if !errors.Is(errs[i], executor.ErrAlone) {
+			t.Errorf("unit %d of the refused group: %v, want ErrAlone", i, errs[i])
+		}
+	}
+	if !errors.Is(errs[3], context.Canceled) {
+		t.Errorf("canceled unit: %v", errs[3])
+	}
+	var n int
+	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM group_probe`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d rows left by a refused group (%v)", n, err)
+	}
+	// Alone, a unit's own error is its own.
+	var pgErr *pgconn.PgError
+	if err := executor.NewGrouper(e.pool, 16, 1).Do(ctx, "x", func(b *pgx.Batch) { b.Queue(`SELECT 1/0`) }); !errors.As(err, &pgErr) {
+		t.Fatalf("a group of one: %v, want the server's error", err)
+	}
+	// Grouping off: every unit runs alone.
+	if err := executor.NewGrouper(e.pool, 1, 1).Do(ctx, "x", insert("c")); !errors.Is(err, executor.ErrAlone) {
+		t.Fatalf("GroupCommit 1: %v", err)
+	}
+}
+
+// With grouping off, executions behave as before.
+func TestGroupCommitOff(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, &envOpts{cfg: func(c *executor.Config) { c.GroupCommit = 1 }})
+	res := runConcurrent(50, func(i int) executor.Call {
+		return pixCall("t1", fmt.Sprintf("off-%d", i%5), extraction(i, testutil.CPF(73000+i%5)))
+	}, e.ex)
+	for i, r := range res {
+		checkErr(t, i, r)
+	}
+	if got := e.psp.Count(""); got != 5 {
+		t.Fatalf("%d charges for 5 intents", got)
+	}
+}
