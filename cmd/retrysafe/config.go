@@ -61,6 +61,8 @@ type runtimeFlags struct {
 	reconcileInterval         time.Duration
 	reconcileBatch            int
 	syncCompletion            bool
+	groupCommit               int
+	groupCommitConns          int
 	syncCompletionEnv         string // checked by registry: a typo must not pass for false
 }
 
@@ -80,6 +82,8 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, e *env) {
 	fs.IntVar(&f.maxAttempts, "max-attempts", 5, "claims of one action before it goes to review")
 	fs.DurationVar(&f.reconcileInterval, "reconcile-interval", 5*time.Second, "pause between reconciler passes that found little to do")
 	fs.IntVar(&f.reconcileBatch, "reconcile-batch", 50, "expired leases one reconciler pass takes")
+	fs.IntVar(&f.groupCommit, "group-commit", 32, "most concurrent calls that share one claim (or completion) round trip and commit; 1 turns grouping off")
+	fs.IntVar(&f.groupCommitConns, "group-commit-conns", 2, "grouped round trips of each kind at the database at once, each on its own pool connection")
 	f.syncCompletionEnv = e.getenv("RETRYSAFE_SYNC_COMPLETION")
 	syncDefault, _ := strconv.ParseBool(f.syncCompletionEnv)
 	fs.BoolVar(&f.syncCompletion, "sync-completion", syncDefault,
@@ -182,9 +186,11 @@ func (f *runtimeFlags) build(db executor.DBTX, reg *tools.Registry, m *metrics.M
 		ReconcileBatch:    f.reconcileBatch,
 		ReconcileInterval: f.reconcileInterval,
 		SyncCompletion:    f.syncCompletion,
+		GroupCommit:       f.groupCommit,
+		GroupCommitConns:  f.groupCommitConns,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("executor settings (--lease, --timeout, --heartbeat, --max-attempts): %w", err)
+		return nil, fmt.Errorf("executor settings (--lease, --timeout, --heartbeat, --max-attempts, --group-commit, --group-commit-conns): %w", err)
 	}
 	return &toolRuntime{Tools: reg, Deriver: d, Intents: store, Executor: ex, Metrics: m}, nil
 }

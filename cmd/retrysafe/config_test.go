@@ -147,3 +147,47 @@ func TestSyncCompletionSetting(t *testing.T) {
 		}
 	}
 }
+
+// --group-commit and --group-commit-conns reach the executor, and a value
+// it refuses names the flags.
+func TestGroupCommitSetting(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.Schema(t, nil)
+	for _, tc := range []struct {
+		args        []string
+		group, conn int
+		err         string
+	}{
+		{nil, 32, 2, ""},
+		{[]string{"--group-commit", "1"}, 1, 2, ""},
+		{[]string{"--group-commit", "64", "--group-commit-conns", "4"}, 64, 4, ""},
+		{[]string{"--group-commit", "-3"}, 0, 0, "--group-commit"},
+		{[]string{"--group-commit-conns", "-1"}, 0, 0, "GroupCommitConns must be at least 1"},
+	} {
+		vars := map[string]string{"RETRYSAFE_HMAC_KEY": testSecret, "RETRYSAFE_PSP_URL": "http://127.0.0.1:1", "RETRYSAFE_PSP_TOKEN": "psp-secret"}
+		e, _, _ := testEnv(strings.NewReader(""), vars)
+		fs := newFlagSet(e, "t", "t", "t")
+		var rt runtimeFlags
+		rt.register(fs, e)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		reg, err := rt.registry()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rtm, err := rt.build(pool, reg, metrics.New(), slog.New(slog.DiscardHandler))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("args %v: error %v, want one naming %q", tc.args, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := rtm.Executor.Config(); c.GroupCommit != tc.group || c.GroupCommitConns != tc.conn {
+			t.Errorf("args %v: GroupCommit %d, GroupCommitConns %d; want %d, %d", tc.args, c.GroupCommit, c.GroupCommitConns, tc.group, tc.conn)
+		}
+	}
+}
