@@ -26,6 +26,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/retrysafe/retrysafe/executor"
 )
 
 const defaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
@@ -45,6 +47,9 @@ type config struct {
 	out          string
 	only         *regexp.Regexp // runs only the points whose "system/workload" matches
 	cpuProfile   string
+	// groupCommit and groupCommitConns, when > 0, override the executor's
+	// defaults in every retrysafe point.
+	groupCommit, groupCommitConns int
 }
 
 type bench struct {
@@ -104,6 +109,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.out, "out", "results", "directory for the Markdown and JSON results")
 	only := fs.String("only", "", "regexp: run only the points whose \"system/workload\" matches (the floor always runs)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.IntVar(&c.groupCommit, "group-commit", 0, "retrysafe's executor.Config.GroupCommit (default: the executor's)")
+	fs.IntVar(&c.groupCommitConns, "group-commit-conns", 0, "retrysafe's executor.Config.GroupCommitConns (default: the executor's)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -145,6 +152,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.maxConns < 1 || c.scaleCallers < 1 {
 		return c, errors.New("--max-conns and --scale-callers must be positive")
 	}
+	if c.groupCommit < 0 || c.groupCommitConns < 0 {
+		return c, errors.New("--group-commit and --group-commit-conns must not be negative")
+	}
+	tuning = func(ec *executor.Config) { ec.GroupCommit, ec.GroupCommitConns = c.groupCommit, c.groupCommitConns }
 	return c, nil
 }
 

@@ -65,6 +65,9 @@ func wireRSWith(p *pgxpool.Pool, prov *provider, mod func(*executor.Config)) (*r
 		return nil, err
 	}
 	cfg := executor.Config{DB: p, Intents: store, Tools: reg, Owner: "bench", Logger: quiet}
+	if tuning != nil {
+		tuning(&cfg)
+	}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -220,6 +223,10 @@ func (b *bench) rsReplayWorkload() workload {
 		},
 	}
 }
+
+// tuning applies the command line's executor settings (--group-commit,
+// --group-commit-conns) before a workload's own.
+var tuning func(*executor.Config)
 
 func syncCompletion(c *executor.Config) { c.SyncCompletion = true }
 

@@ -34,10 +34,13 @@ type unit struct {
 // while the database is busy with earlier ones share the next round trip:
 // their statements go out as one pgx batch, which PostgreSQL runs as one
 // implicit transaction, so N claims cost one commit and one WAL flush
-// instead of N. Nothing waits for a group to fill: a call that finds a free
-// slot sends at once with whatever is queued (at one caller that is itself
-// alone, as without grouping); only calls that arrive while every slot is
-// busy wait, for the next free one. Each statement still runs as before
+// instead of N. Nothing waits for a group to fill: a call that finds no
+// group in flight sends at once with whatever is queued (at one caller that
+// is itself alone, as without grouping); calls that arrive while a group is
+// in flight queue for the next one. A further group goes out beside the
+// first (up to slots) only once half a group is waiting: on two cores one
+// connection at a time gave the most executions per second up to 32
+// callers, and a second one helped only beyond. Each statement still runs as before
 // (READ COMMITTED, a snapshot per statement), so a call's statements see
 // what they would have seen alone.
 //
@@ -82,7 +85,7 @@ func (g *grouper) do(ctx context.Context, order string, queue func(*pgx.Batch), 
 	u := &unit{ctx: ctx, order: order, queue: queue, data: data, done: make(chan struct{})}
 	g.mu.Lock()
 	g.pending = append(g.pending, u)
-	if g.running < g.slots {
+	if g.running == 0 || (g.running < g.slots && 2*len(g.pending) >= g.max) {
 		g.running++
 		units := g.takeLocked()
 		g.mu.Unlock()
