@@ -52,7 +52,8 @@ type grouper struct {
 	max   int // units per group
 	slots int // groups in flight at once
 	// build queues a group's statements: by default each unit's own, in
-	// order; the claims' build folds the whole group into four statements.
+	// order; the completions' adds GroupPlans, the claims' folds the whole
+	// group into four statements.
 	build func(*pgx.Batch, []*unit)
 
 	mu      sync.Mutex
@@ -69,6 +70,17 @@ func newGrouper(db DBTX, max, slots int, build func(*pgx.Batch, []*unit)) *group
 		}
 	}
 	return &grouper{db: db, max: max, slots: slots, build: build}
+}
+
+// buildEach queues each unit's own statements, behind GroupPlans when
+// there is more than one.
+func buildEach(b *pgx.Batch, units []*unit) {
+	if len(units) > 1 {
+		b.Queue(GroupPlans)
+	}
+	for _, u := range units {
+		u.queue(b)
+	}
 }
 
 // do runs queue's statements in the next group and returns the group's
@@ -206,7 +218,7 @@ func (e *Executor) buildClaims(b *pgx.Batch, units []*unit) {
 		cus[i], xs[i] = cu, cu.x
 		ts[i], rs[i], as[i] = cu.tenant, cu.ref, cu.action
 	}
-	b.Queue(GroupGenericPlans)
+	b.Queue(GroupPlans)
 	for i, pf := range e.cfg.Intents.QueueFreezeMany(b, xs) {
 		cus[i].pf = pf
 	}

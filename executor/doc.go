@@ -45,22 +45,24 @@
 //
 // # Group commit
 //
-// Concurrent Executes share those round trips and commits. A call whose
-// claim finds a free slot (Config.GroupCommitConns, default 2) sends at
-// once, with every claim queued behind the slots while they were busy (up
-// to Config.GroupCommit, default 32): one batch, one implicit transaction,
-// one commit and one WAL flush for all of them. Nothing waits to fill a
-// group, so a lone call goes as fast as it would alone; under load the
-// queue that would have formed at the database forms in the process
-// instead, and each commit carries many calls. Completions are grouped the
+// Concurrent Executes share those round trips and commits. A claim that
+// finds no group in flight sends at once, with every claim queued while the
+// previous group was at the database (up to Config.GroupCommit, default
+// 32): one batch, one implicit transaction, one commit and one WAL flush
+// for all of them. Nothing waits to fill a group, so a lone call goes as
+// fast as it would alone; under load the queue that would have formed at
+// the database forms in the process instead, and each commit carries many
+// calls. A second group goes out beside the first (up to
+// Config.GroupCommitConns, default 2) once half a group is waiting. Completions are grouped the
 // same way (asynchronous and synchronous ones apart, since the setting the
 // former turn off holds for their whole transaction).
 //
 // A claims group of more than one call is four statements, not four per
 // call: the same insert, read-back, claim and read-back over arrays, each a
 // primary-key lookup per element (lateral subqueries kept from being
-// flattened into joins, and generic plans forced for the group's
-// transaction, so that no plan ever scans). Each statement still takes its
+// flattened into joins, and sequential scans and hash joins off for the
+// group's transaction, so that no plan ever scans, whatever the statistics
+// said when it was made). Each statement still takes its
 // own snapshot, so every call sees what it would have seen alone; of two
 // calls for one intent in a group, the first claims and the second finds it
 // in flight, as it would alone. Calls are ordered by intent within a group,

@@ -240,8 +240,8 @@ func New(cfg Config) (*Executor, error) {
 	}
 	e := &Executor{cfg: c}
 	e.claims = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildClaims)
-	e.completions = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, nil)
-	e.completionsAsync = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, nil)
+	e.completions = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, buildEach)
+	e.completionsAsync = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, buildEach)
 	return e, nil
 }
 
