@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -39,8 +40,11 @@ type unit struct {
 // is itself alone, as without grouping); calls that arrive while a group is
 // in flight queue for the next one. A further group goes out beside the
 // first (up to slots) only once half a group is waiting: on two cores one
-// connection at a time gave the most executions per second up to 32
-// callers, and a second one helped only beyond. Each statement still runs as before
+// connection at a time gave the most first executions per second up to 32
+// callers, and a second one helped only beyond. Groups that write nothing
+// (a storm of redeliveries) have no commit to share, and for them waiting
+// is all cost: while the latest claims were read-only, a further group
+// goes out as soon as anything waits. Each statement still runs as before
 // (READ COMMITTED, a snapshot per statement), so a call's statements see
 // what they would have seen alone.
 //
@@ -55,6 +59,10 @@ type grouper struct {
 	// order; the completions' adds GroupPlans, the claims' folds the whole
 	// group into four statements.
 	build func(*pgx.Batch, []*unit)
+
+	// readOnly: the latest groups wrote nothing (see Executor.noteClaim),
+	// so a further group goes out as soon as anything waits.
+	readOnly atomic.Bool
 
 	mu      sync.Mutex
 	pending []*unit
@@ -97,7 +105,7 @@ func (g *grouper) do(ctx context.Context, order string, queue func(*pgx.Batch), 
 	u := &unit{ctx: ctx, order: order, queue: queue, data: data, done: make(chan struct{})}
 	g.mu.Lock()
 	g.pending = append(g.pending, u)
-	if g.running == 0 || (g.running < g.slots && 2*len(g.pending) >= g.max) {
+	if g.running == 0 || (g.running < g.slots && (g.readOnly.Load() || 2*len(g.pending) >= g.max)) {
 		g.running++
 		units := g.takeLocked()
 		g.mu.Unlock()
@@ -253,4 +261,22 @@ func (e *Executor) buildClaims(b *pgx.Batch, units []*unit) {
 		}
 		return rows.Err()
 	})
+}
+
+// readOnlyRunLimit is how many freeze-and-claims in a row must write
+// nothing before the claims grouper stops holding calls back for a fuller
+// group.
+const readOnlyRunLimit = 32
+
+// noteClaim tells the claims grouper whether a freeze-and-claim wrote.
+func (e *Executor) noteClaim(wrote bool) {
+	if wrote {
+		if e.readOnlyRun.Swap(0) >= readOnlyRunLimit {
+			e.claims.readOnly.Store(false)
+		}
+		return
+	}
+	if e.readOnlyRun.Add(1) == readOnlyRunLimit {
+		e.claims.readOnly.Store(true)
+	}
 }

@@ -53,7 +53,9 @@
 // fast as it would alone; under load the queue that would have formed at
 // the database forms in the process instead, and each commit carries many
 // calls. A second group goes out beside the first (up to
-// Config.GroupCommitConns, default 2) once half a group is waiting. Completions are grouped the
+// Config.GroupCommitConns, default 2) once half a group is waiting, or as
+// soon as anything waits while the latest claims wrote nothing (a storm of
+// redeliveries has no commit to share, and would only queue). Completions are grouped the
 // same way (asynchronous and synchronous ones apart, since the setting the
 // former turn off holds for their whole transaction).
 //

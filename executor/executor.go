@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/retrysafe/retrysafe/intent"
@@ -214,7 +215,9 @@ type Config struct {
 	// Default 32; 1 turns grouping off (every call commits alone).
 	GroupCommit int
 	// GroupCommitConns is how many groups of each kind may be at the
-	// database at once, each on its own pool connection. Default 2.
+	// database at once, each on its own pool connection; beyond the first,
+	// one goes out only when half a group (GroupCommit/2 calls) is
+	// waiting. Default 2.
 	GroupCommitConns int
 }
 
@@ -227,6 +230,9 @@ type Executor struct {
 	// claims, completions and completionsAsync group concurrent calls'
 	// writes into shared commits (see grouper).
 	claims, completions, completionsAsync *grouper
+	// readOnlyRun counts the latest freeze-and-claims that wrote nothing
+	// (see noteClaim).
+	readOnlyRun atomic.Int64
 }
 
 // New validates cfg.

@@ -88,3 +88,7 @@ func NewGrouper(db DBTX, max, slots int) *Grouper { return newGrouper(db, max, s
 func (g *Grouper) Do(ctx context.Context, order string, queue func(*pgx.Batch)) error {
 	return g.do(ctx, order, queue, nil)
 }
+
+// ClaimsReadOnly reports whether the claims grouper is in its read-only
+// mode (further groups go out as soon as anything waits).
+func (e *Executor) ClaimsReadOnly() bool { return e.claims.readOnly.Load() }

@@ -198,3 +198,30 @@ func TestGroupCommitOff(t *testing.T) {
 		t.Fatalf("%d charges for 5 intents", got)
 	}
 }
+
+// A run of claims that write nothing (redeliveries of completed actions)
+// stops the claims grouper from holding calls back for fuller groups; the
+// first claim that writes again restores it.
+func TestGroupReadOnlyMode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	c := testutil.CPF(74000)
+	if out, err := e.ex.Execute(ctx, pixCall("t1", "ro-1", extraction(0, c)), nil); err != nil || out.Status != executor.StatusCompleted {
+		t.Fatal(out, err)
+	}
+	for i := range 40 {
+		if e.ex.ClaimsReadOnly() != (i >= 32) {
+			t.Fatalf("after %d replays: read-only mode %v", i, e.ex.ClaimsReadOnly())
+		}
+		if out, err := e.ex.Execute(ctx, pixCall("t1", "ro-1", extraction(i, c)), nil); err != nil || !out.Replayed {
+			t.Fatal(out, err)
+		}
+	}
+	if out, err := e.ex.Execute(ctx, pixCall("t1", "ro-2", extraction(0, testutil.CPF(74001))), nil); err != nil || out.Replayed {
+		t.Fatal(out, err)
+	}
+	if e.ex.ClaimsReadOnly() {
+		t.Fatal("still in read-only mode after a first execution")
+	}
+}

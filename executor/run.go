@@ -297,6 +297,7 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 		}
 		c, pf := cu.c, cu.pf
 		c.fr, c.frErr = pf.Result()
+		e.noteClaim(c.claimed || (c.frErr == nil && c.fr.Created))
 		if c.frErr != nil {
 			return nil, c.frErr
 		}
