@@ -45,7 +45,12 @@ WHERE a.tenant_id = $1 AND a.idem_key = (
 // filling up), their plans were sequential scans, which the plan cache kept
 // as the table grew (7 ms per group statement in the benchmark's
 // empty-table run). Since the group statements only ever run after this
-// one, their cached plans are always made under it.
+// one, their cached plans are always made under it. Their plans are not
+// forced generic: PostgreSQL keeps planning them for the arrays at hand,
+// which costs CPU (a forced generic plan took about 17 % less PostgreSQL
+// time per replay at 8 callers) but keeps every plan true to the tables as
+// they are, where a generic plan would be made once for a table as it
+// looked at its first use.
 const GroupPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
 	set_config('enable_mergejoin', 'off', true)`
 
