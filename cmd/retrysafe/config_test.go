@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/server/metrics"
@@ -110,6 +113,26 @@ func TestServeRefusesUnmigratedSchema(t *testing.T) {
 	}
 }
 
+// buildRuntime builds the tool runtime as serve and worker do, from a PSP
+// configuration plus extra environment and arguments.
+func buildRuntime(t *testing.T, pool *pgxpool.Pool, extra map[string]string, args []string) (*toolRuntime, error) {
+	t.Helper()
+	vars := map[string]string{"RETRYSAFE_HMAC_KEY": testSecret, "RETRYSAFE_PSP_URL": "http://127.0.0.1:1", "RETRYSAFE_PSP_TOKEN": "psp-secret"}
+	maps.Copy(vars, extra)
+	e, _, _ := testEnv(strings.NewReader(""), vars)
+	fs := newFlagSet(e, "t", "t", "t")
+	var rt runtimeFlags
+	rt.register(fs, e)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := rt.registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt.build(pool, reg, metrics.New(), slog.New(slog.DiscardHandler))
+}
+
 // --sync-completion and RETRYSAFE_SYNC_COMPLETION reach the executor; the
 // flag overrides the environment.
 func TestSyncCompletionSetting(t *testing.T) {
@@ -125,20 +148,7 @@ func TestSyncCompletionSetting(t *testing.T) {
 		{"false", []string{"--sync-completion"}, true},
 		{"true", []string{"--sync-completion=false"}, false},
 	} {
-		vars := map[string]string{"RETRYSAFE_HMAC_KEY": testSecret, "RETRYSAFE_PSP_URL": "http://127.0.0.1:1",
-			"RETRYSAFE_PSP_TOKEN": "psp-secret", "RETRYSAFE_SYNC_COMPLETION": tc.env}
-		e, _, _ := testEnv(strings.NewReader(""), vars)
-		fs := newFlagSet(e, "t", "t", "t")
-		var rt runtimeFlags
-		rt.register(fs, e)
-		if err := fs.Parse(tc.args); err != nil {
-			t.Fatal(err)
-		}
-		reg, err := rt.registry()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rtm, err := rt.build(pool, reg, metrics.New(), slog.New(slog.DiscardHandler))
+		rtm, err := buildRuntime(t, pool, map[string]string{"RETRYSAFE_SYNC_COMPLETION": tc.env}, tc.args)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,19 +174,7 @@ func TestGroupCommitSetting(t *testing.T) {
 		{[]string{"--group-commit", "-3"}, 0, 0, "--group-commit"},
 		{[]string{"--group-commit-conns", "-1"}, 0, 0, "GroupCommitConns must be at least 1"},
 	} {
-		vars := map[string]string{"RETRYSAFE_HMAC_KEY": testSecret, "RETRYSAFE_PSP_URL": "http://127.0.0.1:1", "RETRYSAFE_PSP_TOKEN": "psp-secret"}
-		e, _, _ := testEnv(strings.NewReader(""), vars)
-		fs := newFlagSet(e, "t", "t", "t")
-		var rt runtimeFlags
-		rt.register(fs, e)
-		if err := fs.Parse(tc.args); err != nil {
-			t.Fatal(err)
-		}
-		reg, err := rt.registry()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rtm, err := rt.build(pool, reg, metrics.New(), slog.New(slog.DiscardHandler))
+		rtm, err := buildRuntime(t, pool, nil, tc.args)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("args %v: error %v, want one naming %q", tc.args, err, tc.err)
