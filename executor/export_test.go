@@ -92,3 +92,10 @@ func (g *Grouper) Do(ctx context.Context, order string, queue func(*pgx.Batch)) 
 // ClaimsReadOnly reports whether the claims grouper is in its read-only
 // mode (further groups go out as soon as anything waits).
 func (e *Executor) ClaimsReadOnly() bool { return e.claims.readOnly.Load() }
+
+// Pending is how many units wait for the next group.
+func (g *Grouper) Pending() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.pending)
+}

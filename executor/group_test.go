@@ -122,7 +122,8 @@ func TestGroupCommitUnderLoad(t *testing.T) {
 
 // A group the server refuses is all-or-nothing: every unit is told to run
 // alone, and nothing of the group is left behind. A unit whose caller gave
-// up before its group left is not sent at all.
+// up before its group left is not sent at all, and the rest of its group
+// commits.
 func TestGroupFailureAndCancel(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -134,45 +135,75 @@ func TestGroupFailureAndCancel(t *testing.T) {
 	insert := func(k string) func(*pgx.Batch) {
 		return func(b *pgx.Batch) { b.Queue(`INSERT INTO group_probe VALUES ($1)`, k) }
 	}
-	// Hold the only slot, so that what follows queues into one group.
-	started := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		_ = g.Do(ctx, "0", func(b *pgx.Batch) {
-			close(started)
-			b.Queue(`SELECT pg_sleep(0.3)`)
+	// grouped runs units as one group: the only slot is kept busy (its
+	// group waits for an advisory lock the test holds) until all of them
+	// wait for the next group; then beforeSend runs and the slot is let go.
+	grouped := func(ctxs []context.Context, units []func(*pgx.Batch), beforeSend func()) []error {
+		conn, err := e.pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Release()
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(7301)`); err != nil {
+			t.Fatal(err)
+		}
+		started := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			_ = g.Do(ctx, "0", func(b *pgx.Batch) {
+				close(started)
+				b.Queue(`SELECT pg_advisory_xact_lock(7301)`)
+			})
 		})
-	})
-	<-started
+		<-started
+		errs := make([]error, len(units))
+		for i, q := range units {
+			wg.Go(func() { errs[i] = g.Do(ctxs[i], fmt.Sprint(i+1), q) })
+		}
+		testutil.FinishWithin(t, 10*time.Second, "queueing", func() {
+			for g.Pending() < len(units) {
+				time.Sleep(time.Millisecond)
+			}
+		})
+		beforeSend()
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(7301)`); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		return errs
+	}
+	count := func(k string) int {
+		var n int
+		if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM group_probe WHERE k = $1 OR $1 = ''`, k).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// A refused group: every unit is told to run alone, nothing is left.
+	errs := grouped([]context.Context{ctx, ctx, ctx},
+		[]func(*pgx.Batch){insert("a"), func(b *pgx.Batch) { b.Queue(`SELECT 1/0`) }, insert("b")}, func() {})
+	for i, err := range errs {
+		if !errors.Is(err, executor.ErrAlone) {
+			t.Errorf("unit %d of the refused group: %v, want ErrAlone", i, err)
+		}
+	}
+	if n := count(""); n != 0 {
+		t.Fatalf("%d rows left by a refused group", n)
+	}
+
+	// A unit whose caller gave up before the group left is not sent; the
+	// others commit.
 	canceled, cancel := context.WithCancel(ctx)
-	errs := make([]error, 4)
-	for i, q := range []func(*pgx.Batch){
-		insert("a"),
-		func(b *pgx.Batch) { b.Queue(`SELECT 1/0`) },
-		insert("b"),
-		insert("gone"),
-	} {
-		c := ctx
-		if i == 3 {
-			c = canceled
-		}
-		wg.Go(func() { errs[i] = g.Do(c, fmt.Sprint(i+1), q) })
+	errs = grouped([]context.Context{ctx, canceled, ctx},
+		[]func(*pgx.Batch){insert("c"), insert("gone"), insert("d")}, cancel)
+	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], context.Canceled) {
+		t.Fatalf("errors %v, want nil, context.Canceled, nil", errs)
 	}
-	time.Sleep(50 * time.Millisecond)
-	cancel()
-	wg.Wait()
-	for i := range 3 {
-		if !errors.Is(errs[i], executor.ErrAlone) {
-			t.Errorf("unit %d of the refused group: %v, want ErrAlone", i, errs[i])
-		}
+	if count("c") != 1 || count("d") != 1 || count("gone") != 0 {
+		t.Fatalf("rows c %d, d %d, gone %d: want 1, 1, 0", count("c"), count("d"), count("gone"))
 	}
-	if !errors.Is(errs[3], context.Canceled) {
-		t.Errorf("canceled unit: %v", errs[3])
-	}
-	var n int
-	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM group_probe`).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("%d rows left by a refused group (%v)", n, err)
-	}
+
 	// Alone, a unit's own error is its own.
 	var pgErr *pgconn.PgError
 	if err := executor.NewGrouper(e.pool, 16, 1).Do(ctx, "x", func(b *pgx.Batch) { b.Queue(`SELECT 1/0`) }); !errors.As(err, &pgErr) {
