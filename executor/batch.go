@@ -55,9 +55,9 @@ type grouper struct {
 	db    DBTX
 	max   int // units per group
 	slots int // groups in flight at once
-	// build queues a group's statements: by default each unit's own, in
-	// order; the completions' adds GroupPlans, the claims' folds the whole
-	// group into four statements.
+	// build queues a group's statements: buildEach (the completions'),
+	// or the claims' buildClaims, which folds the group into four
+	// statements.
 	build func(*pgx.Batch, []*unit)
 
 	// readOnly: the latest groups wrote nothing (see Executor.noteClaim),
@@ -70,13 +70,6 @@ type grouper struct {
 }
 
 func newGrouper(db DBTX, max, slots int, build func(*pgx.Batch, []*unit)) *grouper {
-	if build == nil {
-		build = func(b *pgx.Batch, units []*unit) {
-			for _, u := range units {
-				u.queue(b)
-			}
-		}
-	}
 	return &grouper{db: db, max: max, slots: slots, build: build}
 }
 
@@ -250,7 +243,8 @@ func (e *Executor) buildClaims(b *pgx.Batch, units []*unit) {
 	})
 	b.Queue(ActionGetForIntentMany, ts, rs, as).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			pos, a, err := scanActionAt(rows)
+			var pos int64
+			a, err := scanAction(rows, &pos)
 			if err != nil {
 				return err
 			}

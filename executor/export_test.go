@@ -81,8 +81,8 @@ type Grouper = grouper
 // ErrAlone is errAlone.
 var ErrAlone = errAlone
 
-// NewGrouper is newGrouper with each unit's own statements.
-func NewGrouper(db DBTX, max, slots int) *Grouper { return newGrouper(db, max, slots, nil) }
+// NewGrouper is newGrouper with each unit's own statements (buildEach).
+func NewGrouper(db DBTX, max, slots int) *Grouper { return newGrouper(db, max, slots, buildEach) }
 
 // Do is grouper.do.
 func (g *Grouper) Do(ctx context.Context, order string, queue func(*pgx.Batch)) error {

@@ -148,45 +148,24 @@ func (e *Executor) backoff(n int) time.Duration {
 	return half + time.Duration(mrand.Int64N(int64(half)+1))
 }
 
-func scanAction(row pgx.Row) (*Action, error) {
-	_, a, err := scanActionWith(row, nil)
-	return a, err
-}
-
-// scanActionAt scans a row of ActionGetForIntentMany: position, then action.
-func scanActionAt(row pgx.Row) (int64, *Action, error) {
-	var pos int64
-	return scanActionWith(row, &pos)
-}
-
-func scanActionWith(row pgx.Row, pos *int64) (int64, *Action, error) {
+// scanAction scans an action row; lead are destinations for columns the
+// query puts before actionColumns (ActionGetForIntentMany's position).
+func scanAction(row pgx.Row, lead ...any) (*Action, error) {
 	var (
 		a          Action
 		left       float64
 		resp, fail []byte
 	)
-	dest := []any{&a.Tenant, &a.Key, &a.Ref, &a.Action, &a.Status, &a.Attempt, &a.LeaseOwner, &a.LeaseUntil,
-		&a.Expired, &left, &resp, &fail, &a.CreatedAt, &a.UpdatedAt, &a.FinishedAt}
-	if pos != nil {
-		dest = append([]any{pos}, dest...)
+	if err := row.Scan(append(lead, &a.Tenant, &a.Key, &a.Ref, &a.Action, &a.Status, &a.Attempt, &a.LeaseOwner, &a.LeaseUntil,
+		&a.Expired, &left, &resp, &fail, &a.CreatedAt, &a.UpdatedAt, &a.FinishedAt)...); err != nil {
+		return nil, err
 	}
-	if err := row.Scan(dest...); err != nil {
-		return 0, nil, err
-	}
-	var at int64
-	if pos != nil {
-		at = *pos
-	}
-	return at, finishScan(&a, left, resp, fail), nil
-}
-
-func finishScan(a *Action, left float64, resp, fail []byte) *Action {
 	a.LeaseLeft = time.Duration(left * float64(time.Second))
 	if len(resp) > 0 {
 		a.Response = json.RawMessage(resp)
 	}
 	a.Failure = decodeFailure(fail)
-	return a
+	return &a, nil
 }
 
 func decodeFailure(raw []byte) *ToolFailure {

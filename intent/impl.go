@@ -14,13 +14,15 @@ import (
 	"github.com/retrysafe/retrysafe/derive"
 )
 
-func scanIntent(row pgx.Row) (*Intent, error) {
+// scanIntent scans an intent row; lead are destinations for columns the
+// query puts before intentColumns (IntentGetMany's position).
+func scanIntent(row pgx.Row, lead ...any) (*Intent, error) {
 	var (
 		in  Intent
 		raw []byte
 	)
-	if err := row.Scan(&in.Tenant, &in.Ref, &in.Action, &in.Version, &raw, &in.Key,
-		&in.SourceRef, &in.Revision, &in.CreatedAt, &in.UpdatedAt); err != nil {
+	if err := row.Scan(append(lead, &in.Tenant, &in.Ref, &in.Action, &in.Version, &raw, &in.Key,
+		&in.SourceRef, &in.Revision, &in.CreatedAt, &in.UpdatedAt)...); err != nil {
 		return nil, err
 	}
 	p, err := decodePayload(raw)
@@ -177,24 +179,15 @@ func (s *Store) queueFreezeMany(b *pgx.Batch, xs []*Extraction) []*PendingFreeze
 	}
 	b.Queue(IntentGetMany, ts, rs, as).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var (
-				pos int64
-				in  Intent
-				raw []byte
-			)
-			if err := rows.Scan(&pos, &in.Tenant, &in.Ref, &in.Action, &in.Version, &raw, &in.Key,
-				&in.SourceRef, &in.Revision, &in.CreatedAt, &in.UpdatedAt); err != nil {
+			var pos int64
+			in, err := scanIntent(rows, &pos)
+			if err != nil {
 				return err
 			}
 			if pos < 1 || pos > int64(n) {
 				return fmt.Errorf("intent: read-back position %d out of range", pos)
 			}
-			p, err := decodePayload(raw)
-			if err != nil {
-				return err
-			}
-			in.Payload = p
-			pfs[pos-1].p.found, pfs[pos-1].p.in = true, &in
+			pfs[pos-1].p.found, pfs[pos-1].p.in = true, in
 		}
 		return rows.Err()
 	})
