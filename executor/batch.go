@@ -257,6 +257,69 @@ func (e *Executor) buildClaims(b *pgx.Batch, units []*unit) {
 	})
 }
 
+// buildLookups queues a group of read-first lookups (see queueLookups).
+func (e *Executor) buildLookups(b *pgx.Batch, units []*unit) {
+	cus := make([]*claimUnit, len(units))
+	for i, u := range units {
+		cus[i] = u.data.(*claimUnit)
+	}
+	e.queueLookups(b, cus)
+}
+
+// queueLookups queues the read-first lookup of cus: one statement for all
+// of them. A unit whose intent and action it finds gets the claim and
+// freeze outcome the four write statements would have given it (nothing
+// inserted, nothing claimed, both rows as read); any other unit is left
+// without, for the freeze and claim to handle. Reading both rows in one
+// statement is what the write path does in four snapshots instead of one,
+// so whatever the lookup returns, the write path run at that instant would
+// have returned too.
+func (e *Executor) queueLookups(b *pgx.Batch, cus []*claimUnit) {
+	n := len(cus)
+	ts, rs, as := make([]string, n), make([]string, n), make([]string, n)
+	for i, cu := range cus {
+		cu.c, cu.pf = nil, nil // queued again after a failed group
+		ts[i], rs[i], as[i] = cu.tenant, cu.ref, cu.action
+	}
+	b.Queue(GroupPlans)
+	b.Queue(IntentActionGetMany, ts, rs, as).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				pos int64
+				a   *Action
+			)
+			in, err := intent.Scan(actionAfter{rows, &a}, &pos)
+			if err != nil {
+				return err
+			}
+			if pos < 1 || pos > int64(n) {
+				return fmt.Errorf("executor: lookup position %d out of range", pos)
+			}
+			if a.Failure != nil && a.Failure.Class == intent.SupersededClass {
+				continue // an amendment's tombstone: the write path sorts it out
+			}
+			cu := cus[pos-1]
+			cu.c = &claim{act: a}
+			cu.pf = e.cfg.Intents.Frozen(cu.x, in)
+		}
+		return rows.Err()
+	})
+}
+
+// actionAfter lets intent.Scan and scanAction read one row whose intent
+// columns are followed by an action's: intent.Scan hands its destinations
+// to actionAfter's Scan, which appends the action's.
+type actionAfter struct {
+	row pgx.Row
+	a   **Action
+}
+
+func (r actionAfter) Scan(dest ...any) error {
+	a, err := scanAction(r.row, dest...)
+	*r.a = a
+	return err
+}
+
 // readOnlyRunLimit is how many freeze-and-claims in a row must write
 // nothing before the claims grouper stops holding calls back for a fuller
 // group.

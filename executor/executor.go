@@ -230,6 +230,11 @@ type Executor struct {
 	// claims, completions and completionsAsync group concurrent calls'
 	// writes into shared commits (see grouper).
 	claims, completions, completionsAsync *grouper
+	// lookups groups read-first lookups: while the latest claims wrote
+	// nothing (a redelivery storm), a call first reads its intent and
+	// action in one statement, and freezes and claims only when that
+	// finds no settled or in-flight action (see queueLookups).
+	lookups *grouper
 	// readOnlyRun counts the latest freeze-and-claims that wrote nothing
 	// (see noteClaim).
 	readOnlyRun atomic.Int64
@@ -248,6 +253,8 @@ func New(cfg Config) (*Executor, error) {
 	e.claims = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildClaims)
 	e.completions = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, buildEach)
 	e.completionsAsync = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, buildEach)
+	e.lookups = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildLookups)
+	e.lookups.readOnly.Store(true) // nothing to commit: no reason to wait
 	return e, nil
 }
 

@@ -21,12 +21,21 @@ type ClaimSeen struct {
 	ActStatus     string
 	ActAttempt    int
 	ActOwner      string
+	LookedUp      bool // ClaimReadFirst: the lookup settled it (not compared)
 }
 
-// ClaimAll runs the freeze and claim of calls, either as one claims group
-// (the statements a group of len(calls) sends) or each alone in turn, and
-// reports what each found. The tool is never called.
-func (e *Executor) ClaimAll(ctx context.Context, calls []Call, grouped bool) ([]ClaimSeen, error) {
+// How ClaimAll runs its calls.
+type ClaimHow int
+
+const (
+	ClaimAlone     ClaimHow = iota // each call's freeze and claim alone, in turn
+	ClaimGrouped                   // one claims group
+	ClaimReadFirst                 // one group of read-first lookups, then each call the lookup left alone, in turn
+)
+
+// ClaimAll runs the freeze and claim of calls as how says, and reports what
+// each found. The tool is never called.
+func (e *Executor) ClaimAll(ctx context.Context, calls []Call, how ClaimHow) ([]ClaimSeen, error) {
 	cus := make([]*claimUnit, len(calls))
 	units := make([]*unit, len(calls))
 	for i, c := range calls {
@@ -37,14 +46,26 @@ func (e *Executor) ClaimAll(ctx context.Context, calls []Call, grouped bool) ([]
 		cus[i] = &claimUnit{x: x, tenant: c.Tenant, ref: c.Ref, action: c.Action}
 		units[i] = &unit{data: cus[i]}
 	}
-	if grouped {
+	lookedUp := make([]bool, len(calls))
+	if how == ClaimGrouped {
 		b := &pgx.Batch{}
 		e.buildClaims(b, units)
 		if err := e.cfg.DB.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
 		}
 	} else {
-		for _, cu := range cus {
+		if how == ClaimReadFirst {
+			b := &pgx.Batch{}
+			e.buildLookups(b, units)
+			if err := e.cfg.DB.SendBatch(ctx, b).Close(); err != nil {
+				return nil, err
+			}
+		}
+		for i, cu := range cus {
+			if cu.c != nil {
+				lookedUp[i] = true
+				continue // the lookup settled it
+			}
 			b := &pgx.Batch{}
 			e.queueOne(b, cu)
 			if err := e.cfg.DB.SendBatch(ctx, b).Close(); err != nil {
@@ -65,6 +86,7 @@ func (e *Executor) ClaimAll(ctx context.Context, calls []Call, grouped bool) ([]
 			}
 		}
 		s.Claimed, s.ClaimAttempt = cu.c.claimed, cu.c.attempt
+		s.LookedUp = lookedUp[i]
 		if cu.c.claimed && cu.c.claimKey != s.Key {
 			s.Err += " claim key differs from the read-back"
 		}

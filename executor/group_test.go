@@ -11,14 +11,21 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/dbconf"
+	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
+	"github.com/retrysafe/retrysafe/tools"
+	"github.com/retrysafe/retrysafe/tools/toolstest"
 )
 
-// A claims group folds its calls into four statements. Whatever mix of
-// calls it holds, each must find exactly what it would have found alone:
-// the same freeze result, the same claim, the same action.
+// A claims group folds its calls into four statements, and a read-first
+// lookup into one. Whatever mix of calls they hold, each must find exactly
+// what it would have found alone: the same freeze result, the same claim,
+// the same action.
 func TestClaimGroupMatchesAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -32,7 +39,7 @@ func TestClaimGroupMatchesAlone(t *testing.T) {
 		pixCall("t1", "frozen-b", extraction(3, cB)),                                                       // frozen without an action: claimed
 		pixCall("t1", "bad-c", map[string]any{"amount": "nope"}),                                           // nothing frozen, bad fields: error
 	}
-	run := func(grouped bool) []executor.ClaimSeen {
+	run := func(how executor.ClaimHow) []executor.ClaimSeen {
 		e := newEnv(t, nil)
 		// The same history in each schema: done-a completed, frozen-b
 		// frozen only.
@@ -42,16 +49,26 @@ func TestClaimGroupMatchesAlone(t *testing.T) {
 		if _, err := e.store.Freeze(ctx, e.pool, extractParams("t1", "frozen-b", extraction(0, cB))); err != nil {
 			t.Fatal(err)
 		}
-		seen, err := e.ex.ClaimAll(ctx, calls, grouped)
+		seen, err := e.ex.ClaimAll(ctx, calls, how)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return seen
 	}
-	alone, grouped := run(false), run(true)
+	alone, grouped, readFirst := run(executor.ClaimAlone), run(executor.ClaimGrouped), run(executor.ClaimReadFirst)
 	for i := range calls {
 		if !reflect.DeepEqual(alone[i], grouped[i]) {
 			t.Errorf("call %d (%s/%s):\n alone   %+v\n grouped %+v", i, calls[i].Tenant, calls[i].Ref, alone[i], grouped[i])
+		}
+		// The read-first lookup settles only the calls whose intent and
+		// action both exist (done-a), and those as the writes would have.
+		lookedUp := readFirst[i].LookedUp
+		readFirst[i].LookedUp = false
+		if !reflect.DeepEqual(alone[i], readFirst[i]) {
+			t.Errorf("call %d (%s/%s):\n alone      %+v\n read first %+v", i, calls[i].Tenant, calls[i].Ref, alone[i], readFirst[i])
+		}
+		if want := calls[i].Ref == "done-a"; lookedUp != want {
+			t.Errorf("call %d (%s/%s): settled by the lookup %v, want %v", i, calls[i].Tenant, calls[i].Ref, lookedUp, want)
 		}
 	}
 	// And the cases are what they claim to be.
@@ -254,5 +271,98 @@ func TestGroupReadOnlyMode(t *testing.T) {
 	}
 	if e.ex.ClaimsReadOnly() {
 		t.Fatal("still in read-only mode after a first execution")
+	}
+}
+
+// In read-only mode a redelivery reads its intent and action in one
+// statement and writes nothing; what it returns is what the freeze and
+// claim would have returned. A call the lookup cannot settle (an intent
+// amended to a key with no action yet, an intent never seen) falls through
+// to the freeze and claim.
+func TestReadFirstReplays(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	var schema string
+	if err := e.pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := dbconf.PoolConfig(pgtest.URL(t), schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &sqlTracer{}
+	cfg.ConnConfig.Tracer = tr
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ex := e.another(t, "read-first", func(c *executor.Config) { c.DB = pool })
+
+	c, cf := testutil.CPF(75000), testutil.CPF(75001)
+	first, err := ex.Execute(ctx, pixCall("t1", "rf-1", extraction(0, c)), nil)
+	if err != nil || first.Status != executor.StatusCompleted {
+		t.Fatal(first, err)
+	}
+	e.psp.SetFault(refFault("rf-f", toolstest.Reject, func(int) bool { return true }))
+	if out, err := ex.Execute(ctx, pixCall("t1", "rf-f", extraction(0, cf)), nil); err != nil || out.Status != executor.StatusFailed {
+		t.Fatal(out, err)
+	}
+	e.psp.SetFault(nil)
+	// The same drifted extraction, replayed before and in read-only mode.
+	drifted := map[string]any{"customer_id": "cust-9", "amount": "99,00", "pix_key": c}
+	var before *executor.Outcome
+	for i := range 40 {
+		if i == 31 {
+			tr.take()
+		}
+		call := pixCall("t1", "rf-1", extraction(i, c))
+		if i == 31 || i == 39 {
+			call = pixCall("t1", "rf-1", drifted)
+		}
+		out, err := ex.Execute(ctx, call, nil)
+		if err != nil || !out.Replayed || out.Key != first.Key || chargeID(t, out.Response) != chargeID(t, first.Response) {
+			t.Fatalf("replay %d: %+v %v", i, out, err)
+		}
+		sql := tr.take()
+		switch {
+		case i == 31:
+			before = out
+			if len(sql) != 4 {
+				t.Fatalf("replay %d before read-only mode: %d statements, want the freeze and claim's 4", i, len(sql))
+			}
+		case i >= 32:
+			if len(sql) != 2 || sql[0] != executor.GroupPlans || sql[1] != executor.IntentActionGetMany {
+				t.Fatalf("replay %d in read-only mode sent %d statements: %q", i, len(sql), sql)
+			}
+		}
+		if i == 39 && !reflect.DeepEqual(out, before) {
+			t.Fatalf("read-first replay differs from the freeze and claim's:\n %+v\n %+v", out, before)
+		}
+	}
+	if len(before.Divergent) == 0 {
+		t.Fatalf("drift not reported: %+v", before)
+	}
+	if !ex.ClaimsReadOnly() {
+		t.Fatal("not in read-only mode after 40 replays")
+	}
+
+	// Amended after failing: the intent's new key has no action, so the
+	// lookup leaves the call to the freeze and claim, which executes it.
+	fixed := extraction(0, testutil.CPF(75002))
+	res, err := e.store.Amend(ctx, e.pool, intent.AmendParams{Tenant: "t1", Ref: "rf-f", Action: tools.PixChargeName, Fields: fixed, Reason: "another CPF"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ex.Execute(ctx, pixCall("t1", "rf-f", extraction(1, cf)), nil)
+	if err != nil || out.Status != executor.StatusCompleted || out.Replayed || out.Key != res.Intent.Key {
+		t.Fatalf("amended intent: %+v %v", out, err)
+	}
+	if rec := e.psp.Records(""); len(rec) != 2 {
+		t.Fatalf("%d charges, want rf-1 and the amended rf-f", len(rec))
+	}
+	if ex.ClaimsReadOnly() {
+		t.Fatal("still in read-only mode after a claim that wrote")
 	}
 }

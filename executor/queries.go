@@ -1,5 +1,7 @@
 package executor
 
+import "github.com/retrysafe/retrysafe/intent"
+
 // SQL of the executor, in one place. Every statement is scoped by tenant_id;
 // every lease time comes from the database's clock, never a worker's: a new
 // lease_until is clock_timestamp() + lease, so that time a statement spent
@@ -81,6 +83,21 @@ CROSS JOIN LATERAL (
 	FROM actions a
 	WHERE a.tenant_id = u.t AND a.idem_key = (
 		SELECT i.idem_key FROM intents i WHERE i.tenant_id = u.t AND i.intent_ref = u.r AND i.action = u.a)
+	OFFSET 0) x`
+
+// IntentActionGetMany is the read-first lookup of replays (see
+// Executor.lookups): for each (tenant, ref, action) in the arrays that has
+// an intent and an action under its current key, the 1-based position, the
+// intent (intent.Columns) and the action. One statement, reading only: a
+// redelivery of a settled intent needs nothing else, where the freeze and
+// claim are four statements whose inserts can only conflict.
+const IntentActionGetMany = `SELECT u.n, i.*, x.*
+FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS u(t, r, a, n)
+CROSS JOIN LATERAL (
+	SELECT ` + intent.Columns + ` FROM intents WHERE tenant_id = u.t AND intent_ref = u.r AND action = u.a
+	OFFSET 0) i
+CROSS JOIN LATERAL (
+	SELECT ` + prefixed + ` FROM actions a WHERE a.tenant_id = u.t AND a.idem_key = i.idem_key
 	OFFSET 0) x`
 
 const prefixed = `a.tenant_id, a.idem_key, a.intent_ref, a.action, a.status, a.attempt,

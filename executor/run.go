@@ -266,13 +266,23 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 		return nil, err
 	}
 	order := call.Tenant + "\x00" + call.Ref + "\x00" + call.Action
-	for range maxRaces {
-		// One round trip, one implicit transaction (shared with the calls
-		// grouped with this one): freeze, read back, claim, read the
-		// action. Four statements, four snapshots.
+	for i := range maxRaces {
 		cu := &claimUnit{x: x, tenant: call.Tenant, ref: call.Ref, action: call.Action}
-		if err := e.grouped(ctx, e.claims, order, func(b *pgx.Batch) { e.queueOne(b, cu) }, cu); err != nil {
-			return nil, fmt.Errorf("executor: freeze and claim: %w", err)
+		if i == 0 && e.claims.readOnly.Load() {
+			// Redeliveries are what has been arriving: read first, and
+			// skip the writes when the intent is settled or in flight.
+			queue := func(b *pgx.Batch) { e.queueLookups(b, []*claimUnit{cu}) }
+			if err := e.grouped(ctx, e.lookups, order, queue, cu); err != nil {
+				return nil, fmt.Errorf("executor: lookup: %w", err)
+			}
+		}
+		if cu.c == nil {
+			// One round trip, one implicit transaction (shared with the
+			// calls grouped with this one): freeze, read back, claim,
+			// read the action. Four statements, four snapshots.
+			if err := e.grouped(ctx, e.claims, order, func(b *pgx.Batch) { e.queueOne(b, cu) }, cu); err != nil {
+				return nil, fmt.Errorf("executor: freeze and claim: %w", err)
+			}
 		}
 		c, pf := cu.c, cu.pf
 		c.fr, c.frErr = pf.Result()

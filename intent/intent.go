@@ -186,6 +186,24 @@ func (s *Store) QueueFreezeMany(b *pgx.Batch, xs []*Extraction) []*PendingFreeze
 // Result returns the freeze's outcome once the batch results are closed.
 func (p *PendingFreeze) Result() (*FreezeResult, error) { return p.p.result() }
 
+// Frozen is the freeze x would have had on finding in already frozen
+// under x's tenant, ref and action: nothing inserted, in read back, with
+// x's divergence from it. It lets a caller that read in itself (the
+// executor's read-first replays, see Columns) skip the insert that could
+// only have conflicted.
+func (s *Store) Frozen(x *Extraction, in *Intent) *PendingFreeze {
+	return &PendingFreeze{p: &pending{s: s, x: x, found: true, in: in}}
+}
+
+// Columns is an intent's select list, for a statement of another package
+// that reads intents (FROM intents, unaliased) together with its own rows
+// and scans them with Scan.
+const Columns = intentColumns
+
+// Scan reads an intent selected as Columns from row, after lead
+// destinations.
+func Scan(row pgx.Row, lead ...any) (*Intent, error) { return scanIntent(row, lead...) }
+
 // Get reads the intent (tenant, ref, action).
 func Get(ctx context.Context, db DBTX, tenant, ref, action string) (*Intent, error) {
 	return get(ctx, db, tenant, ref, action)
