@@ -70,6 +70,21 @@
 // in flight, as it would alone. Calls are ordered by intent within a group,
 // so that groups lock rows in one order.
 //
+// # Read-first replays
+//
+// While the latest claims wrote nothing (32 in a row: a storm of
+// redeliveries), a call reads before it writes: one statement reads its
+// intent and the action under the intent's key (IntentActionGetMany,
+// grouped like the claims, a group going out as soon as anything waits).
+// When both rows are there, that is the whole call: the freeze's insert
+// and the claim could only have conflicted, and the read returns what
+// their read-backs would have. Anything else (no intent yet, an intent
+// without an action, one amended to a key with no action yet) goes on to
+// the freeze and claim, a second round trip; the first claim that writes
+// ends the mode. A replay then costs one statement instead of four, and
+// a first execution pays the extra read only while replays are all that
+// has been arriving.
+//
 // A group is all-or-nothing: when the server refuses it (a deadlock with
 // another group, one call's bad statement), nothing of it committed, and
 // each call runs again alone, where its own error is its own. A caller that
