@@ -73,12 +73,8 @@ func newGrouper(db DBTX, max, slots int, build func(*pgx.Batch, []*unit)) *group
 	return &grouper{db: db, max: max, slots: slots, build: build}
 }
 
-// buildEach queues each unit's own statements, behind GroupPlans when
-// there is more than one.
+// buildEach queues each unit's own statements.
 func buildEach(b *pgx.Batch, units []*unit) {
-	if len(units) > 1 {
-		b.Queue(GroupPlans)
-	}
 	for _, u := range units {
 		u.queue(b)
 	}
@@ -155,6 +151,7 @@ func (g *grouper) send(units []*unit) {
 	}
 	slices.SortFunc(units, func(a, b *unit) int { return strings.Compare(a.order, b.order) })
 	b := &pgx.Batch{}
+	b.Queue(GroupPlans)
 	g.build(b, units)
 	// The group outlives any one caller: a caller that gives up must not
 	// cancel the others' writes.
@@ -180,6 +177,7 @@ func (e *Executor) grouped(ctx context.Context, g *grouper, order string, queue 
 		return err
 	}
 	b := &pgx.Batch{}
+	b.Queue(GroupPlans)
 	queue(b)
 	return e.cfg.DB.SendBatch(ctx, b).Close()
 }
@@ -219,7 +217,6 @@ func (e *Executor) buildClaims(b *pgx.Batch, units []*unit) {
 		cus[i], xs[i] = cu, cu.x
 		ts[i], rs[i], as[i] = cu.tenant, cu.ref, cu.action
 	}
-	b.Queue(GroupPlans)
 	for i, pf := range e.cfg.Intents.QueueFreezeMany(b, xs) {
 		cus[i].pf = pf
 	}
@@ -281,7 +278,6 @@ func (e *Executor) queueLookups(b *pgx.Batch, cus []*claimUnit) {
 		cu.c, cu.pf = nil, nil // queued again after a failed group
 		ts[i], rs[i], as[i] = cu.tenant, cu.ref, cu.action
 	}
-	b.Queue(GroupPlans)
 	b.Queue(IntentActionGetMany, ts, rs, as).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var (

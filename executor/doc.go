@@ -62,9 +62,12 @@
 // A claims group of more than one call is four statements, not four per
 // call: the same insert, read-back, claim and read-back over arrays, each a
 // primary-key lookup per element (lateral subqueries kept from being
-// flattened into joins, and sequential scans and hash joins off for the
-// group's transaction, so that no plan ever scans, whatever the statistics
-// said when it was made). Each statement still takes its
+// flattened into joins). Every batch of claims, lookups and completions,
+// of one call or many, opens with GroupPlans, which turns sequential scans
+// and hash and merge joins off for its transaction, so that no cached plan
+// ever scans, whatever the statistics said when it was made (a generic
+// plan made on a table vacuumed while empty otherwise scans it for the
+// connection's life). Each statement still takes its
 // own snapshot, so every call sees what it would have seen alone; of two
 // calls for one intent in a group, the first claims and the second finds it
 // in flight, as it would alone. Calls are ordered by intent within a group,

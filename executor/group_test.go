@@ -329,8 +329,8 @@ func TestReadFirstReplays(t *testing.T) {
 		switch {
 		case i == 31:
 			before = out
-			if len(sql) != 4 {
-				t.Fatalf("replay %d before read-only mode: %d statements, want the freeze and claim's 4", i, len(sql))
+			if len(sql) != 5 || sql[0] != executor.GroupPlans {
+				t.Fatalf("replay %d before read-only mode sent %q, want the plan settings and the freeze and claim's 4 statements", i, sql)
 			}
 		case i >= 32:
 			if len(sql) != 2 || sql[0] != executor.GroupPlans || sql[1] != executor.IntentActionGetMany {
@@ -364,5 +364,75 @@ func TestReadFirstReplays(t *testing.T) {
 	}
 	if ex.ClaimsReadOnly() {
 		t.Fatal("still in read-only mode after a claim that wrote")
+	}
+}
+
+// Plans made while the tables were vacuumed empty must not scan them once
+// they have grown: every batch of the hot path runs under GroupPlans, so
+// the generic plans a connection caches after its first executions are
+// index lookups. Without it, the read-backs' cached plans were sequential
+// scans, which this test sees in pg_stat_user_tables.
+func TestPlansSurviveEmptyTables(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	var schema string
+	if err := e.pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`VACUUM ANALYZE intents`, `VACUUM ANALYZE actions`} {
+		if _, err := e.pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := dbconf.PoolConfig(pgtest.URL(t), schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1 // one session: its plan cache is what is tested
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ex := e.another(t, "plans", func(c *executor.Config) { c.DB = pool })
+	execute := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			ref := fmt.Sprintf("plan-%d", i)
+			for range 2 { // a first execution, then a replay
+				if out, err := ex.Execute(ctx, pixCall("t1", ref, extraction(i, testutil.CPF(76000+i))), nil); err != nil || out.Status != executor.StatusCompleted {
+					t.Fatal(out, err)
+				}
+			}
+		}
+	}
+	// Past the plan cache's five custom plans: generic plans from here on.
+	execute(0, 8)
+	// The tables grow (no ANALYZE: nothing invalidates the cached plans).
+	if _, err := e.pool.Exec(ctx, `INSERT INTO intents (tenant_id, intent_ref, action, rules_version, payload, idem_key)
+		SELECT 't1', 'grown-' || g, 'pix.charge', 1, '{}', md5(g::text) FROM generate_series(1, 3000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(ctx, `INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, attempt, finished_at)
+		SELECT 't1', md5(g::text), 'grown-' || g, 'pix.charge', 'completed', 1, now() FROM generate_series(1, 3000) g`); err != nil {
+		t.Fatal(err)
+	}
+	seqScans := func() int64 {
+		// The session's counters reach the shared statistics at the end
+		// of its next transaction.
+		if _, err := pool.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		if err := e.pool.QueryRow(ctx, `SELECT coalesce(sum(seq_scan), 0) FROM pg_stat_user_tables
+			WHERE schemaname = current_schema() AND relname IN ('intents', 'actions')`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := seqScans()
+	execute(8, 8)
+	if after := seqScans(); after != before {
+		t.Fatalf("%d sequential scans of intents and actions by executions on grown tables", after-before)
 	}
 }

@@ -40,19 +40,27 @@ FROM actions a
 WHERE a.tenant_id = $1 AND a.idem_key = (
 	SELECT i.idem_key FROM intents i WHERE i.tenant_id = $1 AND i.intent_ref = $2 AND i.action = $3)`
 
-// GroupPlans opens every group of more than one call, for the group's
-// transaction only: no sequential scans, no hash or merge joins, so that
-// the only plans left for the group statements are index lookups per
-// element. Prepared while a table looked empty (vacuumed empty, then
-// filling up), their plans were sequential scans, which the plan cache kept
-// as the table grew (7 ms per group statement in the benchmark's
-// empty-table run). Since the group statements only ever run after this
-// one, their cached plans are always made under it. Their plans are not
-// forced generic: PostgreSQL keeps planning them for the arrays at hand,
-// which costs CPU (a forced generic plan took about 17 % less PostgreSQL
-// time per replay at 8 callers) but keeps every plan true to the tables as
-// they are, where a generic plan would be made once for a table as it
-// looked at its first use.
+// GroupPlans opens every batch of the hot path (claims, lookups and
+// completions, grouped or alone), for that batch's transaction only: no
+// sequential scans, no hash or merge joins, so that the only plans left are
+// index lookups. Prepared while a table looked empty (vacuumed empty, then
+// filling up), statements got sequential scans, which the plan cache kept
+// as the table grew: 7 ms per group statement in the benchmark's
+// empty-table run, and a generic plan of a single-row lookup made on a
+// vacuumed empty table scans the whole table for as long as the connection
+// lives, or until an ANALYZE of the table (autovacuum's or by hand)
+// invalidates it.
+// Since these statements only ever run after this one, their cached plans
+// are always made under it. It costs one statement per batch; a batch of
+// one call measured the same with it and without, within noise. The
+// one-off statements of the failure paths (takeover, release, heartbeat)
+// run without it.
+//
+// The group statements' plans are not forced generic: PostgreSQL keeps
+// planning them for the arrays at hand, which costs CPU (a forced generic
+// plan took about 17 % less PostgreSQL time per replay at 8 callers) but
+// keeps every plan true to the tables as they are, where a generic plan
+// would be made once for a table as it looked at its first use.
 const GroupPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
 	set_config('enable_mergejoin', 'off', true)`
 
