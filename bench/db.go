@@ -117,9 +117,11 @@ func (d *database) pool(ctx context.Context, conns int) (*pgxpool.Pool, error) {
 type counters struct {
 	commits int64
 	wal     int64 // bytes since 0/0 (cluster-wide)
+	fpi     int64 // full-page images written to the WAL (cluster-wide)
 }
 
-// counters reads xact_commit of the database and the WAL insert position.
+// counters reads xact_commit of the database, the WAL insert position and
+// the count of full-page images.
 // Backends flush their statistics when they exit, so read after closing the
 // pools that ran the work.
 func (d *database) counters(ctx context.Context) (counters, error) {
@@ -130,7 +132,8 @@ func (d *database) counters(ctx context.Context) (counters, error) {
 	defer c.Close(ctx)
 	var k counters
 	err = c.QueryRow(ctx, `SELECT coalesce((SELECT xact_commit FROM pg_stat_database WHERE datname = $1), 0),
-		pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint`, d.name).Scan(&k.commits, &k.wal)
+		pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint,
+		(SELECT wal_fpi FROM pg_stat_wal)`, d.name).Scan(&k.commits, &k.wal, &k.fpi)
 	return k, err
 }
 

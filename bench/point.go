@@ -27,6 +27,9 @@ type result struct {
 	// WALPerOp is WAL bytes per operation (server-wide: approximate when
 	// something else writes to the same server).
 	WALPerOp float64 `json:"wal_bytes_per_op"`
+	// FPIPerOp is full-page images per operation (server-wide, likewise):
+	// the first change to a page after a checkpoint logs the whole page.
+	FPIPerOp float64 `json:"fpi_per_op"`
 	Ops      int64   `json:"ops"`
 	Seconds  float64 `json:"seconds"`
 	Note     string  `json:"note,omitempty"`
@@ -111,14 +114,15 @@ func (b *bench) point(ctx context.Context, db *database, w workload, callers int
 	if s.Total > 0 {
 		r.CommitsPerOp = float64(c1.commits-c0.commits) / float64(s.Total)
 		r.WALPerOp = float64(c1.wal-c0.wal) / float64(s.Total)
+		r.FPIPerOp = float64(c1.fpi-c0.fpi) / float64(s.Total)
 	}
 	if w.after != nil {
 		if err := w.after(ctx, db, r); err != nil {
 			return fail(err)
 		}
 	}
-	b.logf("  %-10s %-26s callers=%-4d %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  added p99 %6.2f ms  %.2f commits/op  %5.0f WAL B/op",
-		w.system, w.name, callers, r.Rate, r.P50, r.P99, r.AddedP99, r.CommitsPerOp, r.WALPerOp)
+	b.logf("  %-10s %-26s callers=%-4d %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  added p99 %6.2f ms  %.2f commits/op  %5.0f WAL B/op  %.2f FPI/op",
+		w.system, w.name, callers, r.Rate, r.P50, r.P99, r.AddedP99, r.CommitsPerOp, r.WALPerOp, r.FPIPerOp)
 	return r
 }
 

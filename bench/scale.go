@@ -107,7 +107,7 @@ func (b *bench) runScale(ctx context.Context) ([]*result, *scaleResult) {
 	full := func() workload { return b.rsFirstWorkload(fullName, nil) }
 	round := func(r *result, i int) *result {
 		if r.Err == "" {
-			r.Note = fmt.Sprintf("round %d of %d", i, scaleRounds)
+			r.Note = fmt.Sprintf("round %d of %d; %.2f full-page images/op", i, scaleRounds, r.FPIPerOp)
 		}
 		return r
 	}
