@@ -55,9 +55,9 @@ type grouper struct {
 	db    DBTX
 	max   int // units per group
 	slots int // groups in flight at once
-	// build queues a group's statements: buildEach (the completions'),
-	// or the claims' buildClaims, which folds the group into four
-	// statements.
+	// build queues a group's statements, folding the units' into one
+	// statement over arrays per step where it can: buildClaims,
+	// buildLookups, buildCompletes.
 	build func(*pgx.Batch, []*unit)
 
 	// readOnly: the latest groups wrote nothing (see Executor.noteClaim),
@@ -71,13 +71,6 @@ type grouper struct {
 
 func newGrouper(db DBTX, max, slots int, build func(*pgx.Batch, []*unit)) *grouper {
 	return &grouper{db: db, max: max, slots: slots, build: build}
-}
-
-// buildEach queues each unit's own statements.
-func buildEach(b *pgx.Batch, units []*unit) {
-	for _, u := range units {
-		u.queue(b)
-	}
 }
 
 // do runs queue's statements in the next group and returns the group's
@@ -314,6 +307,60 @@ func (r actionAfter) Scan(dest ...any) error {
 	a, err := scanAction(r.row, dest...)
 	*r.a = a
 	return err
+}
+
+// completeUnit is one call's share of a completions group.
+type completeUnit struct {
+	tenant, key string
+	attempt     int32
+	status      string
+	resp, fail  *string
+	rows        int64 // 1 when the fence matched
+}
+
+// buildCompletes returns the completions groups' build: a group of one
+// queues the call's own statement, a larger one a single statement for all
+// of it (ActionCompleteMany, or its Async variant).
+func (e *Executor) buildCompletes(async bool) func(*pgx.Batch, []*unit) {
+	many := ActionCompleteMany
+	if async {
+		many = ActionCompleteManyAsync
+	}
+	return func(b *pgx.Batch, units []*unit) {
+		if len(units) == 1 {
+			units[0].queue(b)
+			return
+		}
+		n := len(units)
+		cus := make([]*completeUnit, n)
+		ts, ks, ss := make([]string, n), make([]string, n), make([]string, n)
+		ats := make([]int32, n)
+		resps, fails := make([]*string, n), make([]*string, n)
+		for i, u := range units {
+			cu := u.data.(*completeUnit)
+			cu.rows = 0
+			cus[i] = cu
+			ts[i], ks[i], ats[i], ss[i], resps[i], fails[i] = cu.tenant, cu.key, cu.attempt, cu.status, cu.resp, cu.fail
+		}
+		b.Queue(many, ts, ks, ats, ss, resps, fails, e.cfg.Owner).Query(func(rows pgx.Rows) error {
+			var (
+				pos int64
+				set string // the Async variant's set_config
+			)
+			dest := []any{&pos}
+			if async {
+				dest = append(dest, &set)
+			}
+			_, err := pgx.ForEachRow(rows, dest, func() error {
+				if pos < 1 || pos > int64(n) {
+					return fmt.Errorf("executor: completion position %d out of range", pos)
+				}
+				cus[pos-1].rows = 1
+				return nil
+			})
+			return err
+		})
+	}
 }
 
 // readOnlyRunLimit is how many freeze-and-claims in a row must write

@@ -57,7 +57,9 @@
 // soon as anything waits while the latest claims wrote nothing (a storm of
 // redeliveries has no commit to share, and would only queue). Completions are grouped the
 // same way (asynchronous and synchronous ones apart, since the setting the
-// former turn off holds for their whole transaction).
+// former turn off holds for their whole transaction), a group of them one
+// fenced UPDATE over arrays (ActionCompleteMany) that names the calls
+// whose fence matched.
 //
 // A claims group of more than one call is four statements, not four per
 // call: the same insert, read-back, claim and read-back over arrays, each a

@@ -251,8 +251,8 @@ func New(cfg Config) (*Executor, error) {
 	}
 	e := &Executor{cfg: c}
 	e.claims = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildClaims)
-	e.completions = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, buildEach)
-	e.completionsAsync = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, buildEach)
+	e.completions = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildCompletes(false))
+	e.completionsAsync = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildCompletes(true))
 	e.lookups = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildLookups)
 	e.lookups.readOnly.Store(true) // nothing to commit: no reason to wait
 	return e, nil

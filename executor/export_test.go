@@ -103,8 +103,14 @@ type Grouper = grouper
 // ErrAlone is errAlone.
 var ErrAlone = errAlone
 
-// NewGrouper is newGrouper with each unit's own statements (buildEach).
-func NewGrouper(db DBTX, max, slots int) *Grouper { return newGrouper(db, max, slots, buildEach) }
+// NewGrouper is newGrouper with each unit's own statements.
+func NewGrouper(db DBTX, max, slots int) *Grouper {
+	return newGrouper(db, max, slots, func(b *pgx.Batch, units []*unit) {
+		for _, u := range units {
+			u.queue(b)
+		}
+	})
+}
 
 // Do is grouper.do.
 func (g *Grouper) Do(ctx context.Context, order string, queue func(*pgx.Batch)) error {
@@ -120,4 +126,49 @@ func (g *Grouper) Pending() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.pending)
+}
+
+// CompleteArgs is one completion for CompleteAll.
+type CompleteArgs struct {
+	Tenant, Key string
+	Attempt     int
+	Status      string
+	Resp, Fail  *string
+}
+
+// CompleteAll writes completions, under the executor's owner, as one
+// completions group (the statement a group of len(cs) sends) or each alone
+// in turn, and reports which matched their fence.
+func (e *Executor) CompleteAll(ctx context.Context, cs []CompleteArgs, grouped, async bool) ([]bool, error) {
+	query := ActionComplete
+	if async {
+		query = ActionCompleteAsync
+	}
+	cus := make([]*completeUnit, len(cs))
+	units := make([]*unit, len(cs))
+	for i, c := range cs {
+		cu := &completeUnit{tenant: c.Tenant, key: c.Key, attempt: int32(c.Attempt), status: c.Status, resp: c.Resp, fail: c.Fail}
+		cus[i] = cu
+		units[i] = &unit{data: cu, queue: func(b *pgx.Batch) { e.queueComplete(b, query, cu) }}
+	}
+	if grouped {
+		b := &pgx.Batch{}
+		e.buildCompletes(async)(b, units)
+		if err := e.cfg.DB.SendBatch(ctx, b).Close(); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, u := range units {
+			b := &pgx.Batch{}
+			u.queue(b)
+			if err := e.cfg.DB.SendBatch(ctx, b).Close(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	matched := make([]bool, len(cs))
+	for i, cu := range cus {
+		matched[i] = cu.rows == 1
+	}
+	return matched, nil
 }

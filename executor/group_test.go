@@ -396,13 +396,24 @@ func TestPlansSurviveEmptyTables(t *testing.T) {
 	}
 	defer pool.Close()
 	ex := e.another(t, "plans", func(c *executor.Config) { c.DB = pool })
+	call := func(i int) executor.Call {
+		return pixCall("t1", fmt.Sprintf("plan-%d", i), extraction(i, testutil.CPF(76000+i)))
+	}
+	// execute runs n intents from one caller (a first execution and a
+	// replay each: groups of one), then 64 from 64 callers, twice (first
+	// executions, then replays, which turn the read-first lookups on: the
+	// group statements).
 	execute := func(from, n int) {
 		for i := from; i < from+n; i++ {
-			ref := fmt.Sprintf("plan-%d", i)
-			for range 2 { // a first execution, then a replay
-				if out, err := ex.Execute(ctx, pixCall("t1", ref, extraction(i, testutil.CPF(76000+i))), nil); err != nil || out.Status != executor.StatusCompleted {
+			for range 2 {
+				if out, err := ex.Execute(ctx, call(i), nil); err != nil || out.Status != executor.StatusCompleted {
 					t.Fatal(out, err)
 				}
+			}
+		}
+		for range 2 {
+			for i, r := range runConcurrent(64, func(i int) executor.Call { return call(from + 1000 + i) }, ex) {
+				checkErr(t, i, r)
 			}
 		}
 	}
@@ -431,8 +442,82 @@ func TestPlansSurviveEmptyTables(t *testing.T) {
 		return n
 	}
 	before := seqScans()
-	execute(8, 8)
+	execute(100, 8)
 	if after := seqScans(); after != before {
 		t.Fatalf("%d sequential scans of intents and actions by executions on grown tables", after-before)
+	}
+}
+
+// A completions group is one UPDATE over arrays. Each completion must match
+// its fence (tenant, key, owner, attempt, started) exactly as it would
+// alone, and leave the same row behind.
+func TestCompleteGroupMatchesAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	str := func(s string) *string { return &s }
+	type row struct {
+		Tenant, Key, Status, Owner, Response, Error string
+		Attempt                                     int
+		Leased, Finished                            bool
+	}
+	run := func(grouped, async bool) ([]bool, []row) {
+		e := newEnv(t, nil)
+		me := e.ex.Config().Owner
+		if _, err := e.pool.Exec(ctx, `INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, attempt, lease_owner, lease_until, finished_at)
+			VALUES ('t1', 'k1', 'r1', 'a', 'started', 1, $1, now() + interval '1 minute', NULL),
+			       ('t1', 'k2', 'r2', 'a', 'started', 1, 'someone-else', now() + interval '1 minute', NULL),
+			       ('t1', 'k3', 'r3', 'a', 'started', 2, $1, now() + interval '1 minute', NULL),
+			       ('t1', 'k4', 'r4', 'a', 'completed', 1, NULL, NULL, now()),
+			       ('t1', 'k5', 'r5', 'a', 'started', 1, $1, now() + interval '1 minute', NULL),
+			       ('t2', 'k1', 'r1', 'a', 'started', 3, $1, now() + interval '1 minute', NULL)`, me); err != nil {
+			t.Fatal(err)
+		}
+		cs := []executor.CompleteArgs{
+			{Tenant: "t1", Key: "k1", Attempt: 1, Status: executor.RowCompleted, Resp: str(`{"id": "ch_1"}`)}, // matches
+			{Tenant: "t1", Key: "k2", Attempt: 1, Status: executor.RowCompleted, Resp: str(`{"id": "ch_2"}`)}, // another owner's lease
+			{Tenant: "t1", Key: "k3", Attempt: 1, Status: executor.RowCompleted, Resp: str(`{"id": "ch_3"}`)}, // taken over since
+			{Tenant: "t1", Key: "k4", Attempt: 1, Status: executor.RowCompleted, Resp: str(`{"id": "ch_4"}`)}, // already settled
+			{Tenant: "t1", Key: "k5", Attempt: 1, Status: executor.RowFailed, Fail: str(`{"class": "definitive"}`)},
+			{Tenant: "t2", Key: "k1", Attempt: 3, Status: executor.RowReview, Fail: str(`{"class": "uncertain"}`)},
+			{Tenant: "t1", Key: "k9", Attempt: 1, Status: executor.RowCompleted, Resp: str(`{}`)}, // no such row
+		}
+		if async {
+			cs = cs[:4] // only successes complete asynchronously
+		}
+		matched, err := e.ex.CompleteAll(ctx, cs, grouped, async)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := e.pool.Query(ctx, `SELECT tenant_id, idem_key, status, coalesce(lease_owner, ''), coalesce(response::text, ''),
+			coalesce(error::text, ''), attempt, lease_until IS NOT NULL, finished_at IS NOT NULL FROM actions ORDER BY 1, 2`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.Tenant, &r.Key, &r.Status, &r.Owner, &r.Response, &r.Error, &r.Attempt, &r.Leased, &r.Finished); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, r)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return matched, got
+	}
+	for _, async := range []bool{false, true} {
+		am, arows := run(false, async)
+		gm, grows := run(true, async)
+		if !reflect.DeepEqual(am, gm) {
+			t.Errorf("async %v: matched alone %v, grouped %v", async, am, gm)
+		}
+		if !reflect.DeepEqual(arows, grows) {
+			t.Errorf("async %v: rows differ:\n alone   %+v\n grouped %+v", async, arows, grows)
+		}
+		want := []bool{true, false, false, false, true, true, false}[:len(am)]
+		if !reflect.DeepEqual(gm, want) {
+			t.Errorf("async %v: matched %v, want %v", async, gm, want)
+		}
 	}
 }

@@ -140,6 +140,21 @@ WHERE tenant_id = $1 AND idem_key = $2 AND lease_owner = $3 AND attempt = $4 AND
 const ActionCompleteAsync = ActionComplete + `
 RETURNING set_config('synchronous_commit', 'off', true)`
 
+// ActionCompleteMany is ActionComplete for a completions group, as
+// parallel arrays (tenant, key, attempt, status, response, error) under one
+// owner: one statement for the group instead of one per call. RETURNING
+// names, by 1-based position, the completions that matched their fence.
+const ActionCompleteMany = `UPDATE actions a
+SET status = u.s, response = u.resp::jsonb, error = u.err::jsonb, lease_owner = NULL, lease_until = NULL,
+	finished_at = CASE WHEN u.s IN ('completed', 'failed') THEN now() END, updated_at = now()
+FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS u(t, k, at, s, resp, err, n)
+WHERE a.tenant_id = u.t AND a.idem_key = u.k AND a.lease_owner = $7 AND a.attempt = u.at AND a.status = 'started'
+RETURNING u.n`
+
+// ActionCompleteManyAsync is ActionCompleteMany committed without waiting
+// for its WAL flush, as ActionCompleteAsync.
+const ActionCompleteManyAsync = ActionCompleteMany + `, set_config('synchronous_commit', 'off', true)`
+
 // ActionRelease keeps the row started after a transient failure but cuts the
 // lease to the backoff, so the next attempt (this worker after its sleep,
 // a later caller or the reconciler) may take over when it ends. Fenced.

@@ -608,13 +608,15 @@ func (e *Executor) retake(ctx context.Context, h held) (int, bool, error) {
 func (e *Executor) finish(ctx context.Context, h held, status string, resp json.RawMessage, f *ToolFailure, out *Outcome) (*Outcome, error) {
 	wctx, cancel := writeCtx(ctx)
 	defer cancel()
-	var respArg, failArg any
+	cu := &completeUnit{tenant: h.tenant, key: h.key, attempt: int32(h.attempt), status: status}
 	if resp != nil {
-		respArg = string(resp)
+		s := string(resp)
+		cu.resp = &s
 	}
 	if f != nil {
 		fj, _ := json.Marshal(f)
-		failArg = string(fj)
+		s := string(fj)
+		cu.fail = &s
 	}
 	query, g := ActionComplete, e.completions
 	if h.relearnable && status == RowCompleted {
@@ -622,19 +624,11 @@ func (e *Executor) finish(ctx context.Context, h held, status string, resp json.
 		// would hold for every completion grouped with it.
 		query, g = ActionCompleteAsync, e.completionsAsync
 	}
-	var rows int64
-	queue := func(b *pgx.Batch) {
-		rows = 0
-		b.Queue(query, h.tenant, h.key, e.cfg.Owner, h.attempt, status, respArg, failArg).
-			Exec(func(ct pgconn.CommandTag) error {
-				rows = ct.RowsAffected()
-				return nil
-			})
-	}
-	if err := e.grouped(wctx, g, h.tenant+"\x00"+h.key, queue, nil); err != nil {
+	queue := func(b *pgx.Batch) { e.queueComplete(b, query, cu) }
+	if err := e.grouped(wctx, g, h.tenant+"\x00"+h.key, queue, cu); err != nil {
 		return nil, fmt.Errorf("executor: complete: %w", err)
 	}
-	if rows != 1 {
+	if cu.rows != 1 {
 		e.cfg.Logger.Warn("executor: lease lost, result dropped",
 			"tenant", h.tenant, "action", h.action, "attempt", h.attempt, "status", status)
 		res, cerr := e.current(ctx, out)
@@ -651,6 +645,17 @@ func (e *Executor) finish(ctx context.Context, h held, status string, resp json.
 	out.RetryAfter = 0
 	e.logOutcome(out, false)
 	return out, nil
+}
+
+// queueComplete queues cu's own completion statement (query:
+// ActionComplete or ActionCompleteAsync).
+func (e *Executor) queueComplete(b *pgx.Batch, query string, cu *completeUnit) {
+	cu.rows = 0
+	b.Queue(query, cu.tenant, cu.key, e.cfg.Owner, cu.attempt, cu.status, cu.resp, cu.fail).
+		Exec(func(ct pgconn.CommandTag) error {
+			cu.rows = ct.RowsAffected()
+			return nil
+		})
 }
 
 func (e *Executor) logOutcome(o *Outcome, replay bool) {
