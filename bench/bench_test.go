@@ -114,3 +114,32 @@ func TestTinyRun(t *testing.T) {
 		t.Fatalf("json: %v", err)
 	}
 }
+
+// The scale target compares the preloaded runs with the empty ones only:
+// the other first-execution rows (sync completion, no group commit) are
+// not part of it.
+func TestScaleTarget(t *testing.T) {
+	rep := &report{Scale: &scaleResult{Rows: 1_000_000}}
+	for _, r := range []struct {
+		workload string
+		rate     float64
+	}{
+		{"first execution", 3000}, {"first execution, sync completion", 100}, {"first execution, no group commit", 50},
+		{"first execution, 0 rows", 1000}, {"first execution, 1M rows", 880},
+		{"first execution, 0 rows", 1100}, {"first execution, 1M rows", 1010},
+		{"first execution during purge", 10},
+	} {
+		rep.Results = append(rep.Results, &result{System: "retrysafe", Workload: r.workload, Callers: 32, Rate: r.rate})
+	}
+	rep.checkTargets()
+	var got *target
+	for i := range rep.Targets {
+		if strings.HasPrefix(rep.Targets[i].Name, "1M-row") {
+			got = &rep.Targets[i]
+		}
+	}
+	// (880+1010)/2 over (1000+1100)/2 = 0.90.
+	if got == nil || !strings.HasPrefix(got.Actual, "0.90 of empty") || !got.Met || !strings.Contains(got.Actual, "0.88, 0.92") {
+		t.Fatalf("scale target: %+v", got)
+	}
+}

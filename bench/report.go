@@ -171,10 +171,11 @@ func (rep *report) checkTargets() {
 			if r.System != "retrysafe" || r.Err != "" || !strings.HasPrefix(r.Workload, "first execution, ") {
 				continue
 			}
-			if strings.HasSuffix(r.Workload, ", 0 rows") {
+			switch {
+			case strings.HasSuffix(r.Workload, ", 0 rows"):
 				empty, ne = empty+r.Rate, ne+1
 				emptyR = append(emptyR, r.Rate)
-			} else {
+			case strings.HasSuffix(r.Workload, " rows"):
 				full, nf = full+r.Rate, nf+1
 				fullR = append(fullR, r.Rate)
 			}
