@@ -257,7 +257,7 @@ func (e *Executor) buildLookups(b *pgx.Batch, units []*unit) {
 }
 
 // queueLookups queues the read-first lookup of cus: one statement for all
-// of them. A unit whose intent and action it finds gets the claim and
+// of them (IntentActionGet for one, IntentActionGetMany for more). A unit whose intent and action it finds gets the claim and
 // freeze outcome the four write statements would have given it (nothing
 // inserted, nothing claimed, both rows as read); any other unit is left
 // without, for the freeze and claim to handle. Reading both rows in one
@@ -271,7 +271,13 @@ func (e *Executor) queueLookups(b *pgx.Batch, cus []*claimUnit) {
 		cu.c, cu.pf = nil, nil // queued again after a failed group
 		ts[i], rs[i], as[i] = cu.tenant, cu.ref, cu.action
 	}
-	b.Queue(IntentActionGetMany, ts, rs, as).Query(func(rows pgx.Rows) error {
+	var q *pgx.QueuedQuery
+	if n == 1 {
+		q = b.Queue(IntentActionGet, ts[0], rs[0], as[0])
+	} else {
+		q = b.Queue(IntentActionGetMany, ts, rs, as)
+	}
+	q.Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var (
 				pos int64

@@ -333,7 +333,7 @@ func TestReadFirstReplays(t *testing.T) {
 				t.Fatalf("replay %d before read-only mode sent %q, want the plan settings and the freeze and claim's 4 statements", i, sql)
 			}
 		case i >= 32:
-			if len(sql) != 2 || sql[0] != executor.GroupPlans || sql[1] != executor.IntentActionGetMany {
+			if len(sql) != 2 || sql[0] != executor.GroupPlans || sql[1] != executor.IntentActionGet {
 				t.Fatalf("replay %d in read-only mode sent %d statements: %q", i, len(sql), sql)
 			}
 		}

@@ -108,6 +108,15 @@ CROSS JOIN LATERAL (
 	SELECT ` + prefixed + ` FROM actions a WHERE a.tenant_id = u.t AND a.idem_key = i.idem_key
 	OFFSET 0) x`
 
+// IntentActionGet is IntentActionGetMany for a single call, with scalar
+// parameters: two primary-key lookups, which a group of one would
+// otherwise pay array planning for. Its leading 1 stands for the position.
+const IntentActionGet = `SELECT 1::int8, i.*, x.*
+FROM (SELECT ` + intent.Columns + ` FROM intents WHERE tenant_id = $1 AND intent_ref = $2 AND action = $3) i
+CROSS JOIN LATERAL (
+	SELECT ` + prefixed + ` FROM actions a WHERE a.tenant_id = $1 AND a.idem_key = i.idem_key
+	OFFSET 0) x`
+
 const prefixed = `a.tenant_id, a.idem_key, a.intent_ref, a.action, a.status, a.attempt,
 	coalesce(a.lease_owner, ''), a.lease_until, coalesce(a.lease_until <= now(), false),
 	coalesce(extract(epoch FROM a.lease_until - now()), 0)::float8,
