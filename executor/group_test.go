@@ -11,12 +11,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
-	"github.com/retrysafe/retrysafe/internal/dbconf"
-	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/toolstest"
@@ -101,12 +98,8 @@ func TestClaimGroupMatchesAlone(t *testing.T) {
 func TestGroupCommitUnderLoad(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, &envOpts{poolSize: 4})
-	var schema string
-	if err := e.pool.QueryRow(context.Background(), `SELECT current_schema()`).Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
 	tr := &tracer{}
-	pool := tracedPool(t, schema, tr)
+	pool := envPool(t, e, 4, tr)
 	ex := e.another(t, "grouped", func(c *executor.Config) { c.DB = pool; c.GroupCommitConns = 1 })
 	const n = 300
 	res := runConcurrent(n, func(i int) executor.Call {
@@ -283,21 +276,8 @@ func TestReadFirstReplays(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	var schema string
-	if err := e.pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := dbconf.PoolConfig(pgtest.URL(t), schema)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tr := &sqlTracer{}
-	cfg.ConnConfig.Tracer = tr
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := envPool(t, e, 4, tr)
 	ex := e.another(t, "read-first", func(c *executor.Config) { c.DB = pool })
 
 	c, cf := testutil.CPF(75000), testutil.CPF(75001)
@@ -376,25 +356,12 @@ func TestPlansSurviveEmptyTables(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	var schema string
-	if err := e.pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
 	for _, q := range []string{`VACUUM ANALYZE intents`, `VACUUM ANALYZE actions`} {
 		if _, err := e.pool.Exec(ctx, q); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cfg, err := dbconf.PoolConfig(pgtest.URL(t), schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1 // one session: its plan cache is what is tested
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := envPool(t, e, 1, nil) // one session: its plan cache is what is tested
 	ex := e.another(t, "plans", func(c *executor.Config) { c.DB = pool })
 	call := func(i int) executor.Call {
 		return pixCall("t1", fmt.Sprintf("plan-%d", i), extraction(i, testutil.CPF(76000+i)))

@@ -38,14 +38,22 @@ func (t *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData
 
 func (t *tracer) take() (q, b int64) { return t.queries.Swap(0), t.batches.Swap(0) }
 
-func tracedPool(t testing.TB, schema string, tr *tracer) *pgxpool.Pool {
+// envPool is another pool on e's schema, of at most conns connections,
+// with tr (when not nil) tracing every statement.
+func envPool(t testing.TB, e *env, conns int32, tr pgx.QueryTracer) *pgxpool.Pool {
 	t.Helper()
+	var schema string
+	if err := e.pool.QueryRow(context.Background(), `SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := dbconf.PoolConfig(pgtest.URL(t), schema)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.MaxConns = 4
-	cfg.ConnConfig.Tracer = tr
+	cfg.MaxConns = conns
+	if tr != nil {
+		cfg.ConnConfig.Tracer = tr
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -60,12 +68,8 @@ func tracedPool(t testing.TB, schema string, tr *tracer) *pgxpool.Pool {
 func TestRoundTripsAndCommits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	var schema string
-	if err := e.pool.QueryRow(context.Background(), `SELECT current_schema()`).Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
 	tr := &tracer{}
-	pool := tracedPool(t, schema, tr)
+	pool := envPool(t, e, 4, tr)
 	ex := e.another(t, "traced", func(c *executor.Config) { c.DB = pool })
 	ctx := context.Background()
 
@@ -173,22 +177,8 @@ func TestCompletionCommit(t *testing.T) {
 		}}
 	e := newEnv(t, &envOpts{extra: []tools.Tool{sms}})
 	ctx := context.Background()
-	var schema string
-	if err := e.pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := dbconf.PoolConfig(pgtest.URL(t), schema)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1 // every statement on one session, to see what it keeps
 	tr := &sqlTracer{}
-	cfg.ConnConfig.Tracer = tr
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := envPool(t, e, 1, tr) // every statement on one session, to see what it keeps
 
 	for i, tc := range []struct {
 		name string
