@@ -175,12 +175,15 @@ func (e *Executor) grouped(ctx context.Context, g *grouper, order string, queue 
 	return e.cfg.DB.SendBatch(ctx, b).Close()
 }
 
-// claimUnit is one Execute's share of a claims group.
+// claimUnit is one Execute's share of a claims, fresh or lookups group.
 type claimUnit struct {
 	x                   *intent.Extraction
 	tenant, ref, action string
 	c                   *claim
 	pf                  *intent.PendingFreeze
+	// created: the fresh claim inserted the intent but could not claim its
+	// action; the freeze and claim that follow report the intent created.
+	created bool
 }
 
 // queueOne queues the unit's freeze and claim as four statements of its own.
@@ -242,6 +245,57 @@ func (e *Executor) buildClaims(b *pgx.Batch, units []*unit) {
 				return fmt.Errorf("executor: action read position %d out of range", pos)
 			}
 			cus[pos-1].c.act = a
+		}
+		return rows.Err()
+	})
+}
+
+// buildFresh queues a group of fresh claims (see queueFresh).
+func (e *Executor) buildFresh(b *pgx.Batch, units []*unit) {
+	cus := make([]*claimUnit, len(units))
+	for i, u := range units {
+		cus[i] = u.data.(*claimUnit)
+	}
+	e.queueFresh(b, cus)
+}
+
+// queueFresh queues the fresh claim of cus, which must all have
+// extractions without field errors: one statement that inserts their
+// intents and claims the actions of the intents it inserted
+// (IntentActionClaimNewMany). A unit whose intent it inserted and whose
+// action it claimed is settled: frozen and claimed by this call, as the
+// freeze and claim would have found it. Any other unit is left for them:
+// its intent was already frozen (a redelivery, a concurrent duplicate), or
+// a row under its key kept the action from being claimed. Of units for
+// the same intent, the first is settled and the others go on, as in a
+// claims group.
+func (e *Executor) queueFresh(b *pgx.Batch, cus []*claimUnit) {
+	xs := make([]*intent.Extraction, len(cus))
+	for i, cu := range cus {
+		cu.c, cu.pf, cu.created = nil, nil, false // queued again after a failed group
+		xs[i] = cu.x
+	}
+	args, _ := intent.FreezeManyArgs(xs)
+	args = append(args, e.cfg.Owner, e.leaseMicros())
+	b.Queue(IntentActionClaimNewMany, args...).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var attempt int
+			in, err := intent.Scan(rows, &attempt)
+			if err != nil {
+				return err
+			}
+			for _, cu := range cus {
+				if cu.pf != nil || cu.created || cu.tenant != in.Tenant || cu.ref != in.Ref || cu.action != in.Action {
+					continue
+				}
+				if attempt > 0 {
+					cu.c = &claim{claimed: true, claimKey: in.Key, attempt: attempt}
+					cu.pf = e.cfg.Intents.Inserted(cu.x, in)
+				} else {
+					cu.created = true
+				}
+				break
+			}
 		}
 		return rows.Err()
 	})

@@ -16,17 +16,28 @@
 //	                                call again with the same key
 //	review      -                   nothing automatic; an operator resolves it
 //
-// # One commit to freeze and claim, one round trip to replay
+// # One commit to freeze and claim
 //
-// Execute pipelines four statements in one batch: the intent insert (ON
-// CONFLICT DO NOTHING), the intent read-back, the claim (INSERT INTO actions
-// ... SELECT the frozen key FROM intents ... ON CONFLICT DO NOTHING
-// RETURNING) and the action read-back. Each is its own statement, so each
-// takes a fresh READ COMMITTED snapshot and sees what a concurrent
-// transaction committed while an earlier one waited; together they run in
-// the batch's implicit transaction: one round trip, one commit. A first
-// execution therefore costs two commits (freeze+claim, then completion); a
-// replay costs one round trip and writes nothing.
+// The full freeze and claim pipelines four statements in one batch: the
+// intent insert (ON CONFLICT DO NOTHING), the intent read-back, the claim
+// (INSERT INTO actions ... SELECT the frozen key FROM intents ... ON
+// CONFLICT DO NOTHING RETURNING) and the action read-back. Each is its own
+// statement, so each takes a fresh READ COMMITTED snapshot and sees what a
+// concurrent transaction committed while an earlier one waited; together
+// they run in the batch's implicit transaction: one round trip, one
+// commit. A first execution therefore costs two commits (freeze+claim,
+// then completion); a replay writes nothing.
+//
+// Most calls do not need all four. While the latest claims wrote, a call
+// first sends the fresh claim (IntentActionClaimNewMany): one statement
+// that inserts the intent and, when it did, claims its action, reading
+// nothing back. A new intent (the usual case) is then frozen and claimed
+// by that one statement; a call whose intent was already frozen (a
+// redelivery, a concurrent duplicate) got nothing from it, since its
+// inserts conflicted, and goes on to the four statements, one more round
+// trip that writes nothing. While the latest 32 claims wrote nothing, a
+// call reads first instead (see Read-first replays below), and a replay
+// is one round trip.
 //
 // Only the first of those commits waits for its WAL flush. The claim must:
 // once the provider has seen the key, the intent and the claim have to
@@ -62,7 +73,7 @@
 // whose fence matched.
 //
 // A claims group of more than one call is four statements, not four per
-// call: the same insert, read-back, claim and read-back over arrays, each a
+// call (a fresh claims group and a lookups group are one): the same insert, read-back, claim and read-back over arrays, each a
 // primary-key lookup per element (lateral subqueries kept from being
 // flattened into joins). Every batch of claims, lookups and completions,
 // of one call or many, opens with GroupPlans, which turns sequential scans
@@ -75,20 +86,30 @@
 // in flight, as it would alone. Calls are ordered by intent within a group,
 // so that groups lock rows in one order.
 //
-// # Read-first replays
+// # Fresh claims and read-first replays
+//
+// Which statement a call sends first depends on what has been arriving.
+// While claims write (first executions), the fresh claim: grouped like the
+// claims, one statement for the group, which freezes and claims every new
+// intent in it and returns them; the rest go on to the claims group. When
+// the fresh claim inserted an intent but a row already held its key (an
+// amendment's tombstone), the call goes on too, and is reported as having
+// created the intent.
 //
 // While the latest claims wrote nothing (32 in a row: a storm of
 // redeliveries), a call reads before it writes: one statement reads its
-// intent and the action under the intent's key (IntentActionGetMany,
-// grouped like the claims, a group going out as soon as anything waits).
-// When both rows are there, that is the whole call: the freeze's insert
-// and the claim could only have conflicted, and the read returns what
-// their read-backs would have. Anything else (no intent yet, an intent
-// without an action, one amended to a key with no action yet) goes on to
-// the freeze and claim, a second round trip; the first claim that writes
-// ends the mode. A replay then costs one statement instead of four, and
-// a first execution pays the extra read only while replays are all that
-// has been arriving.
+// intent and the action under the intent's key (IntentActionGet, or
+// IntentActionGetMany for a group, a group going out as soon as anything
+// waits). When both rows are there, that is the whole call: the freeze's
+// insert and the claim could only have conflicted, and the read returns
+// what their read-backs would have. Anything else (no intent yet, an
+// intent without an action, one amended to a key with no action yet)
+// goes on to the freeze and claim, a second round trip; the first claim
+// that writes ends the mode. So a replay among replays costs one
+// statement instead of four, a first execution among first executions one
+// instead of four, and only a call that goes against the current (a lone
+// redelivery among first executions, the first new call after a storm)
+// pays a second round trip.
 //
 // A group is all-or-nothing: when the server refuses it (a deadlock with
 // another group, one call's bad statement), nothing of it committed, and

@@ -230,6 +230,11 @@ type Executor struct {
 	// claims, completions and completionsAsync group concurrent calls'
 	// writes into shared commits (see grouper).
 	claims, completions, completionsAsync *grouper
+	// fresh groups the first step of a call while claims write (the
+	// usual case): one statement freezes and claims what is new, and only
+	// a call whose intent was already frozen goes on to the freeze and
+	// claim (see queueFresh).
+	fresh *grouper
 	// lookups groups read-first lookups: while the latest claims wrote
 	// nothing (a redelivery storm), a call first reads its intent and
 	// action in one statement, and freezes and claims only when that
@@ -253,6 +258,7 @@ func New(cfg Config) (*Executor, error) {
 	e.claims = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildClaims)
 	e.completions = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildCompletes(false))
 	e.completionsAsync = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildCompletes(true))
+	e.fresh = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildFresh)
 	e.lookups = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildLookups)
 	e.lookups.readOnly.Store(true) // nothing to commit: no reason to wait
 	return e, nil

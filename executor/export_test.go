@@ -21,7 +21,7 @@ type ClaimSeen struct {
 	ActStatus     string
 	ActAttempt    int
 	ActOwner      string
-	LookedUp      bool // ClaimReadFirst: the lookup settled it (not compared)
+	LookedUp      bool // ClaimReadFirst, ClaimFresh: the first group settled it (not compared)
 }
 
 // How ClaimAll runs its calls.
@@ -31,6 +31,7 @@ const (
 	ClaimAlone     ClaimHow = iota // each call's freeze and claim alone, in turn
 	ClaimGrouped                   // one claims group
 	ClaimReadFirst                 // one group of read-first lookups, then each call the lookup left alone, in turn
+	ClaimFresh                     // one fresh claims group of the calls without field errors, then each call it left alone, in turn
 )
 
 // ClaimAll runs the freeze and claim of calls as how says, and reports what
@@ -61,10 +62,23 @@ func (e *Executor) ClaimAll(ctx context.Context, calls []Call, how ClaimHow) ([]
 				return nil, err
 			}
 		}
+		if how == ClaimFresh {
+			var fresh []*unit
+			for i, u := range units {
+				if cus[i].x.Err == nil {
+					fresh = append(fresh, u)
+				}
+			}
+			b := &pgx.Batch{}
+			e.buildFresh(b, fresh)
+			if err := e.cfg.DB.SendBatch(ctx, b).Close(); err != nil {
+				return nil, err
+			}
+		}
 		for i, cu := range cus {
 			if cu.c != nil {
 				lookedUp[i] = true
-				continue // the lookup settled it
+				continue // the first group settled it
 			}
 			b := &pgx.Batch{}
 			e.queueOne(b, cu)
@@ -77,6 +91,9 @@ func (e *Executor) ClaimAll(ctx context.Context, calls []Call, how ClaimHow) ([]
 	for i, cu := range cus {
 		s := &out[i]
 		fr, err := cu.pf.Result()
+		if err == nil && cu.created {
+			fr.Created = true
+		}
 		if err != nil {
 			s.Err = err.Error()
 		} else {
@@ -90,7 +107,10 @@ func (e *Executor) ClaimAll(ctx context.Context, calls []Call, how ClaimHow) ([]
 		if cu.c.claimed && cu.c.claimKey != s.Key {
 			s.Err += " claim key differs from the read-back"
 		}
-		if a := cu.c.act; a != nil {
+		// The action read back matters only to a call that did not claim
+		// (a claimed call acts on its claim; the fresh claim reads nothing
+		// back).
+		if a := cu.c.act; a != nil && !cu.c.claimed {
 			s.ActStatus, s.ActAttempt, s.ActOwner = a.Status, a.Attempt, a.LeaseOwner
 		}
 	}

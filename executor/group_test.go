@@ -19,14 +19,14 @@ import (
 	"github.com/retrysafe/retrysafe/tools/toolstest"
 )
 
-// A claims group folds its calls into four statements, and a read-first
-// lookup into one. Whatever mix of calls they hold, each must find exactly
+// A claims group folds its calls into four statements, a read-first
+// lookup and a fresh claim into one each. Whatever mix of calls they hold, each must find exactly
 // what it would have found alone: the same freeze result, the same claim,
 // the same action.
 func TestClaimGroupMatchesAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cA, cB, cN := testutil.CPF(71000), testutil.CPF(71001), testutil.CPF(71002)
+	cA, cB, cN, cO := testutil.CPF(71000), testutil.CPF(71001), testutil.CPF(71002), testutil.CPF(71003)
 	calls := []executor.Call{
 		pixCall("t1", "new-1", extraction(0, cN)),                                                          // new: created and claimed
 		pixCall("t1", "new-1", extraction(1, cN)),                                                          // the same intent again: in flight
@@ -35,11 +35,17 @@ func TestClaimGroupMatchesAlone(t *testing.T) {
 		pixCall("t1", "done-a", map[string]any{"customer_id": "cust-1", "amount": "nope", "pix_key": cA}),  // completed, bad extraction
 		pixCall("t1", "frozen-b", extraction(3, cB)),                                                       // frozen without an action: claimed
 		pixCall("t1", "bad-c", map[string]any{"amount": "nope"}),                                           // nothing frozen, bad fields: error
+		pixCall("t1", "orphan-d", extraction(4, cO)),                                                       // frozen now, but a row holds its key: not claimed
 	}
 	run := func(how executor.ClaimHow) []executor.ClaimSeen {
 		e := newEnv(t, nil)
 		// The same history in each schema: done-a completed, frozen-b
-		// frozen only.
+		// frozen only, an action without an intent under orphan-d's key
+		// (as an amendment leaves under an intent's old key).
+		if _, err := e.pool.Exec(ctx, `INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, finished_at)
+			VALUES ('t1', $1, 'gone', 'pix.charge', 'completed', now())`, keyOf(t, e, "t1", "orphan-d", extraction(4, cO))); err != nil {
+			t.Fatal(err)
+		}
 		if out, err := e.ex.Execute(ctx, pixCall("t1", "done-a", extraction(0, cA)), nil); err != nil || out.Status != executor.StatusCompleted {
 			t.Fatal(out, err)
 		}
@@ -52,7 +58,8 @@ func TestClaimGroupMatchesAlone(t *testing.T) {
 		}
 		return seen
 	}
-	alone, grouped, readFirst := run(executor.ClaimAlone), run(executor.ClaimGrouped), run(executor.ClaimReadFirst)
+	alone, grouped := run(executor.ClaimAlone), run(executor.ClaimGrouped)
+	readFirst, fresh := run(executor.ClaimReadFirst), run(executor.ClaimFresh)
 	for i := range calls {
 		if !reflect.DeepEqual(alone[i], grouped[i]) {
 			t.Errorf("call %d (%s/%s):\n alone   %+v\n grouped %+v", i, calls[i].Tenant, calls[i].Ref, alone[i], grouped[i])
@@ -67,19 +74,30 @@ func TestClaimGroupMatchesAlone(t *testing.T) {
 		if want := calls[i].Ref == "done-a"; lookedUp != want {
 			t.Errorf("call %d (%s/%s): settled by the lookup %v, want %v", i, calls[i].Tenant, calls[i].Ref, lookedUp, want)
 		}
+		// The fresh claim settles only the first call for each new
+		// intent, and those as the writes would have.
+		settled := fresh[i].LookedUp
+		fresh[i].LookedUp = false
+		if !reflect.DeepEqual(alone[i], fresh[i]) {
+			t.Errorf("call %d (%s/%s):\n alone %+v\n fresh %+v", i, calls[i].Tenant, calls[i].Ref, alone[i], fresh[i])
+		}
+		if want := i == 0 || i == 2; settled != want {
+			t.Errorf("call %d (%s/%s): settled by the fresh claim %v, want %v", i, calls[i].Tenant, calls[i].Ref, settled, want)
+		}
 	}
 	// And the cases are what they claim to be.
 	want := []struct {
 		claimed, created, err bool
 		act                   string
 	}{
-		{true, true, false, executor.RowStarted},
+		{true, true, false, ""},
 		{false, false, false, executor.RowStarted},
-		{true, true, false, executor.RowStarted},
+		{true, true, false, ""},
 		{false, false, false, executor.RowCompleted},
 		{false, false, false, executor.RowCompleted},
-		{true, false, false, executor.RowStarted},
+		{true, false, false, ""},
 		{false, false, true, ""},
+		{false, true, false, executor.RowCompleted},
 	}
 	for i, w := range want {
 		g := grouped[i]
@@ -309,8 +327,10 @@ func TestReadFirstReplays(t *testing.T) {
 		switch {
 		case i == 31:
 			before = out
-			if len(sql) != 5 || sql[0] != executor.GroupPlans {
-				t.Fatalf("replay %d before read-only mode sent %q, want the plan settings and the freeze and claim's 4 statements", i, sql)
+			// The fresh claim finds the intent frozen; the freeze and
+			// claim read it.
+			if len(sql) != 7 || sql[0] != executor.GroupPlans || sql[1] != executor.IntentActionClaimNewMany || sql[2] != executor.GroupPlans {
+				t.Fatalf("replay %d before read-only mode sent %q, want the fresh claim, then the freeze and claim's 4 statements, each batch behind the plan settings", i, sql)
 			}
 		case i >= 32:
 			if len(sql) != 2 || sql[0] != executor.GroupPlans || sql[1] != executor.IntentActionGet {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/dbconf"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
@@ -64,7 +65,7 @@ func envPool(t testing.TB, e *env, conns int32, tr pgx.QueryTracer) *pgxpool.Poo
 
 // The floors: a first execution is two round trips and two commits
 // (freeze+claim, completion), each a batch (a group of one: nothing else is
-// running); a replay is one round trip that writes nothing.
+// running); a replay writes nothing, and among replays is one round trip.
 func TestRoundTripsAndCommits(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -99,13 +100,30 @@ func TestRoundTripsAndCommits(t *testing.T) {
 		t.Fatal(out, err)
 	}
 	q, b = tr.take()
-	t.Logf("replay: %d batch + %d statements = %d round trips", b, q, b+q)
+	t.Logf("replay among first executions: %d batch + %d statements = %d round trips", b, q, b+q)
+	if b != 2 || q != 0 {
+		t.Fatalf("replay among first executions took %d batches and %d queries, want 2 (the fresh claim finds the intent, the freeze and claim read it) and 0", b, q)
+	}
+	// Once the latest claims wrote nothing, a replay reads first: one
+	// round trip.
+	for i := range 32 {
+		if _, err := ex.Execute(ctx, pixCall("t1", "inv-rt", extraction(2+i, testutil.CPF(70))), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr.take()
+	if out, err = ex.Execute(ctx, pixCall("t1", "inv-rt", extraction(40, testutil.CPF(70))), nil); err != nil || !out.Replayed {
+		t.Fatal(out, err)
+	}
+	q, b = tr.take()
+	t.Logf("replay among replays: %d batch + %d statements = %d round trips", b, q, b+q)
 	if b != 1 || q != 0 {
-		t.Fatalf("replay took %d batches and %d queries, want 1 and 0", b, q)
+		t.Fatalf("replay among replays took %d batches and %d queries, want 1 and 0", b, q)
 	}
 
-	// The replay's inserts conflict before writing: no transaction id is
-	// assigned, so its commit is read-only (no WAL flush).
+	// The replay's inserts (the fresh claim's and the freeze and claim's)
+	// conflict before writing: no transaction id is assigned, so its
+	// commit is read-only (no WAL flush).
 	tx, err := e.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +134,8 @@ func TestRoundTripsAndCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	bt := &pgx.Batch{}
+	args, _ := intent.FreezeManyArgs([]*intent.Extraction{x})
+	bt.Queue(executor.IntentActionClaimNewMany, append(args, "someone", int64(1e6))...)
 	pf := e.store.QueueFreeze(bt, x)
 	bt.Queue(executor.ActionClaim, "t1", "inv-rt", x.Action, "someone", int64(1e6))
 	if err := tx.SendBatch(ctx, bt).Close(); err != nil {

@@ -268,12 +268,21 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 	order := call.Tenant + "\x00" + call.Ref + "\x00" + call.Action
 	for i := range maxRaces {
 		cu := &claimUnit{x: x, tenant: call.Tenant, ref: call.Ref, action: call.Action}
-		if i == 0 && e.claims.readOnly.Load() {
+		switch {
+		case i > 0: // racing an amendment: the full freeze and claim
+		case e.claims.readOnly.Load():
 			// Redeliveries are what has been arriving: read first, and
 			// skip the writes when the intent is settled or in flight.
 			queue := func(b *pgx.Batch) { e.queueLookups(b, []*claimUnit{cu}) }
 			if err := e.grouped(ctx, e.lookups, order, queue, cu); err != nil {
 				return nil, fmt.Errorf("executor: lookup: %w", err)
+			}
+		case x.Err == nil:
+			// First executions are what has been arriving: freeze and
+			// claim what is new in one statement, reading nothing back.
+			queue := func(b *pgx.Batch) { e.queueFresh(b, []*claimUnit{cu}) }
+			if err := e.grouped(ctx, e.fresh, order, queue, cu); err != nil {
+				return nil, fmt.Errorf("executor: freeze and claim: %w", err)
 			}
 		}
 		if cu.c == nil {
@@ -286,6 +295,9 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 		}
 		c, pf := cu.c, cu.pf
 		c.fr, c.frErr = pf.Result()
+		if cu.created && c.frErr == nil {
+			c.fr.Created = true // the fresh claim inserted it
+		}
 		e.noteClaim(c.claimed || (c.frErr == nil && c.fr.Created))
 		if c.frErr != nil {
 			return nil, c.frErr

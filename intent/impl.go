@@ -145,24 +145,13 @@ func (s *Store) queueFreeze(b *pgx.Batch, x *Extraction) *PendingFreeze {
 func (s *Store) queueFreezeMany(b *pgx.Batch, xs []*Extraction) []*PendingFreeze {
 	pfs := make([]*PendingFreeze, len(xs))
 	n := len(xs)
-	var (
-		ts, rs, as         = make([]string, n), make([]string, n), make([]string, n)
-		its, irs, ias, ips []string
-		iks, iss           []string
-		ivs                []int32
-	)
+	ts, rs, as := make([]string, n), make([]string, n), make([]string, n)
 	for i, x := range xs {
 		pfs[i] = &PendingFreeze{p: &pending{s: s, x: x}}
 		ts[i], rs[i], as[i] = x.Tenant, x.Ref, x.Action
-		if x.Err == nil {
-			r := x.Result
-			its, irs, ias = append(its, x.Tenant), append(irs, x.Ref), append(ias, x.Action)
-			ivs, ips = append(ivs, int32(r.Version)), append(ips, encodePayload(r.Payload))
-			iks, iss = append(iks, r.Key), append(iss, x.SourceRef)
-		}
 	}
-	if len(its) > 0 {
-		b.Queue(IntentFreezeMany, its, irs, ias, ivs, ips, iks, iss).Query(func(rows pgx.Rows) error {
+	if args, ok := freezeManyArgs(xs); ok {
+		b.Queue(IntentFreezeMany, args...).Query(func(rows pgx.Rows) error {
 			var t, r, a string
 			_, err := pgx.ForEachRow(rows, []any{&t, &r, &a}, func() error {
 				for _, pf := range pfs {
@@ -192,6 +181,25 @@ func (s *Store) queueFreezeMany(b *pgx.Batch, xs []*Extraction) []*PendingFreeze
 		return rows.Err()
 	})
 	return pfs
+}
+
+// freezeManyArgs is FreezeManyInsert's parameters for the extractions of
+// xs without a field error; ok is false when there is none.
+func freezeManyArgs(xs []*Extraction) (args []any, ok bool) {
+	var (
+		ts, rs, as, ps, ks, ss []string
+		vs                     []int32
+	)
+	for _, x := range xs {
+		if x.Err != nil {
+			continue
+		}
+		r := x.Result
+		ts, rs, as = append(ts, x.Tenant), append(rs, x.Ref), append(as, x.Action)
+		vs, ps = append(vs, int32(r.Version)), append(ps, encodePayload(r.Payload))
+		ks, ss = append(ks, r.Key), append(ss, x.SourceRef)
+	}
+	return []any{ts, rs, as, vs, ps, ks, ss}, len(ts) > 0
 }
 
 func (p *pending) result() (*FreezeResult, error) {

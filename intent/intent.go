@@ -195,6 +195,17 @@ func (s *Store) Frozen(x *Extraction, in *Intent) *PendingFreeze {
 	return &PendingFreeze{p: &pending{s: s, x: x, found: true, in: in}}
 }
 
+// Inserted is the freeze x had when a caller's own statement inserted in
+// with FreezeManyInsert: created, nothing to compare.
+func (s *Store) Inserted(x *Extraction, in *Intent) *PendingFreeze {
+	return &PendingFreeze{p: &pending{s: s, x: x, found: true, in: in, inserted: true}}
+}
+
+// FreezeManyArgs is FreezeManyInsert's seven parameters for the
+// extractions of xs without a field error (those are left out, since
+// nothing of theirs can be frozen); ok is false when there is none.
+func FreezeManyArgs(xs []*Extraction) (args []any, ok bool) { return freezeManyArgs(xs) }
+
 // Columns is an intent's select list, for a statement of another package
 // that reads intents (FROM intents, unaliased) together with its own rows
 // and scans them with Scan.

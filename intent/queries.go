@@ -19,12 +19,18 @@ ON CONFLICT DO NOTHING`
 // arrays (tenant, ref, action, version, payload, key, source ref). A ref
 // queued twice is inserted once: the second row conflicts with the first.
 // RETURNING names what this statement inserted.
-const IntentFreezeMany = `INSERT INTO intents
+const IntentFreezeMany = FreezeManyInsert + `
+RETURNING tenant_id, intent_ref, action`
+
+// FreezeManyInsert is the insert of IntentFreezeMany without its
+// RETURNING, for a statement of another package that freezes extractions
+// as part of its own (a data-modifying CTE); FreezeManyArgs gives its
+// seven parameters, $1 to $7.
+const FreezeManyInsert = `INSERT INTO intents
 	(tenant_id, intent_ref, action, rules_version, payload, idem_key, source_ref)
 SELECT u.t, u.r, u.a, u.v::smallint, u.p::jsonb, u.k, nullif(u.s, '')
 FROM unnest($1::text[], $2::text[], $3::text[], $4::int4[], $5::text[], $6::text[], $7::text[]) AS u(t, r, a, v, p, k, s)
-ON CONFLICT DO NOTHING
-RETURNING tenant_id, intent_ref, action`
+ON CONFLICT DO NOTHING`
 
 // IntentGetMany is IntentGet for a group: each row is preceded by the
 // 1-based position of its (tenant, ref, action) in the arrays. OFFSET 0
