@@ -16,14 +16,14 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.duration != 5*time.Second || c.scaleRows != 1_000_000 || len(c.concurrency) != 4 || c.scaleCallers != 32 {
+	if c.duration != 5*time.Second || c.scaleRows != 1_000_000 || len(c.concurrency) != 4 || c.scaleCallers != 32 || c.rounds != 2 {
 		t.Fatalf("defaults: %+v", c)
 	}
 	q, err := parseFlags([]string{"--quick", "--duration", "2s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.duration != 2*time.Second || q.scaleRows != 20_000 || len(q.concurrency) != 2 || q.scaleCallers != 8 {
+	if q.duration != 2*time.Second || q.scaleRows != 20_000 || len(q.concurrency) != 2 || q.scaleCallers != 8 || q.rounds != 1 {
 		t.Fatalf("quick: %+v", q)
 	}
 	for _, bad := range [][]string{{"--concurrency", "0"}, {"--concurrency", "a"}, {"--only", "("}, {"extra"}} {
@@ -58,7 +58,7 @@ func TestTinyRun(t *testing.T) {
 		t.Skip("needs PostgreSQL; -short skips it")
 	}
 	cfg, err := parseFlags([]string{"--quick", "--concurrency", "1,2", "--duration", "500ms", "--warmup", "250ms",
-		"--scale-rows", "2000", "--scale-callers", "2"}, io.Discard)
+		"--scale-rows", "2000", "--scale-callers", "2", "--rounds", "2"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +85,9 @@ func TestTinyRun(t *testing.T) {
 		if !want[w] {
 			t.Errorf("no result for %s", w)
 		}
+	}
+	if r := rep.find("retrysafe", "first execution", 2); r == nil || r.Rounds != 2 {
+		t.Errorf("first execution at 2 callers: %+v, want 2 rounds pooled", r)
 	}
 	for _, r := range rep.Races {
 		if r.System == "retrysafe" && (r.ExtraCalls != 0 || r.ExtraRows != 0) {
@@ -141,5 +144,30 @@ func TestScaleTarget(t *testing.T) {
 	// (880+1010)/2 over (1000+1100)/2 = 0.90.
 	if got == nil || !strings.HasPrefix(got.Actual, "0.90 of empty") || !got.Met || !strings.Contains(got.Actual, "0.88, 0.92") {
 		t.Fatalf("scale target: %+v", got)
+	}
+}
+
+// Pooled rounds: the rate over the summed windows, percentiles over all
+// latencies, per-operation counters weighted by operations.
+func TestPool(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		d := make([]time.Duration, len(v))
+		for i, x := range v {
+			d[i] = time.Duration(x) * time.Millisecond
+		}
+		return d
+	}
+	a := &result{Rate: 100, CommitsPerOp: 1, sample: &sample{Ops: 100, Total: 100, Elapsed: time.Second, Lat: ms(1, 1, 1, 1), Added: ms(1, 1, 1, 1)}}
+	b := &result{Rate: 300, CommitsPerOp: 2, sample: &sample{Ops: 300, Total: 300, Elapsed: time.Second, Lat: ms(9, 9, 9, 9), Added: ms(8, 8, 8, 8)}}
+	p := pool([]*result{a, b})
+	if p.Rate != 200 || p.Rounds != 2 || p.CommitsPerOp != 1.75 || p.P99 != 9 || p.P50 != 1 || p.AddedP99 != 8 {
+		t.Fatalf("pooled: %+v", p)
+	}
+	if !strings.Contains(p.Note, "100, 300") {
+		t.Fatalf("note %q", p.Note)
+	}
+	failed := &result{Err: "boom"}
+	if pool([]*result{a, failed}) != failed {
+		t.Fatal("a failed round must fail the row")
 	}
 }

@@ -9,7 +9,9 @@
 // Every database-touching benchmark creates its own database on the server
 // (--db, default $BENCH_DATABASE_URL, $TEST_DATABASE_URL or the local one)
 // and drops it afterwards. Every throughput is also given as a ratio to the
-// floor measured in the same run at the same number of callers.
+// floor measured in the same run at the same number of callers; the floor
+// and retrysafe's first execution run --rounds times at each level,
+// alternating, and their rows pool the rounds.
 package main
 
 import (
@@ -44,9 +46,12 @@ type config struct {
 	skipNaive    bool
 	scaleRows    int
 	scaleCallers int
-	out          string
-	only         *regexp.Regexp // runs only the points whose "system/workload" matches
-	cpuProfile   string
+	// rounds is how often the floor and retrysafe's first execution are
+	// measured at each level, alternating; their rows pool the rounds.
+	rounds     int
+	out        string
+	only       *regexp.Regexp // runs only the points whose "system/workload" matches
+	cpuProfile string
 	// groupCommit and groupCommitConns, when > 0, override the executor's
 	// defaults in every retrysafe point.
 	groupCommit, groupCommitConns int
@@ -98,6 +103,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		warm  = fs.Duration("warmup", 0, "unmeasured time before each point (default 1s, 300ms with --quick)")
 		rows  = fs.Int("scale-rows", 0, "intents and actions preloaded for the scale runs (default 1000000, 20000 with --quick)")
 		scale = fs.Int("scale-callers", 32, "concurrent callers of the scale runs")
+		round = fs.Int("rounds", 0, "rounds of the floor and of retrysafe's first execution at each level, pooled (default 2, 1 with --quick)")
 	)
 	fs.StringVar(&c.dbURL, "db", def, "administrative URL of the PostgreSQL server to create benchmark databases on")
 	fs.BoolVar(&c.quick, "quick", false, "short smoke run: 1s points, callers 1,8, a small preload")
@@ -117,12 +123,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	c.duration, c.warmup, c.scaleRows = 5*time.Second, time.Second, 1_000_000
+	c.duration, c.warmup, c.scaleRows, c.rounds = 5*time.Second, time.Second, 1_000_000, 2
 	if conc == "" {
 		conc = "1,8,32,128"
 	}
 	if c.quick {
-		c.duration, c.warmup, c.scaleRows = time.Second, 300*time.Millisecond, 20_000
+		c.duration, c.warmup, c.scaleRows, c.rounds = time.Second, 300*time.Millisecond, 20_000, 1
 		if !flagSet(fs, "concurrency") {
 			conc = "1,8"
 		}
@@ -138,6 +144,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if *rows > 0 {
 		c.scaleRows = *rows
+	}
+	if *round > 0 {
+		c.rounds = *round
 	}
 	c.scaleCallers = *scale
 	var err error
@@ -228,19 +237,25 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 		levels = append(append([]int{}, levels...), cfg.scaleCallers)
 	}
 	// Interleaved by concurrency: the floor and its contenders run close
-	// together in time, so drift on a shared machine hits them alike.
+	// together in time, so drift on a shared machine hits them alike. The
+	// floor and retrysafe's first execution, which the main target
+	// compares, run cfg.rounds times each, alternating, and their rows pool
+	// the rounds: a point here moves by 10-30 % from one run to the next.
 	for _, n := range levels {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		b.logf("callers=%d", n)
-		fl := b.run(ctx, b.floorWorkload(), n)
-		rep.floor[n] = fl.Rate
-		rep.add(fl)
+		floors := []*result{b.run(ctx, b.floorWorkload(), n)}
 		if !contains(cfg.concurrency, n) {
-			continue // measured only as the scale runs' reference
+			// Measured only as the scale runs' reference.
+			fl := floors[0]
+			rep.floor[n] = fl.Rate
+			rep.add(fl)
+			continue
 		}
-		ws := []workload{b.floorToolWorkload(), b.rsFirstWorkload("first execution", nil),
+		first := func() workload { return b.rsFirstWorkload("first execution", nil) }
+		ws := []workload{b.floorToolWorkload(), first(),
 			b.rsFirstWorkloadWith("first execution, sync completion", nil, syncCompletion),
 			b.rsFirstWorkloadWith("first execution, no group commit", nil, noGroupCommit), b.rsReplayWorkload()}
 		if !cfg.skipDBOS {
@@ -249,10 +264,34 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 		if !cfg.skipNaive {
 			ws = append(ws, b.naiveWorkload())
 		}
-		for _, w := range ws {
-			if b.wanted(w.system + "/" + w.name) {
-				rep.add(b.run(ctx, w, n))
+		var (
+			results []*result
+			firsts  []*result
+		)
+		for i, w := range ws {
+			if !b.wanted(w.system + "/" + w.name) {
+				continue
 			}
+			r := b.run(ctx, w, n)
+			if i == 1 {
+				firsts = append(firsts, r)
+			}
+			results = append(results, r)
+		}
+		for range cfg.rounds - 1 {
+			floors = append(floors, b.run(ctx, b.floorWorkload(), n))
+			if w := first(); b.wanted(w.system + "/" + w.name) {
+				firsts = append(firsts, b.run(ctx, w, n))
+			}
+		}
+		fl := pool(floors)
+		rep.floor[n] = fl.Rate
+		rep.add(fl)
+		for _, r := range results {
+			if len(firsts) > 0 && r == firsts[0] {
+				r = pool(firsts)
+			}
+			rep.add(r)
 		}
 	}
 	if !cfg.skipNaive && b.wanted("naive/race") {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -34,6 +35,10 @@ type result struct {
 	Seconds  float64 `json:"seconds"`
 	Note     string  `json:"note,omitempty"`
 	Err      string  `json:"error,omitempty"`
+	// Rounds is how many measurements the row pools (see pool).
+	Rounds int `json:"rounds,omitempty"`
+
+	sample *sample // the measurement, for pooling rounds
 }
 
 // workload is one benchmark point's life cycle on its own database.
@@ -111,6 +116,7 @@ func (b *bench) point(ctx context.Context, db *database, w workload, callers int
 		return fail(err)
 	}
 	r.fill(s)
+	r.sample = s
 	if s.Total > 0 {
 		r.CommitsPerOp = float64(c1.commits-c0.commits) / float64(s.Total)
 		r.WALPerOp = float64(c1.wal-c0.wal) / float64(s.Total)
@@ -156,4 +162,37 @@ func (b *bench) waitIdle(ctx context.Context, db *database) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// pool combines rounds of one point into one row: the rate over their
+// summed windows, percentiles over their pooled latencies, per-operation
+// counters weighted by operations. A failed round fails the row.
+func pool(rounds []*result) *result {
+	if len(rounds) == 1 {
+		return rounds[0]
+	}
+	out := *rounds[0]
+	s := &sample{}
+	var commits, wal, fpi, total float64
+	rates := make([]string, len(rounds))
+	for i, r := range rounds {
+		if r.Err != "" || r.sample == nil {
+			return r
+		}
+		s.Ops += r.sample.Ops
+		s.Elapsed += r.sample.Elapsed
+		s.Lat = append(s.Lat, r.sample.Lat...)
+		s.Added = append(s.Added, r.sample.Added...)
+		t := float64(r.sample.Total)
+		commits, wal, fpi, total = commits+r.CommitsPerOp*t, wal+r.WALPerOp*t, fpi+r.FPIPerOp*t, total+t
+		rates[i] = fmt.Sprintf("%.0f", r.Rate)
+	}
+	out.fill(s)
+	out.sample = s
+	if total > 0 {
+		out.CommitsPerOp, out.WALPerOp, out.FPIPerOp = commits/total, wal/total, fpi/total
+	}
+	out.Rounds = len(rounds)
+	out.Note = fmt.Sprintf("%d rounds pooled: %s ops/s", len(rounds), strings.Join(rates, ", "))
+	return &out
 }
