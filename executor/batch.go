@@ -57,7 +57,7 @@ type grouper struct {
 	slots int // groups in flight at once
 	// build queues a group's statements, folding the units' into one
 	// statement over arrays per step where it can: buildClaims,
-	// buildLookups, buildCompletes.
+	// claimsBuild(queueFresh or queueLookups), buildCompletes.
 	build func(*pgx.Batch, []*unit)
 
 	// readOnly: the latest groups wrote nothing (see Executor.noteClaim),
@@ -250,13 +250,17 @@ func (e *Executor) buildClaims(b *pgx.Batch, units []*unit) {
 	})
 }
 
-// buildFresh queues a group of fresh claims (see queueFresh).
-func (e *Executor) buildFresh(b *pgx.Batch, units []*unit) {
-	cus := make([]*claimUnit, len(units))
-	for i, u := range units {
-		cus[i] = u.data.(*claimUnit)
+// claimsBuild is a grouper's build for queue, a step of the freeze and
+// claim that queues one statement for a whole group (queueFresh,
+// queueLookups).
+func claimsBuild(queue func(*pgx.Batch, []*claimUnit)) func(*pgx.Batch, []*unit) {
+	return func(b *pgx.Batch, units []*unit) {
+		cus := make([]*claimUnit, len(units))
+		for i, u := range units {
+			cus[i] = u.data.(*claimUnit)
+		}
+		queue(b, cus)
 	}
-	e.queueFresh(b, cus)
 }
 
 // queueFresh queues the fresh claim of cus, which must all have
@@ -301,20 +305,12 @@ func (e *Executor) queueFresh(b *pgx.Batch, cus []*claimUnit) {
 	})
 }
 
-// buildLookups queues a group of read-first lookups (see queueLookups).
-func (e *Executor) buildLookups(b *pgx.Batch, units []*unit) {
-	cus := make([]*claimUnit, len(units))
-	for i, u := range units {
-		cus[i] = u.data.(*claimUnit)
-	}
-	e.queueLookups(b, cus)
-}
-
 // queueLookups queues the read-first lookup of cus: one statement for all
-// of them (IntentActionGet for one, IntentActionGetMany for more). A unit whose intent and action it finds gets the claim and
-// freeze outcome the four write statements would have given it (nothing
-// inserted, nothing claimed, both rows as read); any other unit is left
-// without, for the freeze and claim to handle. Reading both rows in one
+// of them (IntentActionGet for one, IntentActionGetMany for more). A unit
+// whose intent and action it finds gets the claim and freeze outcome the
+// four write statements would have given it (nothing inserted, nothing
+// claimed, both rows as read); any other unit is left without, for the
+// freeze and claim to handle. Reading both rows in one
 // statement is what the write path does in four snapshots instead of one,
 // so whatever the lookup returns, the write path run at that instant would
 // have returned too.

@@ -258,8 +258,8 @@ func New(cfg Config) (*Executor, error) {
 	e.claims = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildClaims)
 	e.completions = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildCompletes(false))
 	e.completionsAsync = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildCompletes(true))
-	e.fresh = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildFresh)
-	e.lookups = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildLookups)
+	e.fresh = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, claimsBuild(e.queueFresh))
+	e.lookups = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, claimsBuild(e.queueLookups))
 	e.lookups.readOnly.Store(true) // nothing to commit: no reason to wait
 	return e, nil
 }

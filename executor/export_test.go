@@ -57,20 +57,20 @@ func (e *Executor) ClaimAll(ctx context.Context, calls []Call, how ClaimHow) ([]
 	} else {
 		if how == ClaimReadFirst {
 			b := &pgx.Batch{}
-			e.buildLookups(b, units)
+			e.queueLookups(b, cus)
 			if err := e.cfg.DB.SendBatch(ctx, b).Close(); err != nil {
 				return nil, err
 			}
 		}
 		if how == ClaimFresh {
-			var fresh []*unit
-			for i, u := range units {
-				if cus[i].x.Err == nil {
-					fresh = append(fresh, u)
+			var fresh []*claimUnit
+			for _, cu := range cus {
+				if cu.x.Err == nil {
+					fresh = append(fresh, cu)
 				}
 			}
 			b := &pgx.Batch{}
-			e.buildFresh(b, fresh)
+			e.queueFresh(b, fresh)
 			if err := e.cfg.DB.SendBatch(ctx, b).Close(); err != nil {
 				return nil, err
 			}
