@@ -56,8 +56,8 @@ type grouper struct {
 	max   int // units per group
 	slots int // groups in flight at once
 	// build queues a group's statements, folding the units' into one
-	// statement over arrays per step where it can: buildClaims,
-	// claimsBuild(queueFresh or queueLookups), buildCompletes.
+	// statement over arrays per step where it can: claimsBuild(queueClaims,
+	// queueFresh or queueLookups), buildCompletes.
 	build func(*pgx.Batch, []*unit)
 
 	// readOnly: the latest groups wrote nothing (see Executor.noteClaim),
@@ -193,24 +193,22 @@ func (e *Executor) queueOne(b *pgx.Batch, cu *claimUnit) {
 	e.queueClaim(b, cu.tenant, cu.ref, cu.action, cu.c)
 }
 
-// buildClaims queues a claims group: a group of one as Execute alone would,
+// queueClaims queues a claims group: a group of one as Execute alone would,
 // a larger one as four statements for all of it (freeze, read back, claim,
 // read the actions), so that the database starts four statements per group
 // rather than four per call. Each statement still reads what committed
 // before it started, as the per-call statements do.
-func (e *Executor) buildClaims(b *pgx.Batch, units []*unit) {
-	if len(units) == 1 {
-		e.queueOne(b, units[0].data.(*claimUnit))
+func (e *Executor) queueClaims(b *pgx.Batch, cus []*claimUnit) {
+	if len(cus) == 1 {
+		e.queueOne(b, cus[0])
 		return
 	}
-	n := len(units)
-	cus := make([]*claimUnit, n)
+	n := len(cus)
 	xs := make([]*intent.Extraction, n)
 	ts, rs, as := make([]string, n), make([]string, n), make([]string, n)
-	for i, u := range units {
-		cu := u.data.(*claimUnit)
+	for i, cu := range cus {
 		cu.c = &claim{}
-		cus[i], xs[i] = cu, cu.x
+		xs[i] = cu.x
 		ts[i], rs[i], as[i] = cu.tenant, cu.ref, cu.action
 	}
 	for i, pf := range e.cfg.Intents.QueueFreezeMany(b, xs) {
@@ -251,8 +249,8 @@ func (e *Executor) buildClaims(b *pgx.Batch, units []*unit) {
 }
 
 // claimsBuild is a grouper's build for queue, a step of the freeze and
-// claim that queues one statement for a whole group (queueFresh,
-// queueLookups).
+// claim that queues its statements for a whole group (queueClaims,
+// queueFresh, queueLookups).
 func claimsBuild(queue func(*pgx.Batch, []*claimUnit)) func(*pgx.Batch, []*unit) {
 	return func(b *pgx.Batch, units []*unit) {
 		cus := make([]*claimUnit, len(units))
@@ -310,10 +308,10 @@ func (e *Executor) queueFresh(b *pgx.Batch, cus []*claimUnit) {
 // whose intent and action it finds gets the claim and freeze outcome the
 // four write statements would have given it (nothing inserted, nothing
 // claimed, both rows as read); any other unit is left without, for the
-// freeze and claim to handle. Reading both rows in one
-// statement is what the write path does in four snapshots instead of one,
-// so whatever the lookup returns, the write path run at that instant would
-// have returned too.
+// freeze and claim to handle. Reading both rows in one statement is what
+// the write path does in four snapshots instead of one, so whatever the
+// lookup returns, the write path run at that instant would have returned
+// too.
 func (e *Executor) queueLookups(b *pgx.Batch, cus []*claimUnit) {
 	n := len(cus)
 	ts, rs, as := make([]string, n), make([]string, n), make([]string, n)

@@ -255,7 +255,7 @@ func New(cfg Config) (*Executor, error) {
 		c.Logger = slog.Default()
 	}
 	e := &Executor{cfg: c}
-	e.claims = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildClaims)
+	e.claims = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, claimsBuild(e.queueClaims))
 	e.completions = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildCompletes(false))
 	e.completionsAsync = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildCompletes(true))
 	e.fresh = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, claimsBuild(e.queueFresh))

@@ -38,19 +38,17 @@ const (
 // each found. The tool is never called.
 func (e *Executor) ClaimAll(ctx context.Context, calls []Call, how ClaimHow) ([]ClaimSeen, error) {
 	cus := make([]*claimUnit, len(calls))
-	units := make([]*unit, len(calls))
 	for i, c := range calls {
 		x, err := e.cfg.Intents.Extract(intent.FreezeParams{Tenant: c.Tenant, Ref: c.Ref, Action: c.Action, Fields: c.Fields, SourceRef: c.SourceRef})
 		if err != nil {
 			return nil, err
 		}
 		cus[i] = &claimUnit{x: x, tenant: c.Tenant, ref: c.Ref, action: c.Action}
-		units[i] = &unit{data: cus[i]}
 	}
 	lookedUp := make([]bool, len(calls))
 	if how == ClaimGrouped {
 		b := &pgx.Batch{}
-		e.buildClaims(b, units)
+		e.queueClaims(b, cus)
 		if err := e.cfg.DB.SendBatch(ctx, b).Close(); err != nil {
 			return nil, err
 		}
