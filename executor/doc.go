@@ -76,7 +76,8 @@
 // call (a fresh claims group and a lookups group are one): the same insert, read-back, claim and read-back over arrays, each a
 // primary-key lookup per element (lateral subqueries kept from being
 // flattened into joins). Every batch of claims, lookups and completions,
-// of one call or many, opens with GroupPlans, which turns sequential scans
+// of one call or many, opens with GroupPlans (as do the failure paths'
+// one-offs and the reconciler's statements), which turns sequential scans
 // and hash and merge joins off for its transaction, so that no cached plan
 // ever scans, whatever the statistics said when it was made (a generic
 // plan made on a table vacuumed while empty otherwise scans it for the

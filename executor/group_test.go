@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -368,10 +369,12 @@ func TestReadFirstReplays(t *testing.T) {
 }
 
 // Plans made while the tables were vacuumed empty must not scan them once
-// they have grown: every batch of the hot path runs under GroupPlans, so
-// the generic plans a connection caches after its first executions are
-// index lookups. Without it, the read-backs' cached plans were sequential
-// scans, which this test sees in pg_stat_user_tables.
+// they have grown: every batch of the hot path, and every one-off of the
+// failure paths and the reconciler, runs under GroupPlans, so the generic
+// plans a connection caches after its first executions are index lookups.
+// Without it, the read-backs' cached plans were sequential scans, which
+// this test sees in pg_stat_user_tables; with it on the hot path only, the
+// reconciler's read of the intent by key still scanned (8 scans).
 func TestPlansSurviveEmptyTables(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
@@ -386,21 +389,60 @@ func TestPlansSurviveEmptyTables(t *testing.T) {
 	call := func(i int) executor.Call {
 		return pixCall("t1", fmt.Sprintf("plan-%d", i), extraction(i, testutil.CPF(76000+i)))
 	}
+	// The failure paths: the provider fails the first request of
+	// "plan-<i>-retry" (release, then retake after the backoff).
+	e.psp.SetFault(func(r toolstest.Request) toolstest.Fault {
+		if d, _ := r.Body["description"].(string); strings.HasSuffix(d, "-retry") && r.N == 1 {
+			return toolstest.FailBefore
+		}
+		return toolstest.None
+	})
+	// crash puts call's completed action back to started under an expired
+	// lease of a worker that died, for a takeover or the reconciler.
+	// The test's own writes go through a session of their own, apart from
+	// the executor's.
+	side := envPool(t, e, 1, nil)
+	crash := func(c executor.Call) {
+		b := &pgx.Batch{}
+		b.Queue(executor.GroupPlans)
+		b.Queue(`UPDATE actions SET status = 'started', lease_owner = 'dead', lease_until = now() - interval '1 second', finished_at = NULL
+			WHERE tenant_id = $1 AND idem_key = (SELECT idem_key FROM intents WHERE tenant_id = $1 AND intent_ref = $2 AND action = $3)`,
+			c.Tenant, c.Ref, c.Action)
+		if err := side.SendBatch(ctx, b).Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := func(out *executor.Outcome, err error) {
+		t.Helper()
+		if err != nil || out.Status != executor.StatusCompleted {
+			t.Fatal(out, err)
+		}
+	}
 	// execute runs n intents from one caller (a first execution and a
 	// replay each: groups of one), then 64 from 64 callers, twice (first
 	// executions, then replays, which turn the read-first lookups on: the
-	// group statements).
+	// group statements). Then each failure path n times: a transient
+	// failure, a takeover by Execute, and by the reconciler.
 	execute := func(from, n int) {
 		for i := from; i < from+n; i++ {
 			for range 2 {
-				if out, err := ex.Execute(ctx, call(i), nil); err != nil || out.Status != executor.StatusCompleted {
-					t.Fatal(out, err)
-				}
+				done(ex.Execute(ctx, call(i), nil))
 			}
 		}
 		for range 2 {
 			for i, r := range runConcurrent(64, func(i int) executor.Call { return call(from + 1000 + i) }, ex) {
 				checkErr(t, i, r)
+			}
+		}
+		for i := from; i < from+n; i++ {
+			retry := call(i)
+			retry.Ref += "-retry"
+			done(ex.Execute(ctx, retry, nil))
+			crash(call(i))
+			done(ex.Execute(ctx, call(i), nil))
+			crash(call(i))
+			if res, err := ex.ReconcileOnce(ctx); err != nil || res.TakenOver != 1 {
+				t.Fatal(res, err)
 			}
 		}
 	}

@@ -9,8 +9,6 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/retrysafe/retrysafe/intent"
 )
 
 func get(ctx context.Context, db DBTX, tenant, key string) (*Action, error) {
@@ -110,25 +108,21 @@ type taken struct {
 
 func (e *Executor) reconcileOnce(ctx context.Context) (ReconcileResult, error) {
 	var res ReconcileResult
-	rows, err := e.cfg.DB.Query(ctx, ActionReconcileTake, e.cfg.ReconcileBatch, e.cfg.Owner, e.leaseMicros(), toolNames(e.cfg.Tools))
-	if err != nil {
-		return res, fmt.Errorf("executor: reconcile: %w", err)
-	}
 	var batch []taken
-	for rows.Next() {
-		var (
-			t   taken
-			raw []byte
-		)
-		if err := rows.Scan(&t.tenant, &t.key, &t.attempt, &raw); err != nil {
-			rows.Close()
-			return res, fmt.Errorf("executor: reconcile: %w", err)
-		}
-		t.prev = decodeFailure(raw)
-		batch = append(batch, t)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	err := e.planned(ctx, func(b *pgx.Batch) {
+		b.Queue(ActionReconcileTake, e.cfg.ReconcileBatch, e.cfg.Owner, e.leaseMicros(), toolNames(e.cfg.Tools)).Query(func(rows pgx.Rows) error {
+			var (
+				t   taken
+				raw []byte
+			)
+			_, err := pgx.ForEachRow(rows, []any{&t.tenant, &t.key, &t.attempt, &raw}, func() error {
+				batch = append(batch, taken{tenant: t.tenant, key: t.key, attempt: t.attempt, prev: decodeFailure(raw)})
+				return nil
+			})
+			return err
+		})
+	})
+	if err != nil {
 		return res, fmt.Errorf("executor: reconcile: %w", err)
 	}
 	res.TakenOver = len(batch)
@@ -170,7 +164,7 @@ func (e *Executor) reconcileOnce(ctx context.Context) (ReconcileResult, error) {
 // else the same-key call; never a wait (a transient failure releases the
 // lease with backoff for the next pass).
 func (e *Executor) settle(ctx context.Context, t taken) (*Outcome, error) {
-	in, err := intent.GetByKey(ctx, e.cfg.DB, t.tenant, t.key)
+	in, err := e.intentByKey(ctx, t.tenant, t.key)
 	if err != nil {
 		return nil, fmt.Errorf("executor: reconcile: intent of action: %w", err)
 	}

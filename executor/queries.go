@@ -53,8 +53,8 @@ WHERE a.tenant_id = $1 AND a.idem_key = (
 // Since these statements only ever run after this one, their cached plans
 // are always made under it. It costs one statement per batch; a batch of
 // one call measured the same with it and without, within noise. The
-// one-off statements of the failure paths (takeover, release, heartbeat)
-// run without it.
+// failure paths' one-offs (takeover, retake, release, heartbeat) and the
+// reconciler's take run under it too (Executor.planned).
 //
 // The group statements' plans are not forced generic: PostgreSQL keeps
 // planning them for the arrays at hand, which costs CPU (a forced generic

@@ -316,7 +316,7 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 
 func (e *Executor) executeKey(ctx context.Context, tenant, key string, opts *Opts) (*Outcome, error) {
 	for range maxRaces {
-		in, err := intent.GetByKey(ctx, e.cfg.DB, tenant, key)
+		in, err := e.intentByKey(ctx, tenant, key)
 		if errors.Is(err, intent.ErrNotFound) {
 			return nil, fmt.Errorf("%w: no intent under that key for tenant %q", ErrNotFound, tenant)
 		}
@@ -352,7 +352,7 @@ func (e *Executor) drive(ctx context.Context, tool tools.Tool, in *intent.Intent
 		if c.claimKey != in.Key {
 			// The claim read a newer key than the read-back: act on the
 			// intent as it now stands.
-			cur, err := intent.GetByKey(ctx, e.cfg.DB, in.Tenant, c.claimKey)
+			cur, err := e.intentByKey(ctx, in.Tenant, c.claimKey)
 			if err != nil {
 				return nil, err, false
 			}
@@ -386,7 +386,11 @@ func (e *Executor) drive(ctx context.Context, tool tools.Tool, in *intent.Intent
 
 func (e *Executor) takeover(ctx context.Context, tenant, key string, seen int) (attempt int, prev *ToolFailure, won bool, err error) {
 	var raw []byte
-	err = e.cfg.DB.QueryRow(ctx, ActionTakeover, tenant, key, seen, e.cfg.Owner, e.leaseMicros()).Scan(&attempt, &raw)
+	err = e.planned(ctx, func(b *pgx.Batch) {
+		b.Queue(ActionTakeover, tenant, key, seen, e.cfg.Owner, e.leaseMicros()).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&attempt, &raw)
+		})
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil, false, nil
 	}
@@ -568,10 +572,16 @@ func (e *Executor) heartbeat(ctx context.Context, cancel context.CancelCauseFunc
 		case <-t.C:
 		}
 		bctx, bcancel := context.WithTimeout(ctx, e.cfg.Heartbeat)
-		ct, err := e.cfg.DB.Exec(bctx, ActionHeartbeat, h.tenant, h.key, e.cfg.Owner, h.attempt, e.leaseMicros())
+		var n int64
+		err := e.planned(bctx, func(b *pgx.Batch) {
+			b.Queue(ActionHeartbeat, h.tenant, h.key, e.cfg.Owner, h.attempt, e.leaseMicros()).Exec(func(ct pgconn.CommandTag) error {
+				n = ct.RowsAffected()
+				return nil
+			})
+		})
 		bcancel()
 		switch {
-		case err == nil && ct.RowsAffected() == 1:
+		case err == nil && n == 1:
 			deadline = time.Now().Add(e.cfg.Lease - e.cfg.LeaseMargin)
 		case err == nil:
 			cancel(ErrLeaseLost)
@@ -591,11 +601,17 @@ func (e *Executor) release(ctx context.Context, h held, delay time.Duration, f *
 	if us < 1 {
 		us = 1
 	}
-	ct, err := e.cfg.DB.Exec(wctx, ActionRelease, h.tenant, h.key, e.cfg.Owner, h.attempt, us, string(fj))
+	var n int64
+	err := e.planned(wctx, func(b *pgx.Batch) {
+		b.Queue(ActionRelease, h.tenant, h.key, e.cfg.Owner, h.attempt, us, string(fj)).Exec(func(ct pgconn.CommandTag) error {
+			n = ct.RowsAffected()
+			return nil
+		})
+	})
 	if err != nil {
 		return fmt.Errorf("executor: release: %w", err)
 	}
-	if ct.RowsAffected() != 1 {
+	if n != 1 {
 		return fmt.Errorf("%w (attempt %d)", ErrLeaseLost, h.attempt)
 	}
 	return nil
@@ -606,7 +622,11 @@ func (e *Executor) retake(ctx context.Context, h held) (int, bool, error) {
 		next int
 		raw  []byte
 	)
-	err := e.cfg.DB.QueryRow(ctx, ActionRetake, h.tenant, h.key, h.attempt, e.cfg.Owner, e.leaseMicros()).Scan(&next, &raw)
+	err := e.planned(ctx, func(b *pgx.Batch) {
+		b.Queue(ActionRetake, h.tenant, h.key, h.attempt, e.cfg.Owner, e.leaseMicros()).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&next, &raw)
+		})
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
 	}
