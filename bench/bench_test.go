@@ -81,7 +81,8 @@ func TestTinyRun(t *testing.T) {
 	}
 	for _, w := range []string{"floor/single-row commit", "floor/commit + tool + commit", "retrysafe/first execution",
 		"retrysafe/replay", "dbos/first execution", "dbos/replay (re-run)", "naive/first execution",
-		"retrysafe/first execution, 0 rows", "retrysafe/first execution, 2k rows", "retrysafe/first execution during purge"} {
+		"retrysafe/first execution, 0 rows", "retrysafe/first execution, 2k rows", "retrysafe/first execution during purge",
+		"retrysafe/" + halfLoad} {
 		if !want[w] {
 			t.Errorf("no result for %s", w)
 		}
@@ -97,8 +98,26 @@ func TestTinyRun(t *testing.T) {
 	if rep.Scale == nil || rep.Scale.PurgedActions != 2000 || rep.Scale.PurgedIntents != 2000 {
 		t.Errorf("scale: %+v", rep.Scale)
 	}
+	for _, w := range [][2]string{{"retrysafe", "first execution"}, {"floor", floorToolName}, {"dbos", "first execution"}, {"naive", "first execution"}} {
+		if r := rep.find(w[0], w[1], 2); r == nil || r.Around == nil || r.Around.ToolP50 <= 0 {
+			t.Errorf("%s/%s: no split around the tool call: %+v", w[0], w[1], r)
+		}
+	}
+	// Statements are recorded only when the server has pg_stat_statements
+	// loaded (CI's does not; ./scripts/bench's README section says how).
+	if on, err := (&server{url: cfg.dbURL}).pgssAvailable(ctx); err != nil {
+		t.Fatal(err)
+	} else if r := rep.find("retrysafe", "first execution", 2); on && (r == nil || r.Statements == nil || r.Statements.execMsPerOp() <= 0) {
+		t.Errorf("pg_stat_statements is loaded, but first execution has no statements: %+v", r)
+	}
+	for _, w := range [][2]string{{"retrysafe", "replay"}, {"floor", floorName}} {
+		if r := rep.find(w[0], w[1], 2); r == nil || r.Around != nil {
+			t.Errorf("%s/%s never calls the tool, yet: %+v", w[0], w[1], r)
+		}
+	}
 	md := rep.markdown()
-	for _, s := range []string{"| floor | single-row commit | 1 |", "| retrysafe | replay | 2 |", "Targets (issue 9)", "× floor"} {
+	for _, s := range []string{"| floor | single-row commit | 1 |", "| retrysafe | replay | 2 |", "Targets (issue 9)", "× floor",
+		"Latency around the tool call", "| retrysafe | first execution | 2 |"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("markdown lacks %q:\n%s", s, md)
 		}
@@ -158,10 +177,14 @@ func TestPool(t *testing.T) {
 		return d
 	}
 	a := &result{Rate: 100, CommitsPerOp: 1, sample: &sample{Ops: 100, Total: 100, Elapsed: time.Second, Lat: ms(1, 1, 1, 1), Added: ms(1, 1, 1, 1)}}
-	b := &result{Rate: 300, CommitsPerOp: 2, sample: &sample{Ops: 300, Total: 300, Elapsed: time.Second, Lat: ms(9, 9, 9, 9), Added: ms(8, 8, 8, 8)}}
+	b := &result{Rate: 300, CommitsPerOp: 2, sample: &sample{Ops: 300, Total: 300, Elapsed: time.Second, Lat: ms(9, 9, 9, 9), Added: ms(8, 8, 8, 8),
+		Before: ms(5, 5, 5, 5), Tool: ms(1, 1, 1, 1), After: ms(3, 3, 3, 3)}}
 	p := pool([]*result{a, b})
 	if p.Rate != 200 || p.Rounds != 2 || p.CommitsPerOp != 1.75 || p.P99 != 9 || p.P50 != 1 || p.AddedP99 != 8 {
 		t.Fatalf("pooled: %+v", p)
+	}
+	if p.Around == nil || p.Around.BeforeP99 != 5 || p.Around.AfterP50 != 3 || p.Around.ToolP99 != 1 {
+		t.Fatalf("pooled split: %+v", p.Around)
 	}
 	if !strings.Contains(p.Note, "100, 300") {
 		t.Fatalf("note %q", p.Note)
@@ -169,5 +192,104 @@ func TestPool(t *testing.T) {
 	failed := &result{Err: "boom"}
 	if pool([]*result{a, failed}) != failed {
 		t.Fatal("a failed round must fail the row")
+	}
+}
+
+// measure splits each operation that calls the tool at the call: the three
+// parts add up to its latency, added latency leaves the call out, and
+// operations that do not call it are not split.
+func TestMeasureSplitsAroundTool(t *testing.T) {
+	op := func(ctx context.Context, _ int, i int64) (toolSpan, error) {
+		time.Sleep(2 * time.Millisecond)
+		if i%2 == 1 {
+			return toolSpan{}, nil
+		}
+		t0 := time.Now()
+		time.Sleep(3 * time.Millisecond)
+		tool := span(t0)
+		time.Sleep(time.Millisecond)
+		return tool, nil
+	}
+	s := measure(context.Background(), 1, 0, 20*time.Millisecond, 300*time.Millisecond, op)
+	if s.Err != nil {
+		t.Fatal(s.Err)
+	}
+	if len(s.Before) == 0 || len(s.Before) == len(s.Lat) || len(s.Tool) != len(s.Before) || len(s.After) != len(s.Before) {
+		t.Fatalf("%d ops, %d split", len(s.Lat), len(s.Before))
+	}
+	// One caller: the split operations are every other one, in order.
+	j := 0
+	for i, d := range s.Lat {
+		if d-s.Added[i] == 0 {
+			continue // did not call the tool
+		}
+		if s.Tool[j] != d-s.Added[i] || s.Before[j]+s.Tool[j]+s.After[j] != d {
+			t.Fatalf("op %d: %v = %v + %v + %v? added %v", i, d, s.Before[j], s.Tool[j], s.After[j], s.Added[i])
+		}
+		if s.Before[j] < 2*time.Millisecond || s.Tool[j] < 3*time.Millisecond || s.After[j] < time.Millisecond {
+			t.Fatalf("op %d: before %v, tool %v, after %v", i, s.Before[j], s.Tool[j], s.After[j])
+		}
+		j++
+	}
+	if j != len(s.Before) {
+		t.Fatalf("matched %d of %d splits", j, len(s.Before))
+	}
+	var r result
+	r.fill(s)
+	if r.Around == nil || r.Around.ToolP50 < 3 || r.Around.BeforeP50 < 2 || r.Around.AfterP50 < 1 {
+		t.Fatalf("around: %+v", r.Around)
+	}
+}
+
+// Rounds' statements merge by query text, the largest total first, and the
+// table gives them per operation.
+func TestPoolStatements(t *testing.T) {
+	a := &result{System: "retrysafe", Workload: "first execution", Callers: 8, Statements: &statements{Ops: 100, Stmts: []stmtStat{
+		{Query: "claim", Calls: 100, TotalMs: 20, Rows: 100}, {Query: "complete", Calls: 100, TotalMs: 10, Rows: 100}}}}
+	b := &result{Statements: &statements{Ops: 300, Stmts: []stmtStat{
+		{Query: "complete", Calls: 300, TotalMs: 90, Rows: 300}, {Query: "plans", Calls: 300, TotalMs: 1}}}}
+	p := poolStatements([]*result{a, b})
+	if p.Ops != 400 || len(p.Stmts) != 3 || p.Stmts[0] != (stmtStat{Query: "complete", Calls: 400, TotalMs: 100, Rows: 400}) ||
+		p.Stmts[1].Query != "claim" || p.Stmts[2].Query != "plans" {
+		t.Fatalf("pooled: %+v", p)
+	}
+	if got := p.execMsPerOp(); got != 121.0/400 {
+		t.Fatalf("exec ms/op %v", got)
+	}
+	if poolStatements([]*result{a, {}}) != nil {
+		t.Fatal("a round without statements must leave the row without")
+	}
+	a.Statements = p
+	var sb strings.Builder
+	(&report{Results: []*result{a}}).statementsTable(&sb)
+	if !strings.Contains(sb.String(), "| retrysafe | first execution | 8 | 0.302 |") || !strings.Contains(sb.String(), "`complete` | 1.00 | 0.250 | 1.0 |") {
+		t.Fatalf("table:\n%s", sb.String())
+	}
+}
+
+// With a pace the callers offer that many operations per second between
+// them, however fast the operation is.
+func TestMeasurePaced(t *testing.T) {
+	op := func(ctx context.Context, _ int, i int64) (toolSpan, error) { return toolSpan{}, nil }
+	s := measure(context.Background(), 4, 200, 50*time.Millisecond, time.Second, op)
+	if s.Err != nil {
+		t.Fatal(s.Err)
+	}
+	if r := s.rate(); r < 180 || r > 220 {
+		t.Fatalf("paced at 200/s, got %.0f/s", r)
+	}
+	// An operation that takes longer than the callers can keep up with
+	// counts from when it was due: 2 callers, 10 ms each, offered 400/s
+	// (they can do 200/s), so the queue and the latencies grow.
+	slow := func(ctx context.Context, _ int, i int64) (toolSpan, error) {
+		time.Sleep(10 * time.Millisecond)
+		return toolSpan{}, nil
+	}
+	s = measure(context.Background(), 2, 400, 50*time.Millisecond, 500*time.Millisecond, slow)
+	if s.Err != nil {
+		t.Fatal(s.Err)
+	}
+	if p := pct(s.Lat, 0.99); p < 100 {
+		t.Fatalf("behind schedule, p99 %.1f ms: the wait for a caller is not counted", p)
 	}
 }

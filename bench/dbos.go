@@ -28,7 +28,7 @@ type dbosEnv struct {
 	prov  *provider
 	store *intent.Store // to normalize and key the call exactly as retrysafe does
 	wf    dbos.Workflow[chargeInput, string]
-	// toolTime[key] is how long the step spent in the provider.
+	// toolTime[key] is when the step was in the provider (a toolSpan).
 	toolTime sync.Map
 }
 
@@ -67,7 +67,7 @@ func newDBOS(ctx context.Context, db *database, conns int) (*dbosEnv, error) {
 		return dbos.RunAsStep(wctx, func(sctx context.Context) (string, error) {
 			t0 := time.Now()
 			resp, err := prov.charge(sctx, in.Key, []byte(in.Body))
-			e.toolTime.Store(in.Key, time.Since(t0))
+			e.toolTime.Store(in.Key, span(t0))
 			return string(resp), err
 		}, dbos.WithStepName("charge"))
 	}
@@ -87,31 +87,31 @@ func (e *dbosEnv) close() {
 
 // run executes (or re-runs) the workflow for run's call i and waits for its
 // result; it returns the time spent in the provider.
-func (e *dbosEnv) run(ctx context.Context, run string, i int64) (time.Duration, error) {
+func (e *dbosEnv) run(ctx context.Context, run string, i int64) (toolSpan, error) {
 	call := benchCall(run, i)
 	x, err := e.store.Extract(intent.FreezeParams{Tenant: call.Tenant, Ref: call.Ref, Action: call.Action, Fields: call.Fields})
 	if err != nil {
-		return 0, err
+		return toolSpan{}, err
 	}
 	if x.Err != nil {
-		return 0, x.Err
+		return toolSpan{}, x.Err
 	}
 	body, _ := x.Result.Payload.MarshalJSON()
 	key := x.Result.Key
 	h, err := dbos.RunWorkflow(e.ctx, e.wf, chargeInput{Key: key, Body: string(body)}, dbos.WithWorkflowID(key))
 	if err != nil {
-		return 0, err
+		return toolSpan{}, err
 	}
 	out, err := h.GetResult()
 	if err != nil {
-		return 0, err
+		return toolSpan{}, err
 	}
 	if out == "" {
-		return 0, errors.New("dbos: empty result")
+		return toolSpan{}, errors.New("dbos: empty result")
 	}
-	var tool time.Duration
+	var tool toolSpan
 	if v, ok := e.toolTime.LoadAndDelete(key); ok {
-		tool = v.(time.Duration)
+		tool = v.(toolSpan)
 	}
 	return tool, nil
 }
@@ -131,7 +131,7 @@ func (b *bench) dbosFirstWorkload() workload {
 			if e, err = newDBOS(ctx, db, conns); err != nil {
 				return nil, nil, err
 			}
-			op := func(ctx context.Context, _ int, i int64) (time.Duration, error) { return e.run(ctx, run, i) }
+			op := func(ctx context.Context, _ int, i int64) (toolSpan, error) { return e.run(ctx, run, i) }
 			return op, e.close, nil
 		},
 		after: func(_ context.Context, _ *database, r *result) error {
@@ -171,7 +171,7 @@ func (b *bench) dbosReplayWorkload() workload {
 			if e, err = newDBOS(ctx, db, conns); err != nil {
 				return nil, nil, err
 			}
-			op := func(ctx context.Context, _ int, i int64) (time.Duration, error) {
+			op := func(ctx context.Context, _ int, i int64) (toolSpan, error) {
 				return e.run(ctx, run, i%int64(keys))
 			}
 			return op, e.close, nil

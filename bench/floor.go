@@ -35,9 +35,9 @@ func (b *bench) floorWorkload() workload {
 			if err != nil {
 				return nil, nil, err
 			}
-			op := func(ctx context.Context, _ int, i int64) (time.Duration, error) {
+			op := func(ctx context.Context, _ int, i int64) (toolSpan, error) {
 				_, err := p.Exec(ctx, `INSERT INTO public.floor (k) VALUES ($1) ON CONFLICT DO NOTHING`, fmt.Sprintf("%s-%d", run, i))
-				return 0, err
+				return toolSpan{}, err
 			}
 			return op, p.Close, nil
 		},
@@ -57,16 +57,16 @@ func (b *bench) floorToolWorkload() workload {
 				return nil, nil, err
 			}
 			prov = newProvider()
-			op := func(ctx context.Context, _ int, i int64) (time.Duration, error) {
+			op := func(ctx context.Context, _ int, i int64) (toolSpan, error) {
 				k := fmt.Sprintf("%s-%d", run, i)
 				if _, err := p.Exec(ctx, `INSERT INTO public.floor (k) VALUES ($1) ON CONFLICT DO NOTHING`, k); err != nil {
-					return 0, err
+					return toolSpan{}, err
 				}
 				t0 := time.Now()
 				if _, err := prov.charge(ctx, k, []byte(`{}`)); err != nil {
-					return 0, err
+					return toolSpan{}, err
 				}
-				tool := time.Since(t0)
+				tool := span(t0)
 				_, err := p.Exec(ctx, `INSERT INTO public.floor (k) VALUES ($1) ON CONFLICT DO NOTHING`, k+"-done")
 				return tool, err
 			}

@@ -9,9 +9,23 @@ import (
 	"time"
 )
 
-// opFunc performs operation i for caller w and returns how long of it was
-// spent in the tool (zero when the tool was not called).
-type opFunc func(ctx context.Context, w int, i int64) (tool time.Duration, err error)
+// opFunc performs operation i for caller w and returns when it was in the
+// tool (zero when the tool was not called).
+type opFunc func(ctx context.Context, w int, i int64) (tool toolSpan, err error)
+
+// toolSpan is when an operation was in the tool: from the first call's
+// start to the last one's end, and the time spent inside the calls (less
+// than end - start only when it called more than once).
+type toolSpan struct {
+	start, end time.Time
+	in         time.Duration
+}
+
+// span is the toolSpan of one call from t0 to now.
+func span(t0 time.Time) toolSpan {
+	t1 := time.Now()
+	return toolSpan{start: t0, end: t1, in: t1.Sub(t0)}
+}
 
 // sample is what one measured point yields.
 type sample struct {
@@ -20,7 +34,12 @@ type sample struct {
 	Elapsed time.Duration // the window
 	Lat     []time.Duration
 	Added   []time.Duration // latency minus the time spent in the tool
-	Err     error
+	// Before, Tool and After split the latency of the operations that
+	// called the tool: up to the call, in it, and after it. For a runtime
+	// they are its work before the side effect (the claim) and after it
+	// (recording the outcome).
+	Before, Tool, After []time.Duration
+	Err                 error
 }
 
 func (s *sample) rate() float64 {
@@ -32,9 +51,10 @@ func (s *sample) rate() float64 {
 
 // measure runs op from callers goroutines for warmup + dur and records the
 // operations that started after the warm-up and completed inside the window.
-// The first error stops the run.
-func measure(ctx context.Context, callers int, warmup, dur time.Duration, op opFunc) *sample {
-	return measureWhile(ctx, callers, warmup, op, func() error {
+// The first error stops the run. pace, when > 0, is the operations per
+// second the callers offer together (see measureWhile).
+func measure(ctx context.Context, callers int, pace float64, warmup, dur time.Duration, op opFunc) *sample {
+	return measureWhile(ctx, callers, pace, warmup, op, func() error {
 		t := time.NewTimer(dur)
 		defer t.Stop()
 		select {
@@ -49,7 +69,15 @@ func measure(ctx context.Context, callers int, warmup, dur time.Duration, op opF
 // measureWhile runs op from callers goroutines; after warmup it runs window
 // in the foreground, and the operations that started and completed while it
 // ran are recorded.
-func measureWhile(ctx context.Context, callers int, warmup time.Duration, op opFunc, window func() error) *sample {
+//
+// With pace 0 every caller starts its next operation as soon as the last
+// one returns (a closed loop: the rate is what the system takes). With
+// pace > 0 operation i is due at i/pace seconds from the start, and a
+// caller waits until its operation is due: the callers offer pace
+// operations per second between them, at most callers at a time. An
+// operation that starts late because every caller was busy counts its
+// latency from when it was due, so a system that falls behind shows it.
+func measureWhile(ctx context.Context, callers int, pace float64, warmup time.Duration, op opFunc, window func() error) *sample {
 	var (
 		next    atomic.Int64
 		total   atomic.Int64
@@ -68,14 +96,26 @@ func measureWhile(ctx context.Context, callers int, warmup time.Duration, op opF
 	next.Store(-1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	origin := time.Now()
 	for w := range callers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var lat, added []time.Duration
+			var lat, added, before, in, after []time.Duration
 			for !stop.Load() {
 				i := next.Add(1)
 				t0 := time.Now()
+				if pace > 0 {
+					due := origin.Add(time.Duration(float64(i) / pace * float64(time.Second)))
+					if wait := due.Sub(t0); wait > 0 {
+						if sleep(ctx, wait); ctx.Err() != nil {
+							break
+						}
+						t0 = time.Now()
+					} else {
+						t0 = due
+					}
+				}
 				tool, err := op(ctx, w, i)
 				t1 := time.Now()
 				total.Add(1)
@@ -91,11 +131,19 @@ func measureWhile(ctx context.Context, callers int, warmup time.Duration, op opF
 				}
 				d := t1.Sub(t0)
 				lat = append(lat, d)
-				added = append(added, d-tool)
+				added = append(added, d-tool.in)
+				if !tool.start.IsZero() {
+					before = append(before, tool.start.Sub(t0))
+					in = append(in, tool.in)
+					after = append(after, t1.Sub(tool.end))
+				}
 			}
 			mu.Lock()
 			s.Lat = append(s.Lat, lat...)
 			s.Added = append(s.Added, added...)
+			s.Before = append(s.Before, before...)
+			s.Tool = append(s.Tool, in...)
+			s.After = append(s.After, after...)
 			mu.Unlock()
 		}()
 	}

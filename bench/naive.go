@@ -53,28 +53,28 @@ func (n *naive) close() {
 }
 
 // handle is the naive handler for one call.
-func (n *naive) handle(ctx context.Context, call executor.Call) (json.RawMessage, time.Duration, error) {
+func (n *naive) handle(ctx context.Context, call executor.Call) (json.RawMessage, toolSpan, error) {
 	x, err := n.store.Extract(intent.FreezeParams{Tenant: call.Tenant, Ref: call.Ref, Action: call.Action, Fields: call.Fields})
 	if err != nil {
-		return nil, 0, err
+		return nil, toolSpan{}, err
 	}
 	if x.Err != nil {
-		return nil, 0, x.Err
+		return nil, toolSpan{}, x.Err
 	}
 	key := x.Result.Key
 	var stored []byte
 	err = n.pool.QueryRow(ctx, `SELECT response FROM public.naive_actions WHERE tenant_id = $1 AND idem_key = $2 LIMIT 1`,
 		call.Tenant, key).Scan(&stored)
 	if err == nil {
-		return stored, 0, nil
+		return stored, toolSpan{}, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, 0, err
+		return nil, toolSpan{}, err
 	}
 	body, _ := x.Result.Payload.MarshalJSON()
 	t0 := time.Now()
 	resp, err := n.prov.charge(ctx, key, body)
-	tool := time.Since(t0)
+	tool := span(t0)
 	if err != nil {
 		return nil, tool, err
 	}
@@ -104,7 +104,7 @@ func (b *bench) naiveWorkload() workload {
 			if n, err = newNaive(ctx, db, conns); err != nil {
 				return nil, nil, err
 			}
-			op := func(ctx context.Context, _ int, i int64) (time.Duration, error) {
+			op := func(ctx context.Context, _ int, i int64) (toolSpan, error) {
 				_, tool, err := n.handle(ctx, benchCall(run, i))
 				return tool, err
 			}

@@ -22,6 +22,9 @@ type result struct {
 	P99      float64 `json:"p99_ms"`
 	AddedP50 float64 `json:"added_p50_ms"` // latency minus time in the tool
 	AddedP99 float64 `json:"added_p99_ms"`
+	// Around is the latency of the operations that called the tool, split
+	// at the call (nil when none did).
+	Around *around `json:"around_tool,omitempty"`
 	// CommitsPerOp counts the database's commits (pg_stat_database
 	// xact_commit, read-only ones included) per operation.
 	CommitsPerOp float64 `json:"commits_per_op"`
@@ -33,8 +36,11 @@ type result struct {
 	FPIPerOp float64 `json:"fpi_per_op"`
 	Ops      int64   `json:"ops"`
 	Seconds  float64 `json:"seconds"`
-	Note     string  `json:"note,omitempty"`
-	Err      string  `json:"error,omitempty"`
+	// Statements is what pg_stat_statements saw, when the server has it
+	// loaded.
+	Statements *statements `json:"pg_stat_statements,omitempty"`
+	Note       string      `json:"note,omitempty"`
+	Err        string      `json:"error,omitempty"`
 	// Rounds is how many measurements the row pools (see pool).
 	Rounds int `json:"rounds,omitempty"`
 
@@ -50,6 +56,9 @@ type workload struct {
 	// start opens the measured resources and returns the operation and
 	// what closes them.
 	start func(ctx context.Context, db *database, conns int) (opFunc, func(), error)
+	// pace, when > 0, is the operations per second the callers offer
+	// between them (see measureWhile); 0 runs them in a closed loop.
+	pace float64
 	// after, when set, runs after the window with the sample (e.g. to
 	// attach a note).
 	after func(ctx context.Context, db *database, r *result) error
@@ -90,6 +99,11 @@ func (b *bench) point(ctx context.Context, db *database, w workload, callers int
 	if err := b.waitIdle(ctx, db); err != nil {
 		return fail(err)
 	}
+	if b.pgss {
+		if err := db.pgssReset(ctx); err != nil {
+			return fail(err)
+		}
+	}
 	c0, err := db.counters(ctx)
 	if err != nil {
 		return fail(err)
@@ -100,9 +114,9 @@ func (b *bench) point(ctx context.Context, db *database, w workload, callers int
 	}
 	var s *sample
 	if window == nil {
-		s = measure(ctx, callers, b.cfg.warmup, b.cfg.duration, op)
+		s = measure(ctx, callers, w.pace, b.cfg.warmup, b.cfg.duration, op)
 	} else {
-		s = measureWhile(ctx, callers, b.cfg.warmup, op, window)
+		s = measureWhile(ctx, callers, w.pace, b.cfg.warmup, op, window)
 	}
 	stop()
 	if s.Err != nil {
@@ -114,6 +128,13 @@ func (b *bench) point(ctx context.Context, db *database, w workload, callers int
 	c1, err := db.counters(ctx)
 	if err != nil {
 		return fail(err)
+	}
+	if b.pgss {
+		stmts, err := db.pgssRead(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		r.Statements = &statements{Ops: s.Total, Stmts: stmts}
 	}
 	r.fill(s)
 	r.sample = s
@@ -127,15 +148,38 @@ func (b *bench) point(ctx context.Context, db *database, w workload, callers int
 			return fail(err)
 		}
 	}
-	b.logf("  %-10s %-26s callers=%-4d %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  added p99 %6.2f ms  %.2f commits/op  %5.0f WAL B/op  %.2f FPI/op",
-		w.system, w.name, callers, r.Rate, r.P50, r.P99, r.AddedP99, r.CommitsPerOp, r.WALPerOp, r.FPIPerOp)
+	var split string
+	if a := r.Around; a != nil {
+		split = fmt.Sprintf("  p99 before/in/after tool %.2f/%.2f/%.2f ms", a.BeforeP99, a.ToolP99, a.AfterP99)
+	}
+	b.logf("  %-10s %-26s callers=%-4d %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  added p99 %6.2f ms  %.2f commits/op  %5.0f WAL B/op  %.2f FPI/op%s",
+		w.system, w.name, callers, r.Rate, r.P50, r.P99, r.AddedP99, r.CommitsPerOp, r.WALPerOp, r.FPIPerOp, split)
 	return r
+}
+
+// around is p50 and p99 of each part of an operation's latency, in ms:
+// before the tool call, in it, after it.
+type around struct {
+	BeforeP50 float64 `json:"before_p50_ms"`
+	BeforeP99 float64 `json:"before_p99_ms"`
+	ToolP50   float64 `json:"tool_p50_ms"`
+	ToolP99   float64 `json:"tool_p99_ms"`
+	AfterP50  float64 `json:"after_p50_ms"`
+	AfterP99  float64 `json:"after_p99_ms"`
 }
 
 func (r *result) fill(s *sample) {
 	r.Rate = s.rate()
 	r.P50, r.P99 = pct(s.Lat, 0.50), pct(s.Lat, 0.99)
 	r.AddedP50, r.AddedP99 = pct(s.Added, 0.50), pct(s.Added, 0.99)
+	r.Around = nil
+	if len(s.Before) > 0 {
+		r.Around = &around{
+			BeforeP50: pct(s.Before, 0.50), BeforeP99: pct(s.Before, 0.99),
+			ToolP50: pct(s.Tool, 0.50), ToolP99: pct(s.Tool, 0.99),
+			AfterP50: pct(s.After, 0.50), AfterP99: pct(s.After, 0.99),
+		}
+	}
 	r.Ops = s.Ops
 	r.Seconds = s.Elapsed.Seconds()
 }
@@ -183,6 +227,9 @@ func pool(rounds []*result) *result {
 		s.Elapsed += r.sample.Elapsed
 		s.Lat = append(s.Lat, r.sample.Lat...)
 		s.Added = append(s.Added, r.sample.Added...)
+		s.Before = append(s.Before, r.sample.Before...)
+		s.Tool = append(s.Tool, r.sample.Tool...)
+		s.After = append(s.After, r.sample.After...)
 		t := float64(r.sample.Total)
 		commits, wal, fpi, total = commits+r.CommitsPerOp*t, wal+r.WALPerOp*t, fpi+r.FPIPerOp*t, total+t
 		rates[i] = fmt.Sprintf("%.0f", r.Rate)
@@ -192,6 +239,7 @@ func pool(rounds []*result) *result {
 	if total > 0 {
 		out.CommitsPerOp, out.WALPerOp, out.FPIPerOp = commits/total, wal/total, fpi/total
 	}
+	out.Statements = poolStatements(rounds)
 	out.Rounds = len(rounds)
 	out.Note = fmt.Sprintf("%d rounds pooled: %s ops/s", len(rounds), strings.Join(rates, ", "))
 	return &out

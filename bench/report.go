@@ -86,7 +86,8 @@ func (rep *report) add(r *result) {
 	switch {
 	case r.System == "floor" && r.Workload == floorName && r.Rate > 0:
 		r.Note = strings.TrimPrefix(r.Note+"; ", "; ") + fmt.Sprintf("two-commit ceiling %.0f/s (0.50)", r.Rate/2)
-	case strings.HasPrefix(r.Workload, "first execution") && !strings.Contains(r.Workload, "rows") && !strings.Contains(r.Workload, "purge") && r.System != "floor":
+	case strings.HasPrefix(r.Workload, "first execution") && !strings.Contains(r.Workload, "rows") && !strings.Contains(r.Workload, "purge") &&
+		r.Workload != halfLoad && r.System != "floor":
 		if m := rep.find("floor", floorToolName, r.Callers); m != nil && m.Rate > 0 {
 			r.Note = strings.TrimPrefix(r.Note+"; ", "; ") + fmt.Sprintf("%.2f of commit + tool + commit", r.Rate/m.Rate)
 		}
@@ -158,7 +159,23 @@ func (rep *report) checkTargets() {
 		addT("first executions >= 2x DBOS at the same callers", strings.Join(parts, ", "), met)
 	}
 	if r := rep.find("retrysafe", "first execution", 8); r != nil {
-		addT("p99 added latency < 5 ms at 8 callers", fmt.Sprintf("%.2f ms", r.AddedP99), r.AddedP99 < 5)
+		got := fmt.Sprintf("%.2f ms", r.AddedP99)
+		// What the database alone gives at the same callers: the least a
+		// call that must commit before the side effect can add.
+		var ctx []string
+		if f := rep.find("floor", floorName, 8); f != nil {
+			ctx = append(ctx, fmt.Sprintf("a single-row commit's p99 %.2f ms", f.P99))
+		}
+		if f := rep.find("floor", floorToolName, 8); f != nil {
+			ctx = append(ctx, fmt.Sprintf("commit + tool + commit added p99 %.2f ms", f.AddedP99))
+		}
+		if h := rep.find("retrysafe", halfLoad, 8); h != nil {
+			ctx = append(ctx, fmt.Sprintf("offered half the rate, retrysafe's added p99 %.2f ms", h.AddedP99))
+		}
+		if len(ctx) > 0 {
+			got += " (" + strings.Join(ctx, "; ") + ")"
+		}
+		addT("p99 added latency < 5 ms at 8 callers", got, r.AddedP99 < 5)
 	}
 	if rep.Scale != nil {
 		// Every round's rate, summed: the ratio of the means.
@@ -234,6 +251,8 @@ func (rep *report) markdown() string {
 		fmt.Fprintf(&sb, "| %s | %s | %d | %.0f | %s | %s | %s | %s | %.2f | %.0f | %s |\n",
 			r.System, r.Workload, r.Callers, r.Rate, ratio, ms(r.P50), ms(r.P99), added, r.CommitsPerOp, r.WALPerOp, r.Note)
 	}
+	rep.aroundTable(&sb)
+	rep.statementsTable(&sb)
 	if len(rep.Races) > 0 {
 		sb.WriteString("\nCallers racing on one key (each round releases every caller at once on a new key):\n\n")
 		sb.WriteString("| handler | callers per key | keys | extra tool calls | keys called twice or more | extra rows |\n")
@@ -260,14 +279,37 @@ func (rep *report) markdown() string {
 	return sb.String()
 }
 
+// aroundTable writes where the latency of the rows that call the tool goes:
+// before the call (for a runtime, its claim), in it, after it (recording
+// the outcome).
+func (rep *report) aroundTable(sb *strings.Builder) {
+	var rows []*result
+	for _, r := range rep.Results {
+		if r.Err == "" && r.Around != nil {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	sb.WriteString("\nLatency around the tool call, p50 / p99 ms (operations that called it):\n\n")
+	sb.WriteString("| system | workload | callers | before the call | in the tool | after the call |\n")
+	sb.WriteString("|---|---|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		a := r.Around
+		fmt.Fprintf(sb, "| %s | %s | %d | %s / %s | %s / %s | %s / %s |\n", r.System, r.Workload, r.Callers,
+			ms(a.BeforeP50), ms(a.BeforeP99), ms(a.ToolP50), ms(a.ToolP99), ms(a.AfterP50), ms(a.AfterP99))
+	}
+}
+
 const legend = `
 - floor: one INSERT ... ON CONFLICT DO NOTHING of a new key per transaction, through pgx, on the same server, callers and pool: the most commits per second this database gives. An execution that needs two commits can reach at most half of it.
 - floor commit + tool + commit: the same minimal commit, the same tool call, a second minimal commit: the least any design that commits a claim before calling and records the outcome after can do. First-execution rows note their ratio to it.
-- retrysafe first execution: Executor.Execute of a new intent: freeze + claim (one round trip, one statement, one commit that waits for the WAL flush), the tool call (a local HTTP no-op honouring Idempotency-Key), the fenced completion (one round trip, one commit that does not wait for the flush: a success lost in a crash is learned again from the provider by the key). Concurrent calls share those round trips and commits (group commit: Config.GroupCommit), so commits/op falls below 2 as callers rise. "sync completion": the same with Config.SyncCompletion, both commits waiting for the flush. "no group commit": GroupCommit 1, every call's round trips and commits its own.
+- retrysafe first execution: Executor.Execute of a new intent: freeze + claim (one round trip, one statement, one commit that waits for the WAL flush), the tool call (a local HTTP no-op honouring Idempotency-Key), the fenced completion (one round trip, one commit that does not wait for the flush: a success lost in a crash is learned again from the provider by the key). Concurrent calls share those round trips and commits (group commit: Config.GroupCommit), so commits/op falls below 2 as callers rise. "sync completion": the same with Config.SyncCompletion, both commits waiting for the flush. "no group commit": GroupCommit 1, every call's round trips and commits its own. "half load": the same as first execution, but the callers offer half the rate first execution reached (operation i is due at i/rate seconds; one that starts late because every caller was busy counts from when it was due): every other row runs the machine flat out, so its latency is mostly waiting for a CPU.
 - retrysafe replay: Execute of an intent that already completed (a redelivery): nothing written, the stored response; the tool is not called. After the first 32 replays (in the warm-up) the executor reads first: one round trip, one statement per group of replays.
 - dbos: DBOS Transact Go, a workflow with one step calling the same tool, workflow id = the intent's key; re-run = RunWorkflow with the id of a finished workflow (the recorded result, the step not run).
 - naive: SELECT the key, and if absent call the tool and INSERT (check-then-act, no unique guard): the cost of doing it wrong; its duplicates are in the race table.
-- × floor: ops/s divided by the floor's ops/s at the same callers in this run. added p99: latency minus the time spent in the tool call. commits/op: pg_stat_database.xact_commit per operation (read-only transactions included). WAL B/op: server-wide WAL per operation (approximate when something else writes to the server).
+- × floor: ops/s divided by the floor's ops/s at the same callers in this run. added p99: latency minus the time spent in the tool call. Latency around the tool call: each operation that called the tool, split at the call; before it is a runtime's claim (retrysafe: normalize, key, freeze + claim, waiting for a group; DBOS: starting the workflow), after it the recording of the outcome and the return to the caller. commits/op: pg_stat_database.xact_commit per operation (read-only transactions included). WAL B/op: server-wide WAL per operation (approximate when something else writes to the server).
 `
 
 // write saves the Markdown and the JSON under dir (and as latest.*).

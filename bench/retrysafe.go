@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -94,16 +93,16 @@ func benchCall(run string, i int64) executor.Call {
 }
 
 // execute runs call and checks it settled as wanted.
-func (e *rsEnv) execute(ctx context.Context, call executor.Call, wantReplay bool) (time.Duration, error) {
+func (e *rsEnv) execute(ctx context.Context, call executor.Call, wantReplay bool) (toolSpan, error) {
 	t := &toolTimer{}
 	out, err := e.ex.Execute(withTimer(ctx, t), call, nil)
 	if err != nil {
-		return 0, err
+		return toolSpan{}, err
 	}
 	if out.Status != executor.StatusCompleted || out.Replayed != wantReplay {
-		return 0, fmt.Errorf("%s: status %s replayed %v (want completed, replayed %v)", call.Ref, out.Status, out.Replayed, wantReplay)
+		return toolSpan{}, fmt.Errorf("%s: status %s replayed %v (want completed, replayed %v)", call.Ref, out.Status, out.Replayed, wantReplay)
 	}
-	return time.Duration(t.ns.Load()), nil
+	return t.get(), nil
 }
 
 func migrated(ctx context.Context, db *database) error {
@@ -137,7 +136,7 @@ func (b *bench) rsFirstWorkloadWith(name string, prep func(context.Context, *dat
 			if e, err = newRSWith(ctx, db, conns, mod); err != nil {
 				return nil, nil, err
 			}
-			op := func(ctx context.Context, _ int, i int64) (time.Duration, error) {
+			op := func(ctx context.Context, _ int, i int64) (toolSpan, error) {
 				return e.execute(ctx, benchCall(run, i), false)
 			}
 			return op, e.close, nil
@@ -210,7 +209,7 @@ func (b *bench) rsReplayWorkload() workload {
 			if e, err = newRS(ctx, db, conns); err != nil {
 				return nil, nil, err
 			}
-			op := func(ctx context.Context, _ int, i int64) (time.Duration, error) {
+			op := func(ctx context.Context, _ int, i int64) (toolSpan, error) {
 				return e.execute(ctx, benchCall(run, i%int64(keys)), true)
 			}
 			return op, e.close, nil

@@ -129,9 +129,28 @@ func toolSchema() derive.Schema {
 	}}
 }
 
-// toolTimer records how long the tool call took inside one execution, so that
+// toolTimer records when the tool was called inside one execution, so that
 // the latency a runtime adds can be told from the provider's.
-type toolTimer struct{ ns atomic.Int64 }
+type toolTimer struct {
+	mu   sync.Mutex
+	span toolSpan
+}
+
+func (t *toolTimer) add(s toolSpan) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.span.start.IsZero() {
+		t.span.start = s.start
+	}
+	t.span.end = s.end
+	t.span.in += s.in
+}
+
+func (t *toolTimer) get() toolSpan {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.span
+}
 
 type timerKey struct{}
 
@@ -143,7 +162,7 @@ func timed(ctx context.Context, f func() (json.RawMessage, error)) (json.RawMess
 	t0 := time.Now()
 	out, err := f()
 	if t, ok := ctx.Value(timerKey{}).(*toolTimer); ok {
-		t.ns.Add(int64(time.Since(t0)))
+		t.add(span(t0))
 	}
 	return out, err
 }

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Where the database's time goes, per statement, when the server has
+// pg_stat_statements loaded (shared_preload_libraries; the bench does not
+// change the server's settings). Each point runs on a database of its own,
+// so its statements are the view's rows for that database, counted from
+// the end of the point's preparation.
+
+// stmtStat is one statement's totals over a point (warm-up included, as
+// the per-operation counters are).
+type stmtStat struct {
+	Query   string  `json:"query"`
+	Calls   int64   `json:"calls"`
+	TotalMs float64 `json:"total_exec_ms"`
+	Rows    int64   `json:"rows"`
+}
+
+// statements is what pg_stat_statements saw during a point.
+type statements struct {
+	Ops   int64      `json:"ops"` // operations issued, warm-up included
+	Stmts []stmtStat `json:"statements"`
+}
+
+// execMsPerOp is the statements' execution time per operation: the
+// server's work inside statements, without commits' WAL flushes, network
+// or waiting for a connection.
+func (s *statements) execMsPerOp() float64 {
+	var t float64
+	for _, st := range s.Stmts {
+		t += st.TotalMs
+	}
+	return t / float64(max(s.Ops, 1))
+}
+
+// pgssAvailable reports whether the server has pg_stat_statements loaded,
+// and creates the extension in the administrative database, from which the
+// view reads every database's statistics.
+func (s *server) pgssAvailable(ctx context.Context) (bool, error) {
+	c, err := s.admin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close(ctx)
+	var libs string
+	if err := c.QueryRow(ctx, `SELECT current_setting('shared_preload_libraries')`).Scan(&libs); err != nil {
+		return false, err
+	}
+	if !slices.ContainsFunc(strings.Split(libs, ","), func(l string) bool { return strings.TrimSpace(l) == "pg_stat_statements" }) {
+		return false, nil
+	}
+	if _, err := c.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
+		return false, fmt.Errorf("pg_stat_statements is loaded but: %w", err)
+	}
+	return true, nil
+}
+
+// pgssReset forgets what pg_stat_statements holds for the database (its
+// preparation).
+func (d *database) pgssReset(ctx context.Context) error {
+	c, err := d.srv.admin(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	_, err = c.Exec(ctx, `SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = $1), 0)`, d.name)
+	return err
+}
+
+// pgssRead returns the database's statements by execution time, the
+// largest first.
+func (d *database) pgssRead(ctx context.Context) ([]stmtStat, error) {
+	c, err := d.srv.admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, `SELECT query, calls, total_exec_time, rows FROM pg_stat_statements
+		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) ORDER BY total_exec_time DESC`, d.name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []stmtStat
+	for rows.Next() {
+		var s stmtStat
+		if err := rows.Scan(&s.Query, &s.Calls, &s.TotalMs, &s.Rows); err != nil {
+			return nil, err
+		}
+		s.Query = strings.Join(strings.Fields(s.Query), " ")
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// poolStatements merges rounds' statements by query text.
+func poolStatements(rounds []*result) *statements {
+	out := &statements{}
+	at := map[string]int{}
+	for _, r := range rounds {
+		if r.Statements == nil {
+			return nil
+		}
+		out.Ops += r.Statements.Ops
+		for _, s := range r.Statements.Stmts {
+			i, ok := at[s.Query]
+			if !ok {
+				i = len(out.Stmts)
+				at[s.Query] = i
+				out.Stmts = append(out.Stmts, stmtStat{Query: s.Query})
+			}
+			t := &out.Stmts[i]
+			t.Calls, t.TotalMs, t.Rows = t.Calls+s.Calls, t.TotalMs+s.TotalMs, t.Rows+s.Rows
+		}
+	}
+	slices.SortStableFunc(out.Stmts, func(a, b stmtStat) int {
+		switch {
+		case a.TotalMs > b.TotalMs:
+			return -1
+		case a.TotalMs < b.TotalMs:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// statementsTable writes, for the rows that have them, the statements that
+// took the most execution time, per operation.
+func (rep *report) statementsTable(sb *strings.Builder) {
+	var rows []*result
+	for _, r := range rep.Results {
+		if r.Err == "" && r.Statements != nil && (r.System == "retrysafe" || r.Workload == floorName) &&
+			!strings.Contains(r.Workload, ",") && !strings.Contains(r.Workload, "purge") {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	sb.WriteString("\nStatements (pg_stat_statements, warm-up included): execution time inside statements per operation, without commits' WAL flushes and the network, and the statements that took most of it:\n\n")
+	sb.WriteString("| system | workload | callers | exec ms/op | p50 ms | statement | calls/op | ms/call | rows/call |\n")
+	sb.WriteString("|---|---|---:|---:|---:|---|---:|---:|---:|\n")
+	for _, r := range rows {
+		st := r.Statements
+		head := fmt.Sprintf("| %s | %s | %d | %.3f | %s |", r.System, r.Workload, r.Callers, st.execMsPerOp(), ms(r.P50))
+		for i, s := range st.Stmts {
+			if i == 3 {
+				break
+			}
+			if i > 0 {
+				head = "| | | | | |"
+			}
+			q := s.Query
+			if len(q) > 70 {
+				q = q[:67] + "..."
+			}
+			fmt.Fprintf(sb, "%s `%s` | %.2f | %.3f | %.1f |\n", head, strings.ReplaceAll(q, "|", "/"),
+				float64(s.Calls)/float64(max(st.Ops, 1)), s.TotalMs/float64(max(s.Calls, 1)), float64(s.Rows)/float64(max(s.Calls, 1)))
+		}
+	}
+}
