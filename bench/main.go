@@ -306,17 +306,6 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 			}
 			rep.add(r)
 		}
-		// The closed loop above runs the machine flat out, so its latency
-		// is mostly waiting for a CPU. At half that rate, the latency is
-		// what the runtime adds to a call when the machine has room.
-		if w := b.rsFirstWorkload(halfLoad, nil); pooled != nil && pooled.Err == "" && pooled.Rate > 0 && b.wanted(w.system+"/"+w.name) {
-			w.pace = pooled.Rate / 2
-			r := b.run(ctx, w, n)
-			if r.Err == "" {
-				r.Note = fmt.Sprintf("offered %.0f/s: half of first execution's rate", w.pace)
-			}
-			rep.add(r)
-		}
 	}
 	if !cfg.skipNaive && b.wanted("naive/race") {
 		b.logf("race: callers on one key")
@@ -341,10 +330,6 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	}
 	return rep, nil
 }
-
-// halfLoad is the workload name of retrysafe's first executions offered
-// at half the rate the closed loop reached.
-const halfLoad = "first execution, half load"
 
 func (b *bench) wanted(name string) bool { return b.cfg.only == nil || b.cfg.only.MatchString(name) }
 

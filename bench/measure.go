@@ -51,10 +51,9 @@ func (s *sample) rate() float64 {
 
 // measure runs op from callers goroutines for warmup + dur and records the
 // operations that started after the warm-up and completed inside the window.
-// The first error stops the run. pace, when > 0, is the operations per
-// second the callers offer together (see measureWhile).
-func measure(ctx context.Context, callers int, pace float64, warmup, dur time.Duration, op opFunc) *sample {
-	return measureWhile(ctx, callers, pace, warmup, op, func() error {
+// The first error stops the run.
+func measure(ctx context.Context, callers int, warmup, dur time.Duration, op opFunc) *sample {
+	return measureWhile(ctx, callers, warmup, op, func() error {
 		t := time.NewTimer(dur)
 		defer t.Stop()
 		select {
@@ -69,15 +68,7 @@ func measure(ctx context.Context, callers int, pace float64, warmup, dur time.Du
 // measureWhile runs op from callers goroutines; after warmup it runs window
 // in the foreground, and the operations that started and completed while it
 // ran are recorded.
-//
-// With pace 0 every caller starts its next operation as soon as the last
-// one returns (a closed loop: the rate is what the system takes). With
-// pace > 0 operation i is due at i/pace seconds from the start, and a
-// caller waits until its operation is due: the callers offer pace
-// operations per second between them, at most callers at a time. An
-// operation that starts late because every caller was busy counts its
-// latency from when it was due, so a system that falls behind shows it.
-func measureWhile(ctx context.Context, callers int, pace float64, warmup time.Duration, op opFunc, window func() error) *sample {
+func measureWhile(ctx context.Context, callers int, warmup time.Duration, op opFunc, window func() error) *sample {
 	var (
 		next    atomic.Int64
 		total   atomic.Int64
@@ -96,7 +87,6 @@ func measureWhile(ctx context.Context, callers int, pace float64, warmup time.Du
 	next.Store(-1)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	origin := time.Now()
 	for w := range callers {
 		wg.Add(1)
 		go func() {
@@ -105,17 +95,6 @@ func measureWhile(ctx context.Context, callers int, pace float64, warmup time.Du
 			for !stop.Load() {
 				i := next.Add(1)
 				t0 := time.Now()
-				if pace > 0 {
-					due := origin.Add(time.Duration(float64(i) / pace * float64(time.Second)))
-					if wait := due.Sub(t0); wait > 0 {
-						if sleep(ctx, wait); ctx.Err() != nil {
-							break
-						}
-						t0 = time.Now()
-					} else {
-						t0 = due
-					}
-				}
 				tool, err := op(ctx, w, i)
 				t1 := time.Now()
 				total.Add(1)

@@ -56,9 +56,6 @@ type workload struct {
 	// start opens the measured resources and returns the operation and
 	// what closes them.
 	start func(ctx context.Context, db *database, conns int) (opFunc, func(), error)
-	// pace, when > 0, is the operations per second the callers offer
-	// between them (see measureWhile); 0 runs them in a closed loop.
-	pace float64
 	// after, when set, runs after the window with the sample (e.g. to
 	// attach a note).
 	after func(ctx context.Context, db *database, r *result) error
@@ -114,9 +111,9 @@ func (b *bench) point(ctx context.Context, db *database, w workload, callers int
 	}
 	var s *sample
 	if window == nil {
-		s = measure(ctx, callers, w.pace, b.cfg.warmup, b.cfg.duration, op)
+		s = measure(ctx, callers, b.cfg.warmup, b.cfg.duration, op)
 	} else {
-		s = measureWhile(ctx, callers, w.pace, b.cfg.warmup, op, window)
+		s = measureWhile(ctx, callers, b.cfg.warmup, op, window)
 	}
 	stop()
 	if s.Err != nil {
