@@ -11,7 +11,9 @@
 // and drops it afterwards. Every throughput is also given as a ratio to the
 // floor measured in the same run at the same number of callers; the floor
 // and retrysafe's first execution run --rounds times at each level,
-// alternating, and their rows pool the rounds.
+// alternating, and their rows pool the rounds. Rows whose operations call
+// the tool also split their latency at the call, and when the server has
+// pg_stat_statements loaded each point records its statements.
 package main
 
 import (
