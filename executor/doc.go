@@ -148,8 +148,11 @@
 // uncertain outcome instead of being called twice.
 //
 // The Reconciler finds started rows whose lease expired (FOR UPDATE SKIP
-// LOCKED, in batches), takes them over in the same statement, and settles
-// each: Lookup first where the tool can, else the same-key call.
+// LOCKED, in batches), takes them over in the same statement, reads their
+// intents in one more (IntentGetByKeyMany), and settles each concurrently:
+// Lookup first where the tool can, else the same-key call, the completions
+// grouped as Execute's are. A pass is two round trips plus the settling,
+// whatever the batch size.
 //
 // # Imports
 //

@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/retrysafe/retrysafe/intent"
 )
 
 func get(ctx context.Context, db DBTX, tenant, key string) (*Action, error) {
@@ -104,6 +106,7 @@ type taken struct {
 	tenant, key string
 	attempt     int
 	prev        *ToolFailure
+	in          *intent.Intent // nil: no intent under the key
 }
 
 func (e *Executor) reconcileOnce(ctx context.Context) (ReconcileResult, error) {
@@ -126,6 +129,14 @@ func (e *Executor) reconcileOnce(ctx context.Context) (ReconcileResult, error) {
 		return res, fmt.Errorf("executor: reconcile: %w", err)
 	}
 	res.TakenOver = len(batch)
+	if len(batch) > 0 {
+		// The intents of the whole batch in one statement. A failure here
+		// leaves the leases taken: the next pass takes them again when
+		// they expire, as after a crash.
+		if err := e.intentsOf(ctx, batch); err != nil {
+			return res, fmt.Errorf("executor: reconcile: intents: %w", err)
+		}
+	}
 	// Each item in its own goroutine: every lease in the batch started now,
 	// and settling them one after another could outlive the last ones.
 	var (
@@ -160,13 +171,37 @@ func (e *Executor) reconcileOnce(ctx context.Context) (ReconcileResult, error) {
 	return res, nil
 }
 
+// intentsOf reads the intent of each taken action (IntentGetByKeyMany).
+func (e *Executor) intentsOf(ctx context.Context, batch []taken) error {
+	ts, ks := make([]string, len(batch)), make([]string, len(batch))
+	for i, t := range batch {
+		ts[i], ks[i] = t.tenant, t.key
+	}
+	return e.planned(ctx, func(b *pgx.Batch) {
+		b.Queue(IntentGetByKeyMany, ts, ks).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var pos int64
+				in, err := intent.Scan(rows, &pos)
+				if err != nil {
+					return err
+				}
+				if pos < 1 || pos > int64(len(batch)) {
+					return fmt.Errorf("executor: intent position %d out of range", pos)
+				}
+				batch[pos-1].in = in
+			}
+			return rows.Err()
+		})
+	})
+}
+
 // settle drives one taken-over action: Lookup first where the tool can,
 // else the same-key call; never a wait (a transient failure releases the
 // lease with backoff for the next pass).
 func (e *Executor) settle(ctx context.Context, t taken) (*Outcome, error) {
-	in, err := e.intentByKey(ctx, t.tenant, t.key)
-	if err != nil {
-		return nil, fmt.Errorf("executor: reconcile: intent of action: %w", err)
+	in := t.in
+	if in == nil {
+		return nil, fmt.Errorf("executor: reconcile: intent of action: %w", intent.ErrNotFound)
 	}
 	out := &Outcome{Tenant: in.Tenant, Ref: in.Ref, Action: in.Action, Key: in.Key}
 	tool, ok := e.cfg.Tools.Tool(in.Action)

@@ -137,6 +137,15 @@ CROSS JOIN LATERAL (
 	SELECT ` + prefixed + ` FROM actions a WHERE a.tenant_id = $1 AND a.idem_key = i.idem_key
 	OFFSET 0) x`
 
+// IntentGetByKeyMany reads the intents of the actions a reconciler pass
+// took over, by (tenant, key) at 1-based position n: one statement for the
+// batch instead of one per lease. A key without an intent has no row.
+const IntentGetByKeyMany = `SELECT u.n, i.*
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(t, k, n)
+CROSS JOIN LATERAL (
+	SELECT ` + intent.Columns + ` FROM intents WHERE idem_key = u.k AND tenant_id = u.t
+	OFFSET 0) i`
+
 const prefixed = `a.tenant_id, a.idem_key, a.intent_ref, a.action, a.status, a.attempt,
 	coalesce(a.lease_owner, ''), a.lease_until, coalesce(a.lease_until <= now(), false),
 	coalesce(extract(epoch FROM a.lease_until - now()), 0)::float8,

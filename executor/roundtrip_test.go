@@ -3,6 +3,7 @@ package executor_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,12 @@ import (
 // tracer counts what reaches the server: each traced query or batch is one
 // round trip (statements are prepared and cached by a warm-up first) and,
 // outside an explicit transaction, one implicit transaction.
-type tracer struct{ queries, batches atomic.Int64 }
+type tracer struct {
+	queries, batches atomic.Int64
+
+	mu  sync.Mutex
+	sql map[string]int // statements sent in batches, by text
+}
 
 func (t *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	t.queries.Add(1)
@@ -34,10 +40,29 @@ func (t *tracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBa
 	t.batches.Add(1)
 	return ctx
 }
-func (t *tracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (t *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (t *tracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.sql == nil {
+		t.sql = map[string]int{}
+	}
+	t.sql[d.SQL]++
+}
+func (t *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
-func (t *tracer) take() (q, b int64) { return t.queries.Swap(0), t.batches.Swap(0) }
+func (t *tracer) take() (q, b int64) {
+	t.mu.Lock()
+	t.sql = nil
+	t.mu.Unlock()
+	return t.queries.Swap(0), t.batches.Swap(0)
+}
+
+// sent is how many times statement sql went out in a batch since take.
+func (t *tracer) sent(sql string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sql[sql]
+}
 
 // envPool is another pool on e's schema, of at most conns connections,
 // with tr (when not nil) tracing every statement.
@@ -251,5 +276,44 @@ func TestCompletionCommit(t *testing.T) {
 	var inTx string
 	if err := tx.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&inTx); err != nil || inTx != "off" {
 		t.Fatalf("synchronous_commit inside the completion's transaction: %q (%v), want off", inTx, err)
+	}
+}
+
+// A reconciler pass reads the intents of all the leases it took in one
+// statement, not one per lease, and settles them all.
+func TestReconcilerReadsIntentsOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	tr := &tracer{}
+	ex := e.another(t, "reconciler", func(c *executor.Config) { c.DB = envPool(t, e, 4, tr) })
+	ctx := context.Background()
+	const n = 6
+	for i := range n {
+		call := pixCall("t1", fmt.Sprintf("rec-%d", i), extraction(i, testutil.CPF(80+i)))
+		if out, err := e.ex.Execute(ctx, call, nil); err != nil || out.Status != executor.StatusCompleted {
+			t.Fatal(out, err)
+		}
+	}
+	// The worker that claimed them died in the provider call.
+	if _, err := e.pool.Exec(ctx, `UPDATE actions SET status = 'started', lease_owner = 'dead', lease_until = now() - interval '1 second', finished_at = NULL
+		WHERE intent_ref LIKE 'rec-%'`); err != nil {
+		t.Fatal(err)
+	}
+	tr.take()
+	res, err := ex.ReconcileOnce(ctx)
+	if err != nil || res.TakenOver != n || res.Completed != n {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if got := tr.sent(executor.IntentGetByKeyMany); got != 1 {
+		t.Fatalf("the intents of %d leases took %d batch reads, want 1", n, got)
+	}
+	if got := tr.sent(intent.IntentGetByKey); got != 0 {
+		t.Fatalf("%d reads of one intent by key", got)
+	}
+	if c := countStatus(t, e.pool, "completed"); c != n {
+		t.Fatalf("%d completed, want %d", c, n)
+	}
+	if recs := e.psp.Records(""); len(recs) != n {
+		t.Fatalf("%d charges, want %d: the same key again must not charge again", len(recs), n)
 	}
 }
