@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -312,26 +313,30 @@ func (e *Executor) queueFresh(b *pgx.Batch, cus []*claimUnit) {
 	args, _ := intent.FreezeManyArgs(xs)
 	args = append(args, e.cfg.Owner, e.leaseMicros())
 	b.Queue(IntentActionClaimNewMany, args...).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var attempt int
-			in, err := intent.Scan(rows, &attempt)
-			if err != nil {
-				return err
-			}
+		var (
+			attempt             int
+			tenant, ref, action string
+			key                 string
+			createdAt           time.Time
+		)
+		_, err := pgx.ForEachRow(rows, []any{&attempt, &tenant, &ref, &action, &key, &createdAt}, func() error {
 			for _, cu := range cus {
-				if cu.pf != nil || cu.created || cu.tenant != in.Tenant || cu.ref != in.Ref || cu.action != in.Action {
+				// The key too: of two units for one intent with different
+				// extractions, the row is the one whose values went in.
+				if cu.pf != nil || cu.created || cu.tenant != tenant || cu.ref != ref || cu.action != action || cu.x.Result.Key != key {
 					continue
 				}
 				if attempt > 0 {
-					cu.c = &claim{claimed: true, claimKey: in.Key, attempt: attempt}
-					cu.pf = e.cfg.Intents.Inserted(cu.x, in)
+					cu.c = &claim{claimed: true, claimKey: key, attempt: attempt}
+					cu.pf = e.cfg.Intents.InsertedAt(cu.x, createdAt)
 				} else {
 					cu.created = true
 				}
 				break
 			}
-		}
-		return rows.Err()
+			return nil
+		})
+		return err
 	})
 }
 

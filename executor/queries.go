@@ -68,13 +68,14 @@ const GroupPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config
 // statement that freezes the extractions (intent.FreezeManyInsert, $1 to
 // $7) and claims an action for each intent it inserted, returning, for
 // each inserted intent, the claimed attempt (0 when the action could not be
-// claimed) and the intent (intent.Columns). Nothing is read back: an
-// extraction whose intent was already there returns nothing, and goes on
-// to the freeze-and-claim statements, which read what others committed
-// (see Executor.fresh).
+// claimed), its tenant, ref, action and key, and its created_at: the rest
+// of the row is what the call with that key sent (intent.Store.InsertedAt),
+// so it does not come back. Nothing is read back: an extraction whose intent was already there
+// returns nothing, and goes on to the freeze-and-claim statements, which
+// read what others committed (see Executor.fresh).
 const IntentActionClaimNewMany = `WITH ins AS (
 ` + intent.FreezeManyInsert + `
-	RETURNING ` + intent.Columns + `
+	RETURNING tenant_id, intent_ref, action, idem_key, created_at
 ), cl AS (
 	INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, attempt, lease_owner, lease_until)
 	SELECT tenant_id, idem_key, intent_ref, action, 'started', 1, $8, clock_timestamp() + $9::bigint * interval '1 microsecond'
@@ -82,7 +83,8 @@ const IntentActionClaimNewMany = `WITH ins AS (
 	ON CONFLICT DO NOTHING
 	RETURNING tenant_id, idem_key, attempt
 )
-SELECT coalesce(cl.attempt, 0), ins.* FROM ins LEFT JOIN cl ON cl.tenant_id = ins.tenant_id AND cl.idem_key = ins.idem_key`
+SELECT coalesce(cl.attempt, 0), ins.tenant_id, ins.intent_ref, ins.action, ins.idem_key, ins.created_at
+FROM ins LEFT JOIN cl ON cl.tenant_id = ins.tenant_id AND cl.idem_key = ins.idem_key`
 
 // ActionClaimMany is ActionClaim for a claims group, as parallel arrays of
 // (tenant, ref, action). An intent queued twice is claimed once.

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -185,6 +187,22 @@ func (s *Store) queueFreezeMany(b *pgx.Batch, xs []*Extraction) []*PendingFreeze
 
 // freezeManyArgs is FreezeManyInsert's parameters for the extractions of
 // xs without a field error; ok is false when there is none.
+// insertedIntent is the row FreezeManyInsert wrote for x (see
+// freezeManyArgs) at createdAt, as scanIntent would read it back: the
+// payload in name order, as decodePayload gives it (derive's is already).
+func insertedIntent(x *Extraction, createdAt time.Time) *Intent {
+	r := x.Result
+	byName := func(a, b derive.Value) int { return strings.Compare(a.Name, b.Name) }
+	p := slices.Clone(r.Payload)
+	if !slices.IsSortedFunc(p, byName) {
+		slices.SortFunc(p, byName)
+	}
+	return &Intent{
+		Tenant: x.Tenant, Ref: x.Ref, Action: x.Action, Version: r.Version, Payload: p, Key: r.Key,
+		SourceRef: x.SourceRef, CreatedAt: createdAt, UpdatedAt: createdAt,
+	}
+}
+
 func freezeManyArgs(xs []*Extraction) (args []any, ok bool) {
 	var (
 		ts, rs, as, ps, ks, ss []string

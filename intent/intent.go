@@ -201,6 +201,14 @@ func (s *Store) Inserted(x *Extraction, in *Intent) *PendingFreeze {
 	return &PendingFreeze{p: &pending{s: s, x: x, found: true, in: in, inserted: true}}
 }
 
+// InsertedAt is Inserted for a caller whose statement returned only the
+// inserted row's created_at: the rest of the row is what FreezeManyArgs
+// wrote for x, so it is built from x rather than read back (x must have no
+// field error).
+func (s *Store) InsertedAt(x *Extraction, createdAt time.Time) *PendingFreeze {
+	return s.Inserted(x, insertedIntent(x, createdAt))
+}
+
 // FreezeManyArgs is FreezeManyInsert's seven parameters for the
 // extractions of xs without a field error (those are left out, since
 // nothing of theirs can be frozen); ok is false when there is none.

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retrysafe/retrysafe/derive"
@@ -327,4 +329,54 @@ func mustJSON(p derive.Payload) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// InsertedAt builds, from the extraction, the intent its FreezeManyInsert
+// row reads back as: the executor's fresh claim returns only created_at.
+func TestInsertedAtMatchesReadBack(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.Schema(t, nil)
+	s := newStore(t)
+	ctx := context.Background()
+	var xs []*intent.Extraction
+	for i, p := range []intent.FreezeParams{
+		{Tenant: "t1", Ref: "ins-1", Action: action, Fields: equivalent(0, testutil.CPF(11)), SourceRef: "wamid.1"}, // with a type field
+		{Tenant: "t1", Ref: "ins-2", Action: action, Fields: equivalent(1, testutil.CPF(12))},                       // no source ref
+		{Tenant: "t2", Ref: "ins-3", Action: "note.send", Fields: map[string]any{"text": " olá\u0301 "}, SourceRef: "s"},
+	} {
+		x, err := s.Extract(p)
+		if err != nil || x.Err != nil {
+			t.Fatal(i, err, x.Err)
+		}
+		xs = append(xs, x)
+	}
+	args, ok := intent.FreezeManyArgs(xs)
+	if !ok {
+		t.Fatal("no args")
+	}
+	rows, err := pool.Query(ctx, intent.FreezeManyInsert+` RETURNING intent_ref, created_at`, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := map[string]time.Time{}
+	var (
+		ref string
+		ts  time.Time
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&ref, &ts}, func() error { at[ref] = ts; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range xs {
+		got, err := s.InsertedAt(x, at[x.Ref]).Result()
+		if err != nil || !got.Created {
+			t.Fatal(got, err)
+		}
+		want, err := intent.Get(ctx, pool, x.Tenant, x.Ref, x.Action)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.Intent, want) {
+			t.Fatalf("%s: built\n%+v\nread back\n%+v", x.Ref, got.Intent, want)
+		}
+	}
 }
