@@ -275,16 +275,22 @@ func (rep *report) markdown() string {
 	return sb.String()
 }
 
+// rowsWhere returns the rows without an error for which keep is true.
+func (rep *report) rowsWhere(keep func(*result) bool) []*result {
+	var rows []*result
+	for _, r := range rep.Results {
+		if r.Err == "" && keep(r) {
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
 // aroundTable writes where the latency of the rows that call the tool goes:
 // before the call (for a runtime, its claim), in it, after it (recording
 // the outcome).
 func (rep *report) aroundTable(sb *strings.Builder) {
-	var rows []*result
-	for _, r := range rep.Results {
-		if r.Err == "" && r.Around != nil {
-			rows = append(rows, r)
-		}
-	}
+	rows := rep.rowsWhere(func(r *result) bool { return r.Around != nil })
 	if len(rows) == 0 {
 		return
 	}

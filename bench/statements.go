@@ -134,13 +134,10 @@ func poolStatements(rounds []*result) *statements {
 // statementsTable writes, for the rows that have them, the statements that
 // took the most execution time, per operation.
 func (rep *report) statementsTable(sb *strings.Builder) {
-	var rows []*result
-	for _, r := range rep.Results {
-		if r.Err == "" && r.Statements != nil && (r.System == "retrysafe" || r.Workload == floorName) &&
-			!strings.Contains(r.Workload, ",") && !strings.Contains(r.Workload, "purge") {
-			rows = append(rows, r)
-		}
-	}
+	rows := rep.rowsWhere(func(r *result) bool {
+		return r.Statements != nil && (r.System == "retrysafe" || r.Workload == floorName) &&
+			!strings.Contains(r.Workload, ",") && !strings.Contains(r.Workload, "purge")
+	})
 	if len(rows) == 0 {
 		return
 	}
