@@ -170,15 +170,12 @@ func (e *Executor) grouped(ctx context.Context, g *grouper, order string, queue 
 	if !errors.Is(err, errAlone) {
 		return err
 	}
-	b := &pgx.Batch{}
-	b.Queue(GroupPlans)
-	queue(b)
-	return e.cfg.DB.SendBatch(ctx, b).Close()
+	return e.planned(ctx, queue)
 }
 
-// planned runs the statement queue queues, a one-off of the failure paths
-// or the reconciler, in a batch opened by GroupPlans, so that its cached
-// plan is an index lookup as the hot path's are.
+// planned runs what queue queues in a batch opened by GroupPlans, so that
+// its cached plans are index lookups: a call alone, and the one-offs of
+// the failure paths and the reconciler.
 func (e *Executor) planned(ctx context.Context, queue func(*pgx.Batch)) error {
 	b := &pgx.Batch{}
 	b.Queue(GroupPlans)
