@@ -384,16 +384,27 @@ func TestPlansSurviveEmptyTables(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pool := envPool(t, e, 1, nil) // one session: its plan cache is what is tested
+	tr := &tracer{}
+	pool := envPool(t, e, 1, tr) // one session: its plan cache is what is tested
 	ex := e.another(t, "plans", func(c *executor.Config) { c.DB = pool })
+	// A worker whose calls outlast several heartbeats.
+	hb := e.another(t, "plans-hb", func(c *executor.Config) {
+		c.DB, c.Heartbeat, c.Lease, c.LeaseMargin, c.Timeout = pool, 20*time.Millisecond, 300*time.Millisecond, 50*time.Millisecond, 5*time.Second
+	})
+	e.psp.SlowDelay = 90 * time.Millisecond
 	call := func(i int) executor.Call {
 		return pixCall("t1", fmt.Sprintf("plan-%d", i), extraction(i, testutil.CPF(76000+i)))
 	}
 	// The failure paths: the provider fails the first request of
-	// "plan-<i>-retry" (release, then retake after the backoff).
+	// "plan-<i>-retry" (release, then retake after the backoff), and takes
+	// its time over "plan-<i>-slow" (heartbeats).
 	e.psp.SetFault(func(r toolstest.Request) toolstest.Fault {
-		if d, _ := r.Body["description"].(string); strings.HasSuffix(d, "-retry") && r.N == 1 {
+		d, _ := r.Body["description"].(string)
+		switch {
+		case strings.HasSuffix(d, "-retry") && r.N == 1:
 			return toolstest.FailBefore
+		case strings.HasSuffix(d, "-slow"):
+			return toolstest.Slow
 		}
 		return toolstest.None
 	})
@@ -422,7 +433,8 @@ func TestPlansSurviveEmptyTables(t *testing.T) {
 	// replay each: groups of one), then 64 from 64 callers, twice (first
 	// executions, then replays, which turn the read-first lookups on: the
 	// group statements). Then each failure path n times: a transient
-	// failure, a takeover by Execute, and by the reconciler.
+	// failure, a call long enough for heartbeats, a takeover by Execute,
+	// and by the reconciler.
 	execute := func(from, n int) {
 		for i := from; i < from+n; i++ {
 			for range 2 {
@@ -438,6 +450,9 @@ func TestPlansSurviveEmptyTables(t *testing.T) {
 			retry := call(i)
 			retry.Ref += "-retry"
 			done(ex.Execute(ctx, retry, nil))
+			slow := call(i)
+			slow.Ref += "-slow"
+			done(hb.Execute(ctx, slow, nil))
 			crash(call(i))
 			done(ex.Execute(ctx, call(i), nil))
 			crash(call(i))
@@ -469,6 +484,9 @@ func TestPlansSurviveEmptyTables(t *testing.T) {
 			t.Fatal(err)
 		}
 		return n
+	}
+	if tr.sent(executor.ActionHeartbeat) < 8 {
+		t.Fatalf("%d heartbeats in 8 slow calls", tr.sent(executor.ActionHeartbeat))
 	}
 	before := seqScans()
 	execute(100, 8)
