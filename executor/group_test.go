@@ -387,11 +387,13 @@ func TestPlansSurviveEmptyTables(t *testing.T) {
 	tr := &tracer{}
 	pool := envPool(t, e, 1, tr) // one session: its plan cache is what is tested
 	ex := e.another(t, "plans", func(c *executor.Config) { c.DB = pool })
-	// A worker whose calls outlast several heartbeats.
+	// A worker whose calls outlast several heartbeats. Each heartbeat has
+	// Heartbeat to finish, and the lease holds for 0.9 s without one: room
+	// for a loaded machine under -race.
 	hb := e.another(t, "plans-hb", func(c *executor.Config) {
-		c.DB, c.Heartbeat, c.Lease, c.LeaseMargin, c.Timeout = pool, 20*time.Millisecond, 300*time.Millisecond, 50*time.Millisecond, 5*time.Second
+		c.DB, c.Heartbeat, c.Lease, c.LeaseMargin, c.Timeout = pool, 50*time.Millisecond, time.Second, 100*time.Millisecond, 5*time.Second
 	})
-	e.psp.SlowDelay = 90 * time.Millisecond
+	e.psp.SlowDelay = 160 * time.Millisecond
 	call := func(i int) executor.Call {
 		return pixCall("t1", fmt.Sprintf("plan-%d", i), extraction(i, testutil.CPF(76000+i)))
 	}
