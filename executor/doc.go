@@ -92,7 +92,9 @@
 // Which statement a call sends first depends on what has been arriving.
 // While claims write (first executions), the fresh claim: grouped like the
 // claims, one statement for the group, which freezes and claims every new
-// intent in it and returns them; the rest go on to the claims group. When
+// intent in it and returns, for each, its key and created_at (the rest of
+// the row is what the call sent: intent.Store.InsertedAt); the rest go on
+// to the claims group. When
 // the fresh claim inserted an intent but a row already held its key (an
 // amendment's tombstone), the call goes on too, and is reported as having
 // created the intent.
