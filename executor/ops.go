@@ -119,7 +119,8 @@ func (e *Executor) reconcileOnce(ctx context.Context) (ReconcileResult, error) {
 				raw []byte
 			)
 			_, err := pgx.ForEachRow(rows, []any{&t.tenant, &t.key, &t.attempt, &raw}, func() error {
-				batch = append(batch, taken{tenant: t.tenant, key: t.key, attempt: t.attempt, prev: decodeFailure(raw)})
+				t.prev = decodeFailure(raw)
+				batch = append(batch, t)
 				return nil
 			})
 			return err

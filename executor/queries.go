@@ -70,9 +70,10 @@ const GroupPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config
 // each inserted intent, the claimed attempt (0 when the action could not be
 // claimed), its tenant, ref, action and key, and its created_at: the rest
 // of the row is what the call with that key sent (intent.Store.InsertedAt),
-// so it does not come back. Nothing is read back: an extraction whose intent was already there
-// returns nothing, and goes on to the freeze-and-claim statements, which
-// read what others committed (see Executor.fresh).
+// so it does not come back. Nothing else is read: an extraction whose
+// intent was already there returns nothing, and goes on to the
+// freeze-and-claim statements, which read what others committed (see
+// Executor.fresh).
 const IntentActionClaimNewMany = `WITH ins AS (
 ` + intent.FreezeManyInsert + `
 	RETURNING tenant_id, intent_ref, action, idem_key, created_at
