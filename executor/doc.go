@@ -123,7 +123,10 @@
 // # Fencing and takeover
 //
 // attempt is the fencing token. Completion updates WHERE lease_owner = me AND
-// attempt = my_attempt AND status = 'started'; when it matches no row, the
+// attempt = my_attempt AND lease_until IS NOT NULL (the schema's CHECK makes
+// that "still started"; said as status = 'started', it matched the partial
+// lease index, and a plan cached while the table was new read every started
+// lease through it); when it matches no row, the
 // lease was taken over and the result is dropped with ErrLeaseLost. A
 // takeover is one UPDATE with attempt = seen_attempt AND lease_until <= now()
 // in its WHERE, so of two takers exactly one wins. Lease times are computed

@@ -165,10 +165,19 @@ ORDER BY updated_at DESC, idem_key LIMIT $3`
 // ActionComplete records a final (or review) outcome, fenced: only the
 // lease owner at its own attempt may write, so a worker whose lease was
 // taken over changes nothing.
+//
+// The fenced statements that name their row by primary key say "still
+// started" as lease_until IS NOT NULL, which the schema's CHECK makes the
+// same rows, and never as status = 'started': that matches the predicate
+// of actions_started_lease_idx, and the plan a connection cached while the
+// table was new then read the whole index (every started lease, and every
+// entry completions had left dead in it) instead of the key
+// (TestGenericPlansReadWhatTheyName). Only the reconciler's scan, which
+// wants that index, names the status.
 const ActionComplete = `UPDATE actions
 SET status = $5, response = $6::jsonb, error = $7::jsonb, lease_owner = NULL, lease_until = NULL,
 	finished_at = CASE WHEN $5 IN ('completed', 'failed') THEN now() END, updated_at = now()
-WHERE tenant_id = $1 AND idem_key = $2 AND lease_owner = $3 AND attempt = $4 AND status = 'started'`
+WHERE tenant_id = $1 AND idem_key = $2 AND lease_owner = $3 AND attempt = $4 AND lease_until IS NOT NULL`
 
 // ActionCompleteAsync is ActionComplete committed without waiting for its
 // WAL flush: set_config(..., true) changes synchronous_commit for this
@@ -189,7 +198,7 @@ const ActionCompleteMany = `UPDATE actions a
 SET status = u.s, response = u.resp::jsonb, error = u.err::jsonb, lease_owner = NULL, lease_until = NULL,
 	finished_at = CASE WHEN u.s IN ('completed', 'failed') THEN now() END, updated_at = now()
 FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS u(t, k, at, s, resp, err, n)
-WHERE a.tenant_id = u.t AND a.idem_key = u.k AND a.lease_owner = $7 AND a.attempt = u.at AND a.status = 'started'
+WHERE a.tenant_id = u.t AND a.idem_key = u.k AND a.lease_owner = $7 AND a.attempt = u.at AND a.lease_until IS NOT NULL
 RETURNING u.n`
 
 // ActionCompleteManyAsync is ActionCompleteMany committed without waiting
@@ -201,18 +210,18 @@ const ActionCompleteManyAsync = ActionCompleteMany + `, set_config('synchronous_
 // a later caller or the reconciler) may take over when it ends. Fenced.
 const ActionRelease = `UPDATE actions
 SET lease_until = clock_timestamp() + $5::bigint * interval '1 microsecond', error = $6::jsonb, updated_at = now()
-WHERE tenant_id = $1 AND idem_key = $2 AND lease_owner = $3 AND attempt = $4 AND status = 'started'`
+WHERE tenant_id = $1 AND idem_key = $2 AND lease_owner = $3 AND attempt = $4 AND lease_until IS NOT NULL`
 
 // ActionHeartbeat extends a live lease during a long call. Fenced.
 const ActionHeartbeat = `UPDATE actions
 SET lease_until = clock_timestamp() + $5::bigint * interval '1 microsecond', updated_at = now()
-WHERE tenant_id = $1 AND idem_key = $2 AND lease_owner = $3 AND attempt = $4 AND status = 'started'`
+WHERE tenant_id = $1 AND idem_key = $2 AND lease_owner = $3 AND attempt = $4 AND lease_until IS NOT NULL`
 
 // ActionTakeover is the compare-and-set takeover of an expired lease: the
 // attempt the taker saw is in the WHERE, so of two takers one wins.
 const ActionTakeover = `UPDATE actions
 SET attempt = attempt + 1, lease_owner = $4, lease_until = clock_timestamp() + $5::bigint * interval '1 microsecond', updated_at = now()
-WHERE tenant_id = $1 AND idem_key = $2 AND attempt = $3 AND status = 'started' AND lease_until <= now()
+WHERE tenant_id = $1 AND idem_key = $2 AND attempt = $3 AND lease_until <= now()
 RETURNING attempt, error`
 
 // ActionRetake lets the owner of a released lease take the next attempt at
@@ -220,7 +229,7 @@ RETURNING attempt, error`
 // lease_until: nobody else took over while owner and attempt still match.
 const ActionRetake = `UPDATE actions
 SET attempt = attempt + 1, lease_until = clock_timestamp() + $5::bigint * interval '1 microsecond', updated_at = now()
-WHERE tenant_id = $1 AND idem_key = $2 AND attempt = $3 AND lease_owner = $4 AND status = 'started'
+WHERE tenant_id = $1 AND idem_key = $2 AND attempt = $3 AND lease_owner = $4 AND lease_until IS NOT NULL
 RETURNING attempt, error`
 
 // ActionReconcileTake takes over a batch of expired leases in one

@@ -1,0 +1,172 @@
+package pgtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// GenericPlanProblems prepares query on conn and explains the generic plan
+// the server would cache for it: the plan a pooled connection keeps, once
+// a statement has run five times, for as long as it lives. It returns what
+// in that plan reads more than the rows the statement names, for each
+// table in tables:
+//   - a sequential scan;
+//   - an index scan without an index condition (a whole index read in
+//     order, which is how a plan made with enable_seqscan off reads a
+//     table it believes empty);
+//   - an index scan whose condition leaves out one of the index's key
+//     columns (every entry of a tenant, or every started lease).
+//
+// settings (such as a set_config(..., true) that the caller's batches
+// start with) run first, in the same transaction as EXPLAIN. conn is left
+// with plan_cache_mode forced to generic plans: give it a connection of
+// its own. Parameters are NULL: a generic plan does not depend on them.
+//
+// Plans depend on statistics: call it on the tables in the state to
+// guard, typically vacuumed empty, which is the state a fresh deployment
+// prepares its statements in.
+func GenericPlanProblems(ctx context.Context, conn *pgx.Conn, query string, tables []string, settings ...string) ([]string, error) {
+	keys, err := indexKeys(ctx, conn, tables)
+	if err != nil {
+		return nil, err
+	}
+	sd, err := conn.PgConn().Prepare(ctx, "", query, nil)
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	types := make([]string, len(sd.ParamOIDs))
+	nulls := make([]string, len(sd.ParamOIDs))
+	for i, oid := range sd.ParamOIDs {
+		if err := conn.QueryRow(ctx, "SELECT format_type($1, NULL)", oid).Scan(&types[i]); err != nil {
+			return nil, err
+		}
+		nulls[i] = "NULL"
+	}
+	const name = "pgtest_generic_plan"
+	prep, exec := "PREPARE "+name, "EXPLAIN (FORMAT JSON) EXECUTE "+name
+	if len(types) > 0 {
+		prep += "(" + strings.Join(types, ", ") + ")"
+		exec += "(" + strings.Join(nulls, ", ") + ")"
+	}
+	if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, prep+" AS "+query); err != nil {
+		return nil, fmt.Errorf("PREPARE: %w", err)
+	}
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "DEALLOCATE "+name) }()
+	var out []byte
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		for _, s := range settings {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				return fmt.Errorf("%s: %w", s, err)
+			}
+		}
+		return tx.QueryRow(ctx, exec).Scan(&out)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("EXPLAIN: %w", err)
+	}
+	var plans []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(out, &plans); err != nil {
+		return nil, err
+	}
+	var problems []string
+	for _, p := range plans {
+		p.Plan.check(keys, &problems)
+	}
+	return problems, nil
+}
+
+type planNode struct {
+	NodeType  string     `json:"Node Type"`
+	Relation  string     `json:"Relation Name"`
+	Index     string     `json:"Index Name"`
+	IndexCond string     `json:"Index Cond"`
+	Plans     []planNode `json:"Plans"`
+}
+
+// check appends n's problems and its children's. keys maps each index of
+// the tables under guard to its key columns; a relation or index outside
+// it is not checked.
+func (n planNode) check(keys map[string][]string, problems *[]string) {
+	switch n.NodeType {
+	case "Seq Scan", "Tid Range Scan":
+		if _, ok := keys[n.Relation]; ok {
+			*problems = append(*problems, fmt.Sprintf("%s on %s", n.NodeType, n.Relation))
+		}
+	case "Index Scan", "Index Only Scan", "Bitmap Index Scan":
+		cols, ok := keys[n.Index]
+		if !ok {
+			break
+		}
+		if n.IndexCond == "" {
+			*problems = append(*problems, fmt.Sprintf("%s using %s without a condition: the whole index", n.NodeType, n.Index))
+			break
+		}
+		for _, c := range cols {
+			if !mentions(n.IndexCond, c) {
+				*problems = append(*problems, fmt.Sprintf("%s using %s on %s: no condition on %s", n.NodeType, n.Index, n.IndexCond, c))
+			}
+		}
+	}
+	for _, c := range n.Plans {
+		c.check(keys, problems)
+	}
+}
+
+// mentions reports whether cond names column as a whole word.
+func mentions(cond, column string) bool {
+	for i := 0; ; {
+		j := strings.Index(cond[i:], column)
+		if j < 0 {
+			return false
+		}
+		j += i
+		end := j + len(column)
+		if (j == 0 || !isIdent(cond[j-1])) && (end == len(cond) || !isIdent(cond[end])) {
+			return true
+		}
+		i = end
+	}
+}
+
+func isIdent(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// indexKeys maps each table in tables (of the current schema) and each of
+// their indexes to the key columns: a table to none, an index to its own.
+func indexKeys(ctx context.Context, conn *pgx.Conn, tables []string) (map[string][]string, error) {
+	rows, err := conn.Query(ctx, `SELECT t.relname, i.relname, array_agg(a.attname ORDER BY k.n)
+		FROM pg_index x
+		JOIN pg_class t ON t.oid = x.indrelid
+		JOIN pg_class i ON i.oid = x.indexrelid
+		CROSS JOIN LATERAL unnest(x.indkey[:x.indnkeyatts - 1]) WITH ORDINALITY AS k(attnum, n)
+		JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum
+		WHERE t.relnamespace = current_schema()::regnamespace AND t.relname = ANY($1)
+		GROUP BY t.relname, i.relname`, tables)
+	if err != nil {
+		return nil, err
+	}
+	keys := map[string][]string{}
+	for _, t := range tables {
+		keys[t] = nil
+	}
+	var table, index string
+	var cols []string
+	_, err = pgx.ForEachRow(rows, []any{&table, &index, &cols}, func() error {
+		keys[index] = cols
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
