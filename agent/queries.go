@@ -94,8 +94,13 @@ VALUES ($1, $2, $3, $4)
 ON CONFLICT DO NOTHING`
 
 // ModelJournalGet reads the journaled answer of (tenant, source, step) and
-// what it cost.
+// what it cost. The call is read in a lateral subquery (OFFSET 0 keeps it
+// from being flattened into a join): one primary-key lookup after the
+// journal's, where a join's plan made on new tables read the tenant's
+// calls.
 const ModelJournalGet = `SELECT c.id, c.model, c.prompt_tokens, c.completion_tokens, c.answer
 FROM model_journal j
-JOIN model_calls c ON c.tenant_id = j.tenant_id AND c.id = j.call_id
+CROSS JOIN LATERAL (
+	SELECT id, model, prompt_tokens, completion_tokens, answer FROM model_calls
+	WHERE tenant_id = j.tenant_id AND id = j.call_id OFFSET 0) c
 WHERE j.tenant_id = $1 AND j.source_ref = $2 AND j.step = $3`

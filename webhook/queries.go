@@ -88,10 +88,14 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
 
 // NotificationSettle records how the relay's execution ended. A sent row
 // never changes again: a late, replayed or duplicate job cannot demote it.
+// "Not sent" is sent_at IS NULL (the same rows, by the table's CHECK):
+// status <> 'sent' would match the predicate of
+// payment_notifications_open_idx, and a plan cached while the table was
+// new read the tenant's open notifications through it instead of the key.
 const NotificationSettle = `UPDATE payment_notifications
 SET status = $3, attempt = greatest(attempt, $4), error_code = $5,
 	sent_at = CASE WHEN $3 = 'sent' THEN now() END, updated_at = now()
-WHERE tenant_id = $1 AND effect_key = $2 AND status <> 'sent'`
+WHERE tenant_id = $1 AND effect_key = $2 AND sent_at IS NULL`
 
 // notificationColumns is what every notification read returns, in
 // scanNotification's order.
