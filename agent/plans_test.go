@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/retrysafe/retrysafe/agent"
@@ -16,39 +15,22 @@ import (
 // the tenant; the journal's read joined model_calls by tenant.
 func TestGenericPlansReadWhatTheyName(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	pool, _ := pgtest.Schema(t, &pgtest.Opts{MaxConns: 1})
-	c, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := c.Hijack() // it keeps plan_cache_mode forced: not back to the pool
-	defer conn.Close(ctx)
-	tables := []string{"messages", "conversations", "agent_turns", "model_calls", "model_journal", "intents", "actions"}
-	for _, s := range []struct{ name, sql string }{
-		{"MessageInsert", agent.MessageInsert},
-		{"MessageInsertReply", agent.MessageInsertReply},
-		{"MessageClaim", agent.MessageClaim},
-		{"MessageClaimState", agent.MessageClaimState},
-		{"MessageRelease", agent.MessageRelease},
-		{"MessageMarkProcessed", agent.MessageMarkProcessed},
-		{"MessageListConversation", agent.MessageListConversation},
-		{"ConversationGet", agent.ConversationGet},
-		{"ConversationUpsert", agent.ConversationUpsert},
-		{"TurnInsert", agent.TurnInsert},
-		{"TurnSetReplyKey", agent.TurnSetReplyKey},
-		{"TurnSetReplyStatus", agent.TurnSetReplyStatus},
-		{"TurnGet", agent.TurnGet},
-		{"ModelCallInsert", agent.ModelCallInsert},
-		{"ModelJournalInsert", agent.ModelJournalInsert},
-		{"ModelJournalGet", agent.ModelJournalGet},
-	} {
-		problems, err := pgtest.GenericPlanProblems(ctx, conn, s.sql, tables)
-		if err != nil {
-			t.Fatalf("%s: %v", s.name, err)
-		}
-		for _, p := range problems {
-			t.Errorf("%s: %s", s.name, p)
-		}
-	}
+	pgtest.CheckGenericPlans(t, []string{"messages", "conversations", "agent_turns", "model_calls", "model_journal", "intents", "actions"}, []pgtest.Statement{
+		{Name: "MessageInsert", SQL: agent.MessageInsert},
+		{Name: "MessageInsertReply", SQL: agent.MessageInsertReply},
+		{Name: "MessageClaim", SQL: agent.MessageClaim},
+		{Name: "MessageClaimState", SQL: agent.MessageClaimState},
+		{Name: "MessageRelease", SQL: agent.MessageRelease},
+		{Name: "MessageMarkProcessed", SQL: agent.MessageMarkProcessed},
+		{Name: "MessageListConversation", SQL: agent.MessageListConversation},
+		{Name: "ConversationGet", SQL: agent.ConversationGet},
+		{Name: "ConversationUpsert", SQL: agent.ConversationUpsert},
+		{Name: "TurnInsert", SQL: agent.TurnInsert},
+		{Name: "TurnSetReplyKey", SQL: agent.TurnSetReplyKey},
+		{Name: "TurnSetReplyStatus", SQL: agent.TurnSetReplyStatus},
+		{Name: "TurnGet", SQL: agent.TurnGet},
+		{Name: "ModelCallInsert", SQL: agent.ModelCallInsert},
+		{Name: "ModelJournalInsert", SQL: agent.ModelJournalInsert},
+		{Name: "ModelJournalGet", SQL: agent.ModelJournalGet},
+	})
 }

@@ -1,7 +1,6 @@
 package webhook_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/retrysafe/retrysafe/internal/pgtest"
@@ -17,34 +16,17 @@ import (
 // finding a conversation by invoice had no index but the tenant's.
 func TestGenericPlansReadWhatTheyName(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	pool, _ := pgtest.Schema(t, &pgtest.Opts{MaxConns: 1})
-	c, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := c.Hijack() // it keeps plan_cache_mode forced: not back to the pool
-	defer conn.Close(ctx)
-	tables := []string{"conversations", "orders", "processed_effects", "stale_events", "payment_notifications", "payment_webhook_log", "intents"}
-	for _, s := range []struct{ name, sql string }{
-		{"EffectInsert", webhook.EffectInsert},
-		{"EffectMarkStale", webhook.EffectMarkStale},
-		{"OrderTransition", webhook.OrderTransition},
-		{"OrderGet", webhook.OrderGet},
-		{"StaleEventInsert", webhook.StaleEventInsert},
-		{"IntentRefByKey", webhook.IntentRefByKey},
-		{"ConversationByInvoice", webhook.ConversationByInvoice},
-		{"NotificationInsert", webhook.NotificationInsert},
-		{"NotificationSettle", webhook.NotificationSettle},
-		{"NotificationGet", webhook.NotificationGet},
-		{"LogInsert", webhook.LogInsert},
-	} {
-		problems, err := pgtest.GenericPlanProblems(ctx, conn, s.sql, tables)
-		if err != nil {
-			t.Fatalf("%s: %v", s.name, err)
-		}
-		for _, p := range problems {
-			t.Errorf("%s: %s", s.name, p)
-		}
-	}
+	pgtest.CheckGenericPlans(t, []string{"conversations", "orders", "processed_effects", "stale_events", "payment_notifications", "payment_webhook_log", "intents"}, []pgtest.Statement{
+		{Name: "EffectInsert", SQL: webhook.EffectInsert},
+		{Name: "EffectMarkStale", SQL: webhook.EffectMarkStale},
+		{Name: "OrderTransition", SQL: webhook.OrderTransition},
+		{Name: "OrderGet", SQL: webhook.OrderGet},
+		{Name: "StaleEventInsert", SQL: webhook.StaleEventInsert},
+		{Name: "IntentRefByKey", SQL: webhook.IntentRefByKey},
+		{Name: "ConversationByInvoice", SQL: webhook.ConversationByInvoice},
+		{Name: "NotificationInsert", SQL: webhook.NotificationInsert},
+		{Name: "NotificationSettle", SQL: webhook.NotificationSettle},
+		{Name: "NotificationGet", SQL: webhook.NotificationGet},
+		{Name: "LogInsert", SQL: webhook.LogInsert},
+	})
 }

@@ -13,7 +13,8 @@
 //
 // GenericPlanProblems explains the plan a connection would cache for a
 // statement and reports what in it reads more than the rows the statement
-// names.
+// names; CheckGenericPlans fails a test on any such read of a package's
+// statements.
 //
 // The server comes from TEST_DATABASE_URL (default
 // postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable). When it cannot

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"testing"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -178,4 +179,31 @@ func indexKeys(ctx context.Context, conn *pgx.Conn, tables []string) (map[string
 		return nil, err
 	}
 	return keys, nil
+}
+
+// Statement is a statement to check, under the name a failure reports.
+type Statement struct{ Name, SQL string }
+
+// CheckGenericPlans runs GenericPlanProblems for each statement on a new
+// schema of its own, migrated and never analyzed (the tables' state on a
+// new deployment), and fails tb with every problem found.
+func CheckGenericPlans(tb testing.TB, tables []string, statements []Statement, settings ...string) {
+	tb.Helper()
+	ctx := context.Background()
+	pool, _ := Schema(tb, &Opts{MaxConns: 1})
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	conn := c.Hijack() // it keeps plan_cache_mode forced: not back to the pool
+	defer conn.Close(ctx)
+	for _, s := range statements {
+		problems, err := GenericPlanProblems(ctx, conn, s.SQL, tables, settings...)
+		if err != nil {
+			tb.Fatalf("%s: %v", s.Name, err)
+		}
+		for _, p := range problems {
+			tb.Errorf("%s: %s", s.Name, p)
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package idempotency
 
 import (
-	"context"
 	"testing"
 
 	"github.com/retrysafe/retrysafe/internal/pgtest"
@@ -12,27 +11,11 @@ import (
 // its row up by key: that plan is what a pooled connection keeps.
 func TestGenericPlansReadWhatTheyName(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	pool, _ := pgtest.Schema(t, &pgtest.Opts{MaxConns: 1})
-	c, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := c.Hijack() // it keeps plan_cache_mode forced: not back to the pool
-	defer conn.Close(ctx)
-	for _, s := range []struct{ name, sql string }{
-		{"requestReserveSQL", requestReserveSQL},
-		{"requestTakeOverSQL", requestTakeOverSQL},
-		{"requestGetSQL", requestGetSQL},
-		{"requestCompleteSQL", requestCompleteSQL},
-		{"requestReleaseSQL", requestReleaseSQL},
-	} {
-		problems, err := pgtest.GenericPlanProblems(ctx, conn, s.sql, []string{"idempotency_requests"})
-		if err != nil {
-			t.Fatalf("%s: %v", s.name, err)
-		}
-		for _, p := range problems {
-			t.Errorf("%s: %s", s.name, p)
-		}
-	}
+	pgtest.CheckGenericPlans(t, []string{"idempotency_requests"}, []pgtest.Statement{
+		{Name: "requestReserveSQL", SQL: requestReserveSQL},
+		{Name: "requestTakeOverSQL", SQL: requestTakeOverSQL},
+		{Name: "requestGetSQL", SQL: requestGetSQL},
+		{Name: "requestCompleteSQL", SQL: requestCompleteSQL},
+		{Name: "requestReleaseSQL", SQL: requestReleaseSQL},
+	})
 }
