@@ -234,13 +234,17 @@ RETURNING attempt, error`
 
 // ActionReconcileTake takes over a batch of expired leases in one
 // statement: SKIP LOCKED lets several reconcilers share the work, and the
-// attempt comparison keeps the takeover a compare-and-set.
+// attempt comparison keeps the takeover a compare-and-set. The update
+// finds each row it took by ctid: due locked them, so nothing can move
+// them before this statement commits, and a TID scan is the one plan for
+// it even when the statistics say the table is empty (a join on the key
+// was planned there as a read of the whole primary key per pass).
 //
 // $4, when not NULL, lists the actions this process has tools for: a
 // process must not take over (and spend an attempt of) an action it cannot
 // settle, or a server without the reply tool would push replies to review.
 const ActionReconcileTake = `WITH due AS (
-	SELECT tenant_id, idem_key, attempt FROM actions
+	SELECT tenant_id, idem_key, attempt, ctid FROM actions
 	WHERE status = 'started' AND lease_until <= now()
 		AND ($4::text[] IS NULL OR action = ANY($4::text[]))
 	ORDER BY lease_until
@@ -250,7 +254,7 @@ const ActionReconcileTake = `WITH due AS (
 UPDATE actions a
 SET attempt = a.attempt + 1, lease_owner = $2, lease_until = clock_timestamp() + $3::bigint * interval '1 microsecond', updated_at = now()
 FROM due
-WHERE a.tenant_id = due.tenant_id AND a.idem_key = due.idem_key AND a.attempt = due.attempt
+WHERE a.ctid = due.ctid AND a.tenant_id = due.tenant_id AND a.idem_key = due.idem_key AND a.attempt = due.attempt
 RETURNING a.tenant_id, a.idem_key, a.attempt, a.error`
 
 // ActionResolve applies an operator's decision to an action in review (or,
