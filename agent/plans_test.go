@@ -15,22 +15,25 @@ import (
 // the tenant; the journal's read joined model_calls by tenant.
 func TestGenericPlansReadWhatTheyName(t *testing.T) {
 	t.Parallel()
-	pgtest.CheckGenericPlans(t, []string{"messages", "conversations", "agent_turns", "model_calls", "model_journal", "intents", "actions"}, []pgtest.Statement{
-		{Name: "MessageInsert", SQL: agent.MessageInsert},
-		{Name: "MessageInsertReply", SQL: agent.MessageInsertReply},
-		{Name: "MessageClaim", SQL: agent.MessageClaim},
-		{Name: "MessageClaimState", SQL: agent.MessageClaimState},
-		{Name: "MessageRelease", SQL: agent.MessageRelease},
-		{Name: "MessageMarkProcessed", SQL: agent.MessageMarkProcessed},
-		{Name: "MessageListConversation", SQL: agent.MessageListConversation},
-		{Name: "ConversationGet", SQL: agent.ConversationGet},
-		{Name: "ConversationUpsert", SQL: agent.ConversationUpsert},
-		{Name: "TurnInsert", SQL: agent.TurnInsert},
-		{Name: "TurnSetReplyKey", SQL: agent.TurnSetReplyKey},
-		{Name: "TurnSetReplyStatus", SQL: agent.TurnSetReplyStatus},
-		{Name: "TurnGet", SQL: agent.TurnGet},
-		{Name: "ModelCallInsert", SQL: agent.ModelCallInsert},
-		{Name: "ModelJournalInsert", SQL: agent.ModelJournalInsert},
-		{Name: "ModelJournalGet", SQL: agent.ModelJournalGet},
+	pgtest.CheckGenericPlans(t, pgtest.PlanCheck{
+		Tables: []string{"messages", "conversations", "agent_turns", "model_calls", "model_journal", "intents", "actions"},
+		Statements: []pgtest.Statement{
+			{Name: "MessageInsert", SQL: agent.MessageInsert},
+			{Name: "MessageInsertReply", SQL: agent.MessageInsertReply},
+			{Name: "MessageClaim", SQL: agent.MessageClaim},
+			{Name: "MessageClaimState", SQL: agent.MessageClaimState},
+			{Name: "MessageRelease", SQL: agent.MessageRelease},
+			{Name: "MessageMarkProcessed", SQL: agent.MessageMarkProcessed},
+			{Name: "MessageListConversation", SQL: agent.MessageListConversation},
+			{Name: "ConversationGet", SQL: agent.ConversationGet},
+			{Name: "ConversationUpsert", SQL: agent.ConversationUpsert},
+			{Name: "TurnInsert", SQL: agent.TurnInsert},
+			{Name: "TurnSetReplyKey", SQL: agent.TurnSetReplyKey},
+			{Name: "TurnSetReplyStatus", SQL: agent.TurnSetReplyStatus},
+			{Name: "TurnGet", SQL: agent.TurnGet},
+			{Name: "ModelCallInsert", SQL: agent.ModelCallInsert},
+			{Name: "ModelJournalInsert", SQL: agent.ModelJournalInsert},
+			{Name: "ModelJournalGet", SQL: agent.ModelJournalGet},
+		},
 	})
 }

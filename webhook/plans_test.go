@@ -16,17 +16,20 @@ import (
 // finding a conversation by invoice had no index but the tenant's.
 func TestGenericPlansReadWhatTheyName(t *testing.T) {
 	t.Parallel()
-	pgtest.CheckGenericPlans(t, []string{"conversations", "orders", "processed_effects", "stale_events", "payment_notifications", "payment_webhook_log", "intents"}, []pgtest.Statement{
-		{Name: "EffectInsert", SQL: webhook.EffectInsert},
-		{Name: "EffectMarkStale", SQL: webhook.EffectMarkStale},
-		{Name: "OrderTransition", SQL: webhook.OrderTransition},
-		{Name: "OrderGet", SQL: webhook.OrderGet},
-		{Name: "StaleEventInsert", SQL: webhook.StaleEventInsert},
-		{Name: "IntentRefByKey", SQL: webhook.IntentRefByKey},
-		{Name: "ConversationByInvoice", SQL: webhook.ConversationByInvoice},
-		{Name: "NotificationInsert", SQL: webhook.NotificationInsert},
-		{Name: "NotificationSettle", SQL: webhook.NotificationSettle},
-		{Name: "NotificationGet", SQL: webhook.NotificationGet},
-		{Name: "LogInsert", SQL: webhook.LogInsert},
+	pgtest.CheckGenericPlans(t, pgtest.PlanCheck{
+		Tables: []string{"conversations", "orders", "processed_effects", "stale_events", "payment_notifications", "payment_webhook_log", "intents"},
+		Statements: []pgtest.Statement{
+			{Name: "EffectInsert", SQL: webhook.EffectInsert},
+			{Name: "EffectMarkStale", SQL: webhook.EffectMarkStale},
+			{Name: "OrderTransition", SQL: webhook.OrderTransition},
+			{Name: "OrderGet", SQL: webhook.OrderGet},
+			{Name: "StaleEventInsert", SQL: webhook.StaleEventInsert},
+			{Name: "IntentRefByKey", SQL: webhook.IntentRefByKey},
+			{Name: "ConversationByInvoice", SQL: webhook.ConversationByInvoice},
+			{Name: "NotificationInsert", SQL: webhook.NotificationInsert},
+			{Name: "NotificationSettle", SQL: webhook.NotificationSettle},
+			{Name: "NotificationGet", SQL: webhook.NotificationGet},
+			{Name: "LogInsert", SQL: webhook.LogInsert},
+		},
 	})
 }

@@ -184,21 +184,39 @@ func indexKeys(ctx context.Context, conn *pgx.Conn, tables []string) (map[string
 // Statement is a statement to check, under the name a failure reports.
 type Statement struct{ Name, SQL string }
 
+// PlanCheck is what CheckGenericPlans checks.
+type PlanCheck struct {
+	Tables     []string    // the tables whose reads are checked
+	Statements []Statement // each explained on its own
+	Settings   []string    // run before each, in its transaction (GroupPlans)
+	// Vacuumed checks the plans made on tables vacuumed and analyzed while
+	// empty (statistics of no rows at all) instead of on tables no ANALYZE
+	// has seen (a new deployment's).
+	Vacuumed bool
+}
+
 // CheckGenericPlans runs GenericPlanProblems for each statement on a new
 // schema of its own, migrated and never analyzed (the tables' state on a
-// new deployment), and fails tb with every problem found.
-func CheckGenericPlans(tb testing.TB, tables []string, statements []Statement, settings ...string) {
+// new deployment) unless c.Vacuumed, and fails tb with every problem found.
+func CheckGenericPlans(tb testing.TB, c PlanCheck) {
 	tb.Helper()
 	ctx := context.Background()
 	pool, _ := Schema(tb, &Opts{MaxConns: 1})
-	c, err := pool.Acquire(ctx)
+	if c.Vacuumed {
+		for _, t := range c.Tables {
+			if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+pgx.Identifier{t}.Sanitize()); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	pc, err := pool.Acquire(ctx)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	conn := c.Hijack() // it keeps plan_cache_mode forced: not back to the pool
+	conn := pc.Hijack() // it keeps plan_cache_mode forced: not back to the pool
 	defer conn.Close(ctx)
-	for _, s := range statements {
-		problems, err := GenericPlanProblems(ctx, conn, s.SQL, tables, settings...)
+	for _, s := range c.Statements {
+		problems, err := GenericPlanProblems(ctx, conn, s.SQL, c.Tables, c.Settings...)
 		if err != nil {
 			tb.Fatalf("%s: %v", s.Name, err)
 		}

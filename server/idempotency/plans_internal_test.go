@@ -11,11 +11,14 @@ import (
 // its row up by key: that plan is what a pooled connection keeps.
 func TestGenericPlansReadWhatTheyName(t *testing.T) {
 	t.Parallel()
-	pgtest.CheckGenericPlans(t, []string{"idempotency_requests"}, []pgtest.Statement{
-		{Name: "requestReserveSQL", SQL: requestReserveSQL},
-		{Name: "requestTakeOverSQL", SQL: requestTakeOverSQL},
-		{Name: "requestGetSQL", SQL: requestGetSQL},
-		{Name: "requestCompleteSQL", SQL: requestCompleteSQL},
-		{Name: "requestReleaseSQL", SQL: requestReleaseSQL},
+	pgtest.CheckGenericPlans(t, pgtest.PlanCheck{
+		Tables: []string{"idempotency_requests"},
+		Statements: []pgtest.Statement{
+			{Name: "requestReserveSQL", SQL: requestReserveSQL},
+			{Name: "requestTakeOverSQL", SQL: requestTakeOverSQL},
+			{Name: "requestGetSQL", SQL: requestGetSQL},
+			{Name: "requestCompleteSQL", SQL: requestCompleteSQL},
+			{Name: "requestReleaseSQL", SQL: requestReleaseSQL},
+		},
 	})
 }
