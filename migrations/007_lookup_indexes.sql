@@ -9,6 +9,9 @@
 -- that no lookup by key needs to scope by tenant now leave tenant_id out,
 -- so a lookup by primary key has nothing else to take. The statements that
 -- use them still say tenant_id = $1; the index narrows, the tenant filters.
+-- The rebuilds lock messages, processed_effects and conversations against
+-- writes while they run (migrations run in one transaction, where CREATE
+-- INDEX CONCURRENTLY cannot).
 
 -- A conversation's history, in order (agent.MessageListConversation).
 DROP INDEX messages_conversation_idx;
