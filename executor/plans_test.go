@@ -29,35 +29,38 @@ import (
 func TestGenericPlansReadWhatTheyName(t *testing.T) {
 	t.Parallel()
 	pgtest.CheckGenericPlans(t, pgtest.PlanCheck{
-		Tables:   []string{"intents", "actions"},
-		Settings: []string{executor.GroupPlans},
-		Statements: []pgtest.Statement{
-			{Name: "ActionClaim", SQL: executor.ActionClaim},
-			{Name: "ActionGetForIntent", SQL: executor.ActionGetForIntent},
-			{Name: "IntentActionClaimNewMany", SQL: executor.IntentActionClaimNewMany},
-			{Name: "ActionClaimMany", SQL: executor.ActionClaimMany},
-			{Name: "ActionGetForIntentMany", SQL: executor.ActionGetForIntentMany},
-			{Name: "IntentActionGetMany", SQL: executor.IntentActionGetMany},
-			{Name: "IntentActionGet", SQL: executor.IntentActionGet},
-			{Name: "IntentGetByKeyMany", SQL: executor.IntentGetByKeyMany},
-			{Name: "ActionGet", SQL: executor.ActionGet},
-			{Name: "ActionComplete", SQL: executor.ActionComplete},
-			{Name: "ActionCompleteAsync", SQL: executor.ActionCompleteAsync},
-			{Name: "ActionCompleteMany", SQL: executor.ActionCompleteMany},
-			{Name: "ActionCompleteManyAsync", SQL: executor.ActionCompleteManyAsync},
-			{Name: "ActionRelease", SQL: executor.ActionRelease},
-			{Name: "ActionHeartbeat", SQL: executor.ActionHeartbeat},
-			{Name: "ActionTakeover", SQL: executor.ActionTakeover},
-			{Name: "ActionRetake", SQL: executor.ActionRetake},
-			{Name: "ActionReconcileTake", SQL: executor.ActionReconcileTake},
-			{Name: "ActionResolve", SQL: executor.ActionResolve},
-			{Name: "intent.IntentFreeze", SQL: intent.IntentFreeze},
-			{Name: "intent.IntentFreezeMany", SQL: intent.IntentFreezeMany},
-			{Name: "intent.IntentGetMany", SQL: intent.IntentGetMany},
-			{Name: "intent.IntentGet", SQL: intent.IntentGet},
-			{Name: "intent.IntentGetByKey", SQL: intent.IntentGetByKey},
-		},
+		Tables:     []string{"intents", "actions"},
+		Settings:   []string{executor.GroupPlans},
+		Statements: statements,
 	})
+}
+
+// statements are the executor's and the intent store's.
+var statements = []pgtest.Statement{
+	{Name: "ActionClaim", SQL: executor.ActionClaim},
+	{Name: "ActionGetForIntent", SQL: executor.ActionGetForIntent},
+	{Name: "IntentActionClaimNewMany", SQL: executor.IntentActionClaimNewMany},
+	{Name: "ActionClaimMany", SQL: executor.ActionClaimMany},
+	{Name: "ActionGetForIntentMany", SQL: executor.ActionGetForIntentMany},
+	{Name: "IntentActionGetMany", SQL: executor.IntentActionGetMany},
+	{Name: "IntentActionGet", SQL: executor.IntentActionGet},
+	{Name: "IntentGetByKeyMany", SQL: executor.IntentGetByKeyMany},
+	{Name: "ActionGet", SQL: executor.ActionGet},
+	{Name: "ActionComplete", SQL: executor.ActionComplete},
+	{Name: "ActionCompleteAsync", SQL: executor.ActionCompleteAsync},
+	{Name: "ActionCompleteMany", SQL: executor.ActionCompleteMany},
+	{Name: "ActionCompleteManyAsync", SQL: executor.ActionCompleteManyAsync},
+	{Name: "ActionRelease", SQL: executor.ActionRelease},
+	{Name: "ActionHeartbeat", SQL: executor.ActionHeartbeat},
+	{Name: "ActionTakeover", SQL: executor.ActionTakeover},
+	{Name: "ActionRetake", SQL: executor.ActionRetake},
+	{Name: "ActionReconcileTake", SQL: executor.ActionReconcileTake},
+	{Name: "ActionResolve", SQL: executor.ActionResolve},
+	{Name: "intent.IntentFreeze", SQL: intent.IntentFreeze},
+	{Name: "intent.IntentFreezeMany", SQL: intent.IntentFreezeMany},
+	{Name: "intent.IntentGetMany", SQL: intent.IntentGetMany},
+	{Name: "intent.IntentGet", SQL: intent.IntentGet},
+	{Name: "intent.IntentGetByKey", SQL: intent.IntentGetByKey},
 }
 
 // On tables vacuumed while empty the planner believes they hold no rows,
@@ -66,36 +69,30 @@ func TestGenericPlansReadWhatTheyName(t *testing.T) {
 // join its locked rows back on the key, planned there as a read of the
 // whole primary key per pass; it now finds them by ctid.
 //
-// Left out, because in this state their plans do read more: the reads of
-// an intent by (tenant, ref, action), which take the key index on tenant_id
-// (ActionClaim, ActionClaimMany, ActionGetForIntent, ActionGetForIntentMany,
-// IntentActionGet, IntentActionGetMany, intent.IntentGet,
-// intent.IntentGetMany), and the completions group's join
-// (ActionCompleteMany), which scans the primary key. For the last, the
-// rate of a pgbench run of the executor's group statements on such tables
-// held over 10 s runs (17,600 and 18,700 executions/s); autovacuum's next
-// ANALYZE replaces them all. README.md says so.
+// Left out (readMore), because in this state their plans do read more:
+// the reads of an intent by (tenant, ref, action), which take the key index
+// on tenant_id, and the completions group's join, which scans the primary
+// key. For the last, the rate of a pgbench run of the executor's group
+// statements on such tables held over 10 s runs (17,600 and 18,700
+// executions/s); autovacuum's next ANALYZE replaces them all. README.md
+// says so.
 func TestGenericPlansOnVacuumedTables(t *testing.T) {
 	t.Parallel()
+	readMore := map[string]bool{
+		"ActionClaim": true, "ActionClaimMany": true, "ActionGetForIntent": true, "ActionGetForIntentMany": true,
+		"IntentActionGet": true, "IntentActionGetMany": true, "intent.IntentGet": true, "intent.IntentGetMany": true,
+		"ActionCompleteMany": true, "ActionCompleteManyAsync": true,
+	}
+	var checked []pgtest.Statement
+	for _, s := range statements {
+		if !readMore[s.Name] {
+			checked = append(checked, s)
+		}
+	}
 	pgtest.CheckGenericPlans(t, pgtest.PlanCheck{
-		Tables:   []string{"intents", "actions"},
-		Settings: []string{executor.GroupPlans},
-		Vacuumed: true,
-		Statements: []pgtest.Statement{
-			{Name: "IntentActionClaimNewMany", SQL: executor.IntentActionClaimNewMany},
-			{Name: "IntentGetByKeyMany", SQL: executor.IntentGetByKeyMany},
-			{Name: "ActionGet", SQL: executor.ActionGet},
-			{Name: "ActionComplete", SQL: executor.ActionComplete},
-			{Name: "ActionCompleteAsync", SQL: executor.ActionCompleteAsync},
-			{Name: "ActionRelease", SQL: executor.ActionRelease},
-			{Name: "ActionHeartbeat", SQL: executor.ActionHeartbeat},
-			{Name: "ActionTakeover", SQL: executor.ActionTakeover},
-			{Name: "ActionRetake", SQL: executor.ActionRetake},
-			{Name: "ActionReconcileTake", SQL: executor.ActionReconcileTake},
-			{Name: "ActionResolve", SQL: executor.ActionResolve},
-			{Name: "intent.IntentFreeze", SQL: intent.IntentFreeze},
-			{Name: "intent.IntentFreezeMany", SQL: intent.IntentFreezeMany},
-			{Name: "intent.IntentGetByKey", SQL: intent.IntentGetByKey},
-		},
+		Tables:     []string{"intents", "actions"},
+		Settings:   []string{executor.GroupPlans},
+		Vacuumed:   true,
+		Statements: checked,
 	})
 }
