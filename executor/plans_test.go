@@ -11,7 +11,7 @@ import (
 // The plans a connection caches for the executor's statements are made
 // once, from the statistics of the moment: on a fresh deployment, tables
 // no VACUUM or ANALYZE has visited yet. Each of those generic plans must
-// read only the rows its statement names (pgtest.GenericPlanProblems says
+// read only the rows its statement names (pgtest.CheckGenericPlans says
 // what does not), or it gets slower with every row the tables gain, for
 // as long as the connection lives or until an ANALYZE of the table
 // replaces it (never, on a server with autovacuum off).

@@ -11,10 +11,9 @@
 // retrysafe's and River's migrations that no other
 // test sees (and that is dropped when the test ends).
 //
-// GenericPlanProblems explains the plan a connection would cache for a
-// statement and reports what in it reads more than the rows the statement
-// names; CheckGenericPlans fails a test on any such read of a package's
-// statements.
+// CheckGenericPlans explains the plan a connection would cache for each of
+// a package's statements, and fails the test on any read in it of more
+// rows than the statement names.
 //
 // The server comes from TEST_DATABASE_URL (default
 // postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable). When it cannot

@@ -11,11 +11,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// GenericPlanProblems prepares query on conn and explains the generic plan
+// planProblems prepares query on conn and explains the generic plan
 // the server would cache for it: the plan a pooled connection keeps, once
 // a statement has run five times, for as long as it lives. It returns what
 // in that plan reads more than the rows the statement names, for each
-// table in tables:
+// table whose indexes keys maps (indexKeys):
 //   - a sequential scan;
 //   - an index scan without an index condition (a whole index read in
 //     order, which is how a plan made with enable_seqscan off reads a
@@ -37,23 +37,17 @@ import (
 // Plans depend on statistics: call it on the tables in the state to
 // guard: never analyzed (a new deployment's tables), or vacuumed while
 // empty (PlanCheck.Vacuumed). Indexes on expressions are not checked.
-func GenericPlanProblems(ctx context.Context, conn *pgx.Conn, query string, tables []string, settings ...string) ([]string, error) {
-	keys, err := indexKeys(ctx, conn, tables)
-	if err != nil {
-		return nil, err
-	}
+func planProblems(ctx context.Context, conn *pgx.Conn, query string, keys map[string][]string, settings []string) ([]string, error) {
 	sd, err := conn.PgConn().Prepare(ctx, "", query, nil)
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}
-	types := make([]string, len(sd.ParamOIDs))
-	nulls := make([]string, len(sd.ParamOIDs))
-	for i, oid := range sd.ParamOIDs {
-		if err := conn.QueryRow(ctx, "SELECT format_type($1, NULL)", oid).Scan(&types[i]); err != nil {
-			return nil, err
-		}
-		nulls[i] = "NULL"
+	var types []string
+	if err := conn.QueryRow(ctx, `SELECT coalesce(array_agg(format_type(o, NULL) ORDER BY n), '{}')
+		FROM unnest($1::oid[]) WITH ORDINALITY AS u(o, n)`, sd.ParamOIDs).Scan(&types); err != nil {
+		return nil, err
 	}
+	nulls := slices.Repeat([]string{"NULL"}, len(types))
 	const name = "pgtest_generic_plan"
 	prep, exec := "PREPARE "+name, "EXPLAIN (FORMAT JSON) EXECUTE "+name
 	if len(types) > 0 {
@@ -195,7 +189,7 @@ type PlanCheck struct {
 	Vacuumed bool
 }
 
-// CheckGenericPlans runs GenericPlanProblems for each statement on a new
+// CheckGenericPlans runs planProblems for each statement on a new
 // schema of its own, migrated and never analyzed (the tables' state on a
 // new deployment) unless c.Vacuumed, and fails tb with every problem found.
 func CheckGenericPlans(tb testing.TB, c PlanCheck) {
@@ -215,8 +209,12 @@ func CheckGenericPlans(tb testing.TB, c PlanCheck) {
 	}
 	conn := pc.Hijack() // it keeps plan_cache_mode forced: not back to the pool
 	defer conn.Close(ctx)
+	keys, err := indexKeys(ctx, conn, c.Tables)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	for _, s := range c.Statements {
-		problems, err := GenericPlanProblems(ctx, conn, s.SQL, c.Tables, c.Settings...)
+		problems, err := planProblems(ctx, conn, s.SQL, keys, c.Settings)
 		if err != nil {
 			tb.Fatalf("%s: %v", s.Name, err)
 		}
