@@ -1,0 +1,42 @@
+// Package importrule states retrysafe's import rule once and enforces it:
+// its test runs `go list` over the module and fails on any import of one of
+// the module's packages that the rule does not allow. It has no code of its
+// own; the rule is the table in rule.go.
+//
+// # The rule
+//
+// Packages sit in layers, and a package imports only packages of lower
+// layers (plus the standard library and its third-party dependencies):
+//
+//	0 leaves      derive, migrations, internal/failpoint, internal/riverretry,
+//	              internal/pgembed, internal/strictjson
+//	1 adapters    tools and tools/* (provider clients), internal/dbconf,
+//	              internal/riverschema, internal/tokens, server/idempotency
+//	2 ledger      intent
+//	3 engine      executor
+//	4 edges       agent, webhook, server/* (sidecar, metrics, whatsapp, mcp,
+//	              console)
+//	5 lab         sandbox/* (stand-ins of providers, their fault injector), internal/harness,
+//	              internal/restarttest, agent/agenttest, tools/toolstest,
+//	              internal/pgtest, internal/testutil
+//	6 commands    cmd/*
+//
+// Tests may also import lab packages and packages of their own layer (an
+// external test drives its package through a neighbour), never a higher
+// layer. A few imports inside one layer are allowed by name, each with its reason
+// (Allowed in rule.go). Lab packages (layer 5) are test and demo
+// machinery: no package below layer 5 imports them outside its tests, and a
+// package the table does not place fails the test, so that every new
+// package is placed deliberately.
+//
+// The production commands (Production in rule.go) link no lab package at
+// all, directly or through another package.
+//
+// Known exceptions, each to be removed by the change that fixes it, are
+// listed in Pending with the issue that tracks them; the test fails when an
+// exception is no longer needed, so the list cannot go stale.
+//
+// # Imports
+//
+// The test imports only the standard library (and runs the go command).
+package importrule

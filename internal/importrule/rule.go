@@ -1,0 +1,103 @@
+package importrule
+
+import (
+	"path"
+	"strings"
+)
+
+// Module is the module path the rule is about.
+const Module = "github.com/retrysafe/retrysafe"
+
+// layers places each package (a path relative to Module, or a prefix
+// ending in "/*" for every package under it) in its layer. The most
+// specific entry wins.
+var layers = map[string]int{
+	"derive":              0,
+	"derive/*":            0,
+	"migrations":          0,
+	"internal/failpoint":  0,
+	"internal/riverretry": 0,
+	"internal/pgembed":    0,
+	"internal/strictjson": 0,
+	"internal/importrule": 0,
+	"sandbox":             0, // doc.go only
+
+	"tools":                1,
+	"tools/*":              1,
+	"internal/dbconf":      1,
+	"internal/riverschema": 1,
+	"internal/tokens":      1,
+	"server/idempotency":   1,
+
+	"intent": 2,
+
+	"executor":   3,
+	"executor/*": 3,
+
+	"agent":     4,
+	"webhook":   4,
+	"webhook/*": 4,
+	"server/*":  4,
+
+	"sandbox/*":            5,
+	"internal/harness":     5,
+	"internal/restarttest": 5,
+	"agent/agenttest":      5,
+	"tools/toolstest":      5,
+	"internal/pgtest":      5,
+	"internal/testutil":    5,
+
+	"cmd/*": 6,
+}
+
+// LabLayer is the layer of test and demo machinery.
+const LabLayer = 5
+
+// Allowed lists imports inside one layer, importer → imported, each with
+// why it is not a layering problem.
+var Allowed = map[[2]string]string{
+	{"server/sidecar", "server/metrics"}:         "the sidecar records its outcomes in the metrics it serves",
+	{"server/whatsapp", "agent"}:                 "the WhatsApp webhook enqueues the agent's inbox jobs",
+	{"tools/apipix", "tools"}:                    "a provider client implements the Tool interface",
+	{"tools/stripe", "tools"}:                    "a provider client implements the Tool interface",
+	{"sandbox/psp", "sandbox/fault"}:             "stand-ins share the fault injector",
+	{"sandbox/whatsapp", "sandbox/fault"}:        "stand-ins share the fault injector",
+	{"sandbox/model", "sandbox/fault"}:           "stand-ins share the fault injector",
+	{"sandbox/apipix", "sandbox/fault"}:          "stand-ins share the fault injector",
+	{"internal/restarttest", "internal/harness"}: "the restart test drives the process harness",
+	{"internal/harness", "agent/agenttest"}:      "the harness starts the sandbox model the agent tests use",
+}
+
+// Pending lists imports that break the rule today, each with the issue
+// whose change removes it. The test fails when one is no longer there.
+var Pending = map[[2]string]string{
+	// The one binary serves, works, and also runs the demo, the sandboxes
+	// and the restart test, so it links the lab. Issue 19 splits it.
+	{"cmd/retrysafe", "lab"}: "issue 19: the production binary links the demo, sandboxes and restart test",
+}
+
+// Production lists the commands that must link no lab package (beyond the
+// pending exceptions).
+var Production = []string{"cmd/retrysafe"}
+
+// LayerOf returns rel's layer and whether the table places it.
+func LayerOf(rel string) (int, bool) {
+	if l, ok := layers[rel]; ok {
+		return l, true
+	}
+	for p := rel; p != "." && p != "/" && p != ""; p = path.Dir(p) {
+		if l, ok := layers[p+"/*"]; ok && p != rel {
+			return l, true
+		}
+	}
+	return 0, false
+}
+
+// Rel returns p relative to Module, and whether p is in the module.
+func Rel(p string) (string, bool) {
+	if p == Module {
+		return "", true
+	}
+	rel, ok := strings.CutPrefix(p, Module+"/")
+	return rel, ok
+}
