@@ -284,7 +284,7 @@ Takes about a minute (the queue's rescuer is the slow part).`)
 		say("       %-14s %s %s  Idempotency-Key %s  -> %s", what, r.Method, r.Path, shortKey(r.Key), pspStatusText(r.Status))
 	}
 	say("   - action %s at attempt %d; the reply went out through the outbox.", rep.ActionStatus, rep.Attempts)
-	say("   Meanwhile the PSP's signed payment webhook reached the server (verdicts %v):", rep.Webhooks)
+	say("   Meanwhile the PSP's signed payment webhook reached the server (%s):", countsText(rep.Webhooks))
 	say("   order %s is %q, and its receipt (template %q) was sent once through the payment outbox.", demoInvoice, rep.OrderStatus, templateName(rep.Receipts))
 
 	sc, err := demoSidecar(ctx, st)

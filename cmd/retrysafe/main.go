@@ -11,7 +11,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
+	"runtime/debug"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -64,6 +67,10 @@ func runMain(ctx context.Context, e *env, args []string) int {
 		}
 		return 0
 	}
+	if args[0] == "--version" || args[0] == "-version" || args[0] == "version" {
+		fmt.Fprintln(e.stdout, versionText())
+		return 0
+	}
 	c, ok := commands[args[0]]
 	if !ok {
 		fmt.Fprintf(e.stderr, "retrysafe: unknown command %q\n\n", args[0])
@@ -87,6 +94,32 @@ func exitCode(e *env, err error) int {
 	}
 }
 
+// versionText is the module version and, for a binary built from a
+// checkout, the commit it was built from.
+func versionText() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "retrysafe (unknown version)"
+	}
+	v := bi.Main.Version
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	out := "retrysafe " + v
+	if rev != "" {
+		out += " (commit " + rev[:min(12, len(rev))] + modified + ")"
+	}
+	return out + " " + bi.GoVersion
+}
+
 // errSilentFailure ends a command with exit 1 after it has reported its own
 // failure (for example `key`, which writes errors per line).
 var errSilentFailure = errors.New("failed")
@@ -95,7 +128,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "retrysafe: run LLM agent tools that move money and send messages, once,")
 	fmt.Fprintln(w, "under retries, redeliveries and crashes.")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Usage: retrysafe <command> [flags]   (retrysafe <command> --help for its flags)")
+	fmt.Fprintln(w, "Usage: retrysafe <command> [flags]   (retrysafe <command> --help for its flags;")
+	fmt.Fprintln(w, "       retrysafe --version)")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
 	names := make([]string, 0, len(commands))
@@ -116,9 +150,61 @@ func newFlagSet(e *env, name, synopsis, description string) *flag.FlagSet {
 	fs.Usage = func() {
 		out := fs.Output()
 		fmt.Fprintf(out, "Usage: retrysafe %s\n\n%s\n\nFlags:\n", synopsis, description)
-		fs.PrintDefaults()
+		printDefaults(out, fs, e.getenv)
 	}
 	return fs
+}
+
+// envName finds the variable a flag's usage says it reads: "(env NAME".
+var envName = regexp.MustCompile(`\benv ([A-Z][A-Z0-9_]*)`)
+
+// printDefaults is flag.PrintDefaults, except that a default taken from
+// the environment is never printed: the flag says it is set from its
+// variable instead. Defaults from the environment include DATABASE_URL's
+// password, the HMAC secret and API tokens, and help output ends up in
+// terminals, CI logs and bug reports.
+func printDefaults(w io.Writer, fs *flag.FlagSet, getenv func(string) string) {
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		line := "  -" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		if len(line) <= 4 { // a one-letter flag without a value: usage on the same line
+			line += "\t"
+		} else {
+			line += "\n    \t"
+		}
+		line += strings.ReplaceAll(usage, "\n", "\n    \t")
+		fromEnv := ""
+		for _, m := range envName.FindAllStringSubmatch(usage, -1) {
+			if v := getenv(m[1]); v != "" && v == f.DefValue {
+				fromEnv = m[1]
+				break
+			}
+		}
+		switch {
+		case fromEnv != "":
+			line += " (set from " + fromEnv + ")"
+		case !isZeroDefault(f):
+			if name == "string" {
+				line += fmt.Sprintf(" (default %q)", f.DefValue)
+			} else {
+				line += fmt.Sprintf(" (default %v)", f.DefValue)
+			}
+		}
+		fmt.Fprintln(w, line)
+	})
+}
+
+// isZeroDefault reports whether f's default is its type's zero value, which
+// flag.PrintDefaults leaves out.
+func isZeroDefault(f *flag.Flag) bool {
+	switch f.DefValue {
+	case "", "0", "0s", "false", "[]":
+		return true
+	}
+	return false
 }
 
 // parseFlags parses args; a parse error (already printed) becomes errUsage,

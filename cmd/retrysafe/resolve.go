@@ -42,7 +42,7 @@ cannot finish).`)
 	status := fs.String("status", "", "completed or failed (required)")
 	reason := fs.String("reason", "", "why, for the record (required)")
 	response := fs.String("response", "", "with completed: the provider's response as JSON, or @FILE")
-	by := fs.String("by", e.getenv("USER"), "who resolves (recorded)")
+	by := fs.String("by", e.getenv("USER"), "who resolves, recorded with the resolution (env USER)")
 	force := fs.Bool("force", false, "also settle a started action whose lease expired")
 	asJSON := fs.Bool("json", false, "print the settled action as JSON")
 	if err := parseFlags(e, fs, args); err != nil {

@@ -108,10 +108,10 @@ R$ 0.015 and R$ 0.075 per thousand tokens, R$ 1.20 per resolved conversation,
 	fs.Int64Var(&in.Conversations, "conversations", in.Conversations, "resolved conversations per month")
 	fs.Int64Var(&in.InputTokens, "input-tokens", in.InputTokens, "input tokens of the closing call")
 	fs.Int64Var(&in.OutputTokens, "output-tokens", in.OutputTokens, "output tokens of the closing call")
-	fs.Var(decimalFlag{&in.InputPricePer1K}, "input-price", "price per thousand input tokens (default 0.015)")
-	fs.Var(decimalFlag{&in.OutputPricePer1K}, "output-price", "price per thousand output tokens (default 0.075)")
-	fs.Var(decimalFlag{&in.Ticket}, "ticket", "revenue per resolved conversation (default 1.20)")
-	fs.Var(decimalFlag{&in.RepeatPercent}, "repeat-rate", "percent of conversations that repeat the call (default 3)")
+	fs.Var(decimalFlag{&in.InputPricePer1K}, "input-price", "price per thousand input tokens")
+	fs.Var(decimalFlag{&in.OutputPricePer1K}, "output-price", "price per thousand output tokens")
+	fs.Var(decimalFlag{&in.Ticket}, "ticket", "revenue per resolved conversation")
+	fs.Var(decimalFlag{&in.RepeatPercent}, "repeat-rate", "percent of conversations that repeat the call")
 	var out outputFlags
 	out.register(fs)
 	if err := parseFlags(e, fs, args); err != nil {

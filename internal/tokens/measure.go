@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/govalues/decimal"
@@ -85,7 +86,7 @@ type Report struct {
 }
 
 // ErrNoPrice names a model found in the ledger without a configured price.
-var ErrNoPrice = errors.New("no price configured for model")
+var ErrNoPrice = errors.New("no price configured")
 
 // measureSQL ranks the real calls of each (tenant, message, step) in time
 // order: every one after the first is a duplicate. Journal hits (replayed)
@@ -167,7 +168,7 @@ func Measure(ctx context.Context, db DBTX, p MeasureParams) (*Report, error) {
 	}
 	if len(missing) > 0 {
 		sort.Strings(missing)
-		return nil, fmt.Errorf("%w: %v (pass --price MODEL=IN/OUT or a --prices file)", ErrNoPrice, dedupe(missing))
+		return nil, fmt.Errorf("%w for %s (pass --price MODEL=IN/OUT or a --prices file)", ErrNoPrice, strings.Join(dedupe(missing), ", "))
 	}
 	rep := &Report{Since: p.Since, Until: p.Until, Total: *total}
 	scale, err := monthScale(p.Since, p.Until)
