@@ -53,3 +53,28 @@ func TestPlanCheck(t *testing.T) {
 		}
 	}
 }
+
+func TestUnscoped(t *testing.T) {
+	keys := map[string][]string{"actions": nil, "actions_pkey": {"tenant_id", "idem_key"}}
+	for _, c := range []struct {
+		name string
+		n    planNode
+		want int
+	}{
+		{"lookup by tenant and key", planNode{NodeType: "Index Scan", Relation: "actions", IndexCond: "((tenant_id = $1) AND (idem_key = $2))"}, 0},
+		{"lookup by key alone", planNode{NodeType: "Index Scan", Relation: "actions", IndexCond: "(idem_key = $2)"}, 1},
+		{"tenant in the filter", planNode{NodeType: "Tid Scan", Relation: "actions", TIDCond: "(ctid = due.ctid)", Filter: "(tenant_id = due.tenant_id)"}, 0},
+		{"bitmap heap scan over a tenant's index condition", planNode{NodeType: "Bitmap Heap Scan", Relation: "actions",
+			Plans: []planNode{{NodeType: "Bitmap Index Scan", Index: "actions_pkey", IndexCond: "(tenant_id = $1)"}}}, 0},
+		{"insert reads nothing", planNode{NodeType: "ModifyTable", Relation: "actions"}, 0},
+		{"scan of an unguarded table", planNode{NodeType: "Seq Scan", Relation: "other"}, 0},
+		{"update over a scan by key alone", planNode{NodeType: "ModifyTable", Relation: "actions",
+			Plans: []planNode{{NodeType: "Index Scan", Relation: "actions", IndexCond: "(idem_key = $2)"}}}, 1},
+	} {
+		var got []string
+		c.n.unscoped(keys, &got)
+		if len(got) != c.want {
+			t.Errorf("%s: %v, want %d", c.name, got, c.want)
+		}
+	}
+}
