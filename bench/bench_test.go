@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,14 +18,14 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.duration != 5*time.Second || c.scaleRows != 1_000_000 || len(c.concurrency) != 4 || c.scaleCallers != 32 || c.rounds != 2 {
+	if c.duration != 5*time.Second || c.scaleRows != 1_000_000 || len(c.concurrency) != 4 || c.scaleCallers != 32 || c.rounds != 6 || c.slice != time.Second {
 		t.Fatalf("defaults: %+v", c)
 	}
 	q, err := parseFlags([]string{"--quick", "--duration", "2s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.duration != 2*time.Second || q.scaleRows != 20_000 || len(q.concurrency) != 2 || q.scaleCallers != 8 || q.rounds != 1 {
+	if q.duration != 2*time.Second || q.scaleRows != 20_000 || len(q.concurrency) != 2 || q.scaleCallers != 8 || q.rounds != 3 {
 		t.Fatalf("quick: %+v", q)
 	}
 	for _, bad := range [][]string{{"--concurrency", "0"}, {"--concurrency", "a"}, {"--only", "("}, {"extra"}} {
@@ -58,7 +60,7 @@ func TestTinyRun(t *testing.T) {
 		t.Skip("needs PostgreSQL; -short skips it")
 	}
 	cfg, err := parseFlags([]string{"--quick", "--concurrency", "1,2", "--duration", "500ms", "--warmup", "250ms",
-		"--scale-rows", "2000", "--scale-callers", "2", "--rounds", "2"}, io.Discard)
+		"--scale-rows", "2000", "--scale-callers", "2", "--rounds", "3", "--slice", "200ms"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,8 +88,11 @@ func TestTinyRun(t *testing.T) {
 			t.Errorf("no result for %s", w)
 		}
 	}
-	if r := rep.find("retrysafe", "first execution", 2); r == nil || r.Rounds != 2 {
-		t.Errorf("first execution at 2 callers: %+v, want 2 rounds pooled", r)
+	if r := rep.find("retrysafe", "first execution", 2); r == nil || r.Rounds != 3 || r.RatioQ3 <= 0 || r.ClientCPUPerOp <= 0 || r.ServerCPUPerOp <= 0 {
+		t.Errorf("first execution at 2 callers: %+v, want 3 slices pooled, a paired ratio and CPU per operation", r)
+	}
+	if p, ok := rep.findPair("retrysafe first execution / floor", 2); !ok || len(p.Ratios) != 3 {
+		t.Errorf("paired ratio of first executions to the floor at 2 callers: %+v", p)
 	}
 	for _, r := range rep.Races {
 		if r.System == "retrysafe" && (r.ExtraCalls != 0 || r.ExtraRows != 0) {
@@ -115,7 +120,7 @@ func TestTinyRun(t *testing.T) {
 		}
 	}
 	md := rep.markdown()
-	for _, s := range []string{"| floor | single-row commit | 1 |", "| retrysafe | replay | 2 |", "Targets (issue 9)", "× floor",
+	for _, s := range []string{"| floor | single-row commit | 1 |", "| retrysafe | replay | 2 |", "Targets (issue 24)", "× floor", "Paired ratios",
 		"Latency around the tool call", "| retrysafe | first execution | 2 |"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("markdown lacks %q:\n%s", s, md)
@@ -167,30 +172,51 @@ func TestScaleTarget(t *testing.T) {
 
 // Pooled rounds: the rate over the summed windows, percentiles over all
 // latencies, per-operation counters weighted by operations.
-func TestPool(t *testing.T) {
-	ms := func(v ...int) []time.Duration {
-		d := make([]time.Duration, len(v))
-		for i, x := range v {
-			d[i] = time.Duration(x) * time.Millisecond
+func TestQuartilesAndPairs(t *testing.T) {
+	q1, med, q3 := quartiles([]float64{5, 1, 3, 2, 4})
+	if q1 != 2 || med != 3 || q3 != 4 {
+		t.Fatalf("quartiles: %v %v %v", q1, med, q3)
+	}
+	if p := newPair("x", 8, []float64{0.60, 0.61, 0.62, 0.63}); !p.Stable || p.Median != 0.615 {
+		t.Fatalf("tight pair: %+v", p)
+	}
+	if p := newPair("x", 8, []float64{0.3, 0.6, 0.9, 1.2}); p.Stable {
+		t.Fatalf("a spread of %.0f %% passed as stable: %+v", 100*p.spread(), p)
+	}
+	if p := newPair("x", 8, []float64{0.6, 0.6}); p.Stable {
+		t.Fatal("two rounds are too few for a verdict")
+	}
+	num := &slot{rates: []float64{50, 60, 70}, p50s: []float64{2, 2, 2}}
+	den := &slot{rates: []float64{100, 100, 0}, p50s: []float64{1, 4, 2}}
+	if got := ratios(num, den, false); len(got) != 2 || got[0] != 0.5 || got[1] != 0.6 {
+		t.Fatalf("rate ratios: %v", got)
+	}
+	if got := ratios(num, den, true); len(got) != 3 || got[0] != 2 || got[1] != 0.5 {
+		t.Fatalf("latency ratios: %v", got)
+	}
+	// Every round has its own order, and each holds every workload once.
+	seen := map[string]bool{}
+	for r := range 6 {
+		o := roundOrder(5, r, 42)
+		sorted := slices.Clone(o)
+		slices.Sort(sorted)
+		if !slices.Equal(sorted, []int{0, 1, 2, 3, 4}) {
+			t.Fatalf("round %d: %v", r, o)
 		}
-		return d
+		seen[fmt.Sprint(o)] = true
 	}
-	a := &result{Rate: 100, CommitsPerOp: 1, sample: &sample{Ops: 100, Total: 100, Elapsed: time.Second, Lat: ms(1, 1, 1, 1), Added: ms(1, 1, 1, 1)}}
-	b := &result{Rate: 300, CommitsPerOp: 2, sample: &sample{Ops: 300, Total: 300, Elapsed: time.Second, Lat: ms(9, 9, 9, 9), Added: ms(8, 8, 8, 8),
-		Before: ms(5, 5, 5, 5), Tool: ms(1, 1, 1, 1), After: ms(3, 3, 3, 3)}}
-	p := pool([]*result{a, b})
-	if p.Rate != 200 || p.Rounds != 2 || p.CommitsPerOp != 1.75 || p.P99 != 9 || p.P50 != 1 || p.AddedP99 != 8 {
-		t.Fatalf("pooled: %+v", p)
+	if len(seen) < 3 {
+		t.Fatalf("6 rounds had %d orders", len(seen))
 	}
-	if p.Around == nil || p.Around.BeforeP99 != 5 || p.Around.AfterP50 != 3 || p.Around.ToolP99 != 1 {
-		t.Fatalf("pooled split: %+v", p.Around)
+}
+
+func TestSelfCPUAdvances(t *testing.T) {
+	c0 := selfCPU()
+	for x := 0; selfCPU()-c0 < 10*time.Millisecond; x++ {
+		_ = fmt.Sprint(x)
 	}
-	if !strings.Contains(p.Note, "100, 300") {
-		t.Fatalf("note %q", p.Note)
-	}
-	failed := &result{Err: "boom"}
-	if pool([]*result{a, failed}) != failed {
-		t.Fatal("a failed round must fail the row")
+	if _, ok := cpuOf([]int{os.Getpid()}); !ok {
+		t.Fatal("cannot read this process's CPU time from /proc")
 	}
 }
 

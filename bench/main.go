@@ -48,12 +48,16 @@ type config struct {
 	skipNaive    bool
 	scaleRows    int
 	scaleCallers int
-	// rounds is how often the floor and retrysafe's first execution are
-	// measured at each level, alternating; their rows pool the rounds.
-	rounds     int
-	out        string
-	only       *regexp.Regexp // runs only the points whose "system/workload" matches
-	cpuProfile string
+	// rounds is how many rounds of slices each level runs: every workload
+	// of the level once per round, in an order that changes each round
+	// (paired.go).
+	rounds int
+	// slice is one workload's measured time in one round, after
+	// sliceWarmup.
+	slice, sliceWarmup time.Duration
+	out                string
+	only               *regexp.Regexp // runs only the points whose "system/workload" matches
+	cpuProfile         string
 	// groupCommit and groupCommitConns, when > 0, override the executor's
 	// defaults in every retrysafe point.
 	groupCommit, groupCommitConns int
@@ -104,11 +108,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var (
 		c     config
 		conc  string
-		dur   = fs.Duration("duration", 0, "measured time per point (default 5s, 1s with --quick)")
-		warm  = fs.Duration("warmup", 0, "unmeasured time before each point (default 1s, 300ms with --quick)")
+		dur   = fs.Duration("duration", 0, "measured time of the points outside the rotation: races, scale, purge (default 5s, 1s with --quick)")
+		warm  = fs.Duration("warmup", 0, "unmeasured time before each such point (default 1s, 300ms with --quick)")
 		rows  = fs.Int("scale-rows", 0, "intents and actions preloaded for the scale runs (default 1000000, 20000 with --quick)")
 		scale = fs.Int("scale-callers", 32, "concurrent callers of the scale runs")
-		round = fs.Int("rounds", 0, "rounds of the floor and of retrysafe's first execution at each level, pooled (default 2, 1 with --quick)")
+		round = fs.Int("rounds", 0, "rounds of slices at each level: every workload once per round, in a new order each round (default 6, 3 with --quick)")
+		slice = fs.Duration("slice", 0, "measured time of one workload in one round (default 1s, 300ms with --quick)")
 	)
 	fs.StringVar(&c.dbURL, "db", def, "administrative URL of the PostgreSQL server to create benchmark databases on")
 	fs.BoolVar(&c.quick, "quick", false, "short smoke run: 1s points, callers 1,8, a small preload")
@@ -128,12 +133,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	c.duration, c.warmup, c.scaleRows, c.rounds = 5*time.Second, time.Second, 1_000_000, 2
+	c.duration, c.warmup, c.scaleRows, c.rounds = 5*time.Second, time.Second, 1_000_000, 6
+	c.slice, c.sliceWarmup = time.Second, 250*time.Millisecond
 	if conc == "" {
 		conc = "1,8,32,128"
 	}
 	if c.quick {
-		c.duration, c.warmup, c.scaleRows, c.rounds = time.Second, 300*time.Millisecond, 20_000, 1
+		c.duration, c.warmup, c.scaleRows, c.rounds = time.Second, 300*time.Millisecond, 20_000, 3
+		c.slice, c.sliceWarmup = 300*time.Millisecond, 100*time.Millisecond
 		if !flagSet(fs, "concurrency") {
 			conc = "1,8"
 		}
@@ -152,6 +159,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if *round > 0 {
 		c.rounds = *round
+	}
+	if *slice > 0 {
+		c.slice = *slice
+		c.sliceWarmup = min(c.sliceWarmup, *slice/4)
 	}
 	c.scaleCallers = *scale
 	var err error
@@ -247,67 +258,22 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	if !cfg.skipScale && !contains(levels, cfg.scaleCallers) {
 		levels = append(append([]int{}, levels...), cfg.scaleCallers)
 	}
-	// Interleaved by concurrency: the floor and its contenders run close
-	// together in time, so drift on a shared machine hits them alike. The
-	// floor and retrysafe's first execution, which the main target
-	// compares, run cfg.rounds times each, alternating, and their rows pool
-	// the rounds: a point here moves by 10-30 % from one run to the next.
+	// Level by level, every workload of a level in short slices, one at a
+	// time, in a new order each round (paired.go): each comparison is the
+	// median of ratios of slices a few seconds apart.
 	for _, n := range levels {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		b.logf("callers=%d", n)
-		floors := []*result{b.run(ctx, b.floorWorkload(), n)}
 		if !contains(cfg.concurrency, n) {
 			// Measured only as the scale runs' reference.
-			fl := floors[0]
+			fl := b.run(ctx, b.floorWorkload(), n)
 			rep.floor[n] = fl.Rate
 			rep.add(fl)
 			continue
 		}
-		first := func() workload { return b.rsFirstWorkload("first execution", nil) }
-		ws := []workload{b.floorToolWorkload(), first(),
-			b.rsFirstWorkloadWith("first execution, sync completion", nil, syncCompletion),
-			b.rsFirstWorkloadWith("first execution, no group commit", nil, noGroupCommit), b.rsReplayWorkload()}
-		if !cfg.skipDBOS {
-			ws = append(ws, b.dbosFirstWorkload(), b.dbosReplayWorkload())
-		}
-		if !cfg.skipNaive {
-			ws = append(ws, b.naiveWorkload())
-		}
-		var (
-			results []*result
-			firsts  []*result
-		)
-		for i, w := range ws {
-			if !b.wanted(w.system + "/" + w.name) {
-				continue
-			}
-			r := b.run(ctx, w, n)
-			if i == 1 {
-				firsts = append(firsts, r)
-			}
-			results = append(results, r)
-		}
-		for range cfg.rounds - 1 {
-			floors = append(floors, b.run(ctx, b.floorWorkload(), n))
-			if w := first(); b.wanted(w.system + "/" + w.name) {
-				firsts = append(firsts, b.run(ctx, w, n))
-			}
-		}
-		fl := pool(floors)
-		rep.floor[n] = fl.Rate
-		rep.add(fl)
-		var pooled *result
-		if len(firsts) > 0 {
-			pooled = pool(firsts)
-		}
-		for _, r := range results {
-			if len(firsts) > 0 && r == firsts[0] {
-				r = pooled
-			}
-			rep.add(r)
-		}
+		b.level(ctx, rep, n)
 	}
 	if !cfg.skipNaive && b.wanted("naive/race") {
 		b.logf("race: callers on one key")

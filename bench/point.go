@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -41,8 +40,22 @@ type result struct {
 	Statements *statements `json:"pg_stat_statements,omitempty"`
 	Note       string      `json:"note,omitempty"`
 	Err        string      `json:"error,omitempty"`
-	// Rounds is how many measurements the row pools (see pool).
+	// Rounds is how many measurements the row pools (see pool, rotate).
 	Rounds int `json:"rounds,omitempty"`
+	// RateQ1 and RateQ3 are the quartiles of the row's per-slice rates.
+	RateQ1 float64 `json:"rate_q1,omitempty"`
+	RateQ3 float64 `json:"rate_q3,omitempty"`
+	// RatioQ1 and RatioQ3 are the quartiles of the row's paired ratios to
+	// the floor (Ratio is then their median; see paired.go).
+	RatioQ1 float64 `json:"ratio_q1,omitempty"`
+	RatioQ3 float64 `json:"ratio_q3,omitempty"`
+	// ClientCPUPerOp is the benchmark process's CPU time per operation
+	// (the callers, the driver and the in-process tool), in µs;
+	// ServerCPUPerOp the CPU time of the database's backends, in µs (0
+	// when the server is not on this machine). Neither depends on the
+	// clock of a loaded machine the way a rate does.
+	ClientCPUPerOp float64 `json:"client_cpu_us_per_op,omitempty"`
+	ServerCPUPerOp float64 `json:"server_cpu_us_per_op,omitempty"`
 
 	sample *sample // the measurement, for pooling rounds
 }
@@ -203,41 +216,4 @@ func (b *bench) waitIdle(ctx context.Context, db *database) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// pool combines rounds of one point into one row: the rate over their
-// summed windows, percentiles over their pooled latencies, per-operation
-// counters weighted by operations. A failed round fails the row.
-func pool(rounds []*result) *result {
-	if len(rounds) == 1 {
-		return rounds[0]
-	}
-	out := *rounds[0]
-	s := &sample{}
-	var commits, wal, fpi, total float64
-	rates := make([]string, len(rounds))
-	for i, r := range rounds {
-		if r.Err != "" || r.sample == nil {
-			return r
-		}
-		s.Ops += r.sample.Ops
-		s.Elapsed += r.sample.Elapsed
-		s.Lat = append(s.Lat, r.sample.Lat...)
-		s.Added = append(s.Added, r.sample.Added...)
-		s.Before = append(s.Before, r.sample.Before...)
-		s.Tool = append(s.Tool, r.sample.Tool...)
-		s.After = append(s.After, r.sample.After...)
-		t := float64(r.sample.Total)
-		commits, wal, fpi, total = commits+r.CommitsPerOp*t, wal+r.WALPerOp*t, fpi+r.FPIPerOp*t, total+t
-		rates[i] = fmt.Sprintf("%.0f", r.Rate)
-	}
-	out.fill(s)
-	out.sample = s
-	if total > 0 {
-		out.CommitsPerOp, out.WALPerOp, out.FPIPerOp = commits/total, wal/total, fpi/total
-	}
-	out.Statements = poolStatements(rounds)
-	out.Rounds = len(rounds)
-	out.Note = fmt.Sprintf("%d rounds pooled: %s ops/s", len(rounds), strings.Join(rates, ", "))
-	return &out
 }

@@ -29,6 +29,7 @@ type report struct {
 	Results  []*result     `json:"results"`
 	Races    []*raceResult `json:"races,omitempty"`
 	Scale    *scaleResult  `json:"scale,omitempty"`
+	Pairs    []pairStat    `json:"paired_ratios,omitempty"`
 	Targets  []target      `json:"targets"`
 	Seconds  float64       `json:"seconds"`
 
@@ -39,6 +40,9 @@ type target struct {
 	Name   string `json:"name"`
 	Actual string `json:"actual"`
 	Met    bool   `json:"met"`
+	// Unstable: a ratio the target rests on spread too widely for a
+	// verdict; Met is then false and says nothing.
+	Unstable bool `json:"unstable,omitempty"`
 }
 
 func newReport(cfg config, pg map[string]string) *report {
@@ -121,41 +125,41 @@ func (rep *report) find(system, workload string, callers int) *result {
 	return nil
 }
 
-// checkTargets evaluates issue 9's targets on this run's figures.
+// checkTargets evaluates issue 24's targets on this run's figures: each
+// comparison is a paired ratio (paired.go), met when its median is, and
+// without a verdict when its spread is too wide.
 func (rep *report) checkTargets() {
 	rep.Targets = nil
-	addT := func(name, actual string, met bool) {
-		rep.Targets = append(rep.Targets, target{Name: name, Actual: actual, Met: met})
+	addT := func(name, actual string, met, unstable bool) {
+		rep.Targets = append(rep.Targets, target{Name: name, Actual: actual, Met: met && !unstable, Unstable: unstable})
 	}
-	if r := rep.find("retrysafe", "first execution", 32); r != nil {
-		addT("first executions >= 0.40 x floor at 32 callers", fmt.Sprintf("%.2f", r.Ratio), r.Ratio >= 0.40)
+	atLeast := func(name, pair string, callers int, min float64, unit string) {
+		if p, ok := rep.findPair(pair, callers); ok {
+			addT(name, p.text(unit), p.Median >= min, !p.Stable)
+		}
 	}
-	var parts []string
-	met, any := true, false
-	for _, r := range rep.Results {
-		if r.System == "retrysafe" && r.Workload == "replay" && r.Err == "" {
+	atLeast("first executions >= 0.60 x floor at 32 callers", "retrysafe first execution / floor", 32, 0.60, "")
+	atLeast("first executions >= 0.50 x floor at 8 callers", "retrysafe first execution / floor", 8, 0.50, "")
+	every := func(name, pair string, min float64, unit string) {
+		var parts []string
+		met, unstable, any := true, false, false
+		for _, p := range rep.Pairs {
+			if p.Name != pair {
+				continue
+			}
 			any = true
-			parts = append(parts, fmt.Sprintf("%d: %.2f", r.Callers, r.Ratio))
-			met = met && r.Ratio >= 0.80
+			parts = append(parts, fmt.Sprintf("%d: %s", p.Callers, p.text(unit)))
+			met = met && p.Median >= min
+			unstable = unstable || !p.Stable
+		}
+		if any {
+			addT(name, strings.Join(parts, "; "), met, unstable)
 		}
 	}
-	if any {
-		addT("replays >= 0.80 x floor", strings.Join(parts, ", "), met)
-	}
-	parts, met, any = nil, true, false
-	for _, r := range rep.Results {
-		if r.System != "retrysafe" || r.Workload != "first execution" || r.Err != "" {
-			continue
-		}
-		if d := rep.find("dbos", "first execution", r.Callers); d != nil && d.Rate > 0 {
-			any = true
-			x := r.Rate / d.Rate
-			parts = append(parts, fmt.Sprintf("%d: %.2fx", r.Callers, x))
-			met = met && x >= 2
-		}
-	}
-	if any {
-		addT("first executions >= 2x DBOS at the same callers", strings.Join(parts, ", "), met)
+	every("replays >= 1.0 x floor at every level", "retrysafe replay / floor", 1.0, "")
+	every("first executions >= 5 x DBOS at every level", "retrysafe first execution / DBOS first execution", 5, "x")
+	if p, ok := rep.findPair("p50 latency: retrysafe first execution / commit + tool + commit", 1); ok {
+		addT("a lone call's p50 <= 1.25 x commit + tool + commit's", p.text("x"), p.Median <= 1.25, !p.Stable)
 	}
 	if r := rep.find("retrysafe", "first execution", 8); r != nil {
 		got := fmt.Sprintf("%.2f ms", r.AddedP99)
@@ -171,7 +175,7 @@ func (rep *report) checkTargets() {
 		if len(ctx) > 0 {
 			got += " (" + strings.Join(ctx, "; ") + ")"
 		}
-		addT("p99 added latency < 5 ms at 8 callers", got, r.AddedP99 < 5)
+		addT("p99 added latency < 3 ms at 8 callers", got, r.AddedP99 < 3, false)
 	}
 	if rep.Scale != nil {
 		// Every round's rate, summed: the ratio of the means.
@@ -203,7 +207,7 @@ func (rep *report) checkTargets() {
 				}
 				got += " (mean of " + fmt.Sprint(ne) + " alternating rounds; by round " + strings.Join(parts, ", ") + ")"
 			}
-			addT(fmt.Sprintf("%s-row first executions within 10%% of empty", count(rep.Scale.Rows)), got, x >= 0.90)
+			addT(fmt.Sprintf("%s-row first executions within 10%% of empty", count(rep.Scale.Rows)), got, x >= 0.90, false)
 		}
 	}
 }
@@ -229,23 +233,30 @@ func (rep *report) markdown() string {
 		pg["server_version"], pg["fsync"], pg["synchronous_commit"], pg["wal_sync_method"], pg["shared_buffers"])
 	fmt.Fprintf(&sb, "- command: `%s` (%s per point after %s warm-up; pool = min(callers, %d); %.0fs in all)\n\n",
 		rep.Command, rep.Duration, rep.Warmup, rep.MaxConns, rep.Seconds)
-	sb.WriteString("| system | workload | callers | ops/s | × floor | p50 ms | p99 ms | added p99 ms | commits/op | WAL B/op | note |\n")
-	sb.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	sb.WriteString("| system | workload | callers | ops/s | × floor (IQR) | p50 ms | p99 ms | added p99 ms | commits/op | WAL B/op | CPU µs/op client / server | note |\n")
+	sb.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rep.Results {
 		if r.Err != "" {
-			fmt.Fprintf(&sb, "| %s | %s | %d | error | | | | | | | %s |\n", r.System, r.Workload, r.Callers, strings.ReplaceAll(r.Err, "|", "/"))
+			fmt.Fprintf(&sb, "| %s | %s | %d | error | | | | | | | | %s |\n", r.System, r.Workload, r.Callers, strings.ReplaceAll(r.Err, "|", "/"))
 			continue
 		}
 		ratio := "–"
-		if r.Floor > 0 {
+		switch {
+		case r.RatioQ3 > 0:
+			ratio = fmt.Sprintf("%.2f (%.2f–%.2f)", r.Ratio, r.RatioQ1, r.RatioQ3)
+		case r.Floor > 0 && !(r.System == "floor" && r.Workload == floorName):
 			ratio = fmt.Sprintf("%.2f", r.Ratio)
+		}
+		cpu := "–"
+		if r.ClientCPUPerOp > 0 {
+			cpu = fmt.Sprintf("%.0f / %s", r.ClientCPUPerOp, strings.TrimSuffix(cpuText(r.ServerCPUPerOp), " µs"))
 		}
 		added := "–"
 		if r.AddedP99 != r.P99 {
 			added = ms(r.AddedP99)
 		}
-		fmt.Fprintf(&sb, "| %s | %s | %d | %.0f | %s | %s | %s | %s | %.2f | %.0f | %s |\n",
-			r.System, r.Workload, r.Callers, r.Rate, ratio, ms(r.P50), ms(r.P99), added, r.CommitsPerOp, r.WALPerOp, r.Note)
+		fmt.Fprintf(&sb, "| %s | %s | %d | %.0f | %s | %s | %s | %s | %.2f | %.0f | %s | %s |\n",
+			r.System, r.Workload, r.Callers, r.Rate, ratio, ms(r.P50), ms(r.P99), added, r.CommitsPerOp, r.WALPerOp, cpu, r.Note)
 	}
 	rep.aroundTable(&sb)
 	rep.statementsTable(&sb)
@@ -261,11 +272,25 @@ func (rep *report) markdown() string {
 			fmt.Fprintf(&sb, "| %s | %d | %d | %d | %d | %d |\n", r.System, r.Callers, r.Rounds, r.ExtraCalls, r.KeysHit, r.ExtraRows)
 		}
 	}
+	if len(rep.Pairs) > 0 {
+		sb.WriteString("\nPaired ratios: the median of the ratios of slices of the same round, with their interquartile range (spread over 20 % of the median: no verdict):\n\n")
+		sb.WriteString("| comparison | callers | median | IQR | rounds |\n|---|---:|---:|---:|---:|\n")
+		for _, p := range rep.Pairs {
+			note := ""
+			if !p.Stable {
+				note = " (unstable)"
+			}
+			fmt.Fprintf(&sb, "| %s | %d | %.2f%s | %.2f–%.2f | %d |\n", p.Name, p.Callers, p.Median, note, p.Q1, p.Q3, len(p.Ratios))
+		}
+	}
 	if len(rep.Targets) > 0 {
-		sb.WriteString("\nTargets (issue 9):\n\n| target | this run | met |\n|---|---|---|\n")
+		sb.WriteString("\nTargets (issue 24):\n\n| target | this run | met |\n|---|---|---|\n")
 		for _, t := range rep.Targets {
 			mark := "no"
-			if t.Met {
+			switch {
+			case t.Unstable:
+				mark = "no verdict (unstable)"
+			case t.Met:
 				mark = "yes"
 			}
 			fmt.Fprintf(&sb, "| %s | %s | %s |\n", t.Name, t.Actual, mark)
@@ -305,6 +330,7 @@ func (rep *report) aroundTable(sb *strings.Builder) {
 }
 
 const legend = `
+- Every level's workloads run in slices (--slice, after --slice warm-up of a quarter of it at most), one workload at a time, each once per round, in a new random order every round (--rounds). Rates and latencies pool a workload's slices; × floor is the median of its per-round ratios to the floor, with their quartiles. CPU µs/op: the benchmark process's CPU time (getrusage: callers, driver and the in-process tool) and the database backends' (from /proc, when the server is local) per operation issued, over the workload's slices: figures that a loaded machine's clock does not move the way it moves rates.
 - floor: one INSERT ... ON CONFLICT DO NOTHING of a new key per transaction, through pgx, on the same server, callers and pool: the most commits per second this database gives. An execution that needs two commits can reach at most half of it.
 - floor commit + tool + commit: the same minimal commit, the same tool call, a second minimal commit: the least any design that commits a claim before calling and records the outcome after can do. First-execution rows note their ratio to it.
 - retrysafe first execution: Executor.Execute of a new intent: freeze + claim (one round trip, one statement, one commit that waits for the WAL flush), the tool call (a local HTTP no-op honouring Idempotency-Key), the fenced completion (one round trip, one commit that does not wait for the flush: a success lost in a crash is learned again from the provider by the key). Concurrent calls share those round trips and commits (group commit: Config.GroupCommit), so commits/op falls below 2 as callers rise. "sync completion": the same with Config.SyncCompletion, both commits waiting for the flush. "no group commit": GroupCommit 1, every call's round trips and commits its own.

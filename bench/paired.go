@@ -1,0 +1,422 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// On a shared machine the same point moves by tens of per cent from one
+// minute to the next, so two systems measured a minute apart are compared
+// on two different machines. A level's workloads therefore run in short
+// slices, one workload at a time, all of them once per round, in an order
+// that changes from round to round; every comparison is the median of the
+// ratios of slices of the same round, with the interquartile range of
+// those ratios beside it. A ratio whose spread is too wide says so instead
+// of giving a verdict.
+
+// maxSpread is the widest interquartile range, as a fraction of the median,
+// at which a paired ratio still gives a verdict.
+const maxSpread = 0.20
+
+// slot is one workload of a level's rotation: started once, measured in
+// every round, stopped at the end.
+type slot struct {
+	w    workload
+	db   *database
+	op   opFunc
+	stop func()
+	err  error
+	// issued is how many operations earlier slices issued: a slice's i
+	// starts there, so that no two slices run one operation (a first
+	// execution's intent) twice.
+	issued int64
+
+	samples []*sample
+	rates   []float64 // per round, ops/s
+	p50s    []float64 // per round, ms
+	wal     int64     // server-wide WAL bytes written during the slices
+	fpi     int64
+	total   int64 // operations issued, warm-ups included
+	client  time.Duration
+	server  time.Duration // CPU of the database's backends
+	// serverKnown: the backends' CPU could be read (/proc of a local server).
+	serverKnown bool
+	commits     int64
+}
+
+// pairStat is one paired comparison at one level.
+type pairStat struct {
+	Name    string    `json:"name"` // "retrysafe first execution / floor"
+	Callers int       `json:"callers"`
+	Ratios  []float64 `json:"ratios"` // one per round
+	Median  float64   `json:"median"`
+	Q1      float64   `json:"q1"`
+	Q3      float64   `json:"q3"`
+	// Stable: (Q3 - Q1) / Median <= maxSpread.
+	Stable bool `json:"stable"`
+}
+
+func (p pairStat) spread() float64 {
+	if p.Median == 0 {
+		return math.Inf(1)
+	}
+	return (p.Q3 - p.Q1) / p.Median
+}
+
+// text is "0.62 (IQR 0.58-0.66)", with "unstable" when the spread is too
+// wide for a verdict.
+func (p pairStat) text(unit string) string {
+	s := fmt.Sprintf("%.2f%s (IQR %.2f–%.2f, %d rounds)", p.Median, unit, p.Q1, p.Q3, len(p.Ratios))
+	if !p.Stable {
+		s += fmt.Sprintf(", unstable: spread %.0f %%", 100*p.spread())
+	}
+	return s
+}
+
+// quartiles returns the median and the first and third quartiles of xs
+// (linear interpolation between order statistics).
+func quartiles(xs []float64) (q1, med, q3 float64) {
+	if len(xs) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	at := func(p float64) float64 {
+		pos := p * float64(len(s)-1)
+		lo := int(math.Floor(pos))
+		hi := min(lo+1, len(s)-1)
+		return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
+	}
+	return at(0.25), at(0.5), at(0.75)
+}
+
+func newPair(name string, callers int, ratios []float64) pairStat {
+	p := pairStat{Name: name, Callers: callers, Ratios: ratios}
+	p.Q1, p.Median, p.Q3 = quartiles(ratios)
+	p.Stable = len(ratios) >= 3 && p.spread() <= maxSpread
+	return p
+}
+
+// roundOrder is the order of round r: a different shuffle each round, so
+// that no workload always follows the same one or always runs first.
+func roundOrder(n, r int, seed uint64) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	rng := rand.New(rand.NewPCG(seed, uint64(r)))
+	rng.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+	return order
+}
+
+// rotate measures ws at callers in cfg.rounds rounds of one slice each and
+// returns a pooled row per workload (in ws's order) and the slots, whose
+// per-round rates the paired ratios are made of.
+func (b *bench) rotate(ctx context.Context, ws []workload, callers int) ([]*result, []*slot) {
+	conns := min(callers, b.cfg.maxConns)
+	slots := make([]*slot, len(ws))
+	for i, w := range ws {
+		s := &slot{w: w}
+		slots[i] = s
+		if s.db, s.err = b.srv.create(ctx, w.system); s.err != nil {
+			continue
+		}
+		if w.prep != nil {
+			if err := w.prep(ctx, s.db); err != nil {
+				s.err = fmt.Errorf("prepare: %w", err)
+				continue
+			}
+		}
+		if err := b.waitIdle(ctx, s.db); err != nil {
+			s.err = err
+			continue
+		}
+		c0, err := s.db.counters(ctx)
+		if err != nil {
+			s.err = err
+			continue
+		}
+		s.commits = -c0.commits
+		if s.op, s.stop, err = w.start(ctx, s.db, conns); err != nil {
+			s.err = fmt.Errorf("start: %w", err)
+		}
+	}
+	defer func() {
+		for _, s := range slots {
+			if s.db != nil {
+				b.drop(s.db)
+			}
+		}
+	}()
+	seed := uint64(time.Now().UnixNano())
+	for r := range b.cfg.rounds {
+		for _, i := range roundOrder(len(slots), r, seed) {
+			s := slots[i]
+			if s.err != nil || ctx.Err() != nil {
+				continue
+			}
+			b.slice(ctx, s, callers)
+		}
+	}
+	out := make([]*result, len(slots))
+	for i, s := range slots {
+		if s.stop != nil {
+			s.stop()
+		}
+		out[i] = b.pooled(ctx, s, callers, conns)
+	}
+	return out, slots
+}
+
+// slice measures one slice of s and adds it to s's tallies.
+func (b *bench) slice(ctx context.Context, s *slot, callers int) {
+	k0, err := s.db.counters(ctx)
+	if err != nil {
+		s.err = err
+		return
+	}
+	pids := b.backends(ctx, s.db)
+	srv0, known0 := cpuOf(pids)
+	cl0 := selfCPU()
+	base := s.issued
+	sm := measure(ctx, callers, b.cfg.sliceWarmup, b.cfg.slice, func(ctx context.Context, w int, i int64) (toolSpan, error) {
+		return s.op(ctx, w, base+i)
+	})
+	s.issued += sm.Total // every operation a slice starts is counted when it ends
+	cl1 := selfCPU()
+	srv1, known1 := cpuOf(pids)
+	k1, err := s.db.counters(ctx)
+	if err != nil {
+		s.err = err
+		return
+	}
+	if sm.Err != nil {
+		s.err = sm.Err
+		return
+	}
+	s.samples = append(s.samples, sm)
+	s.rates = append(s.rates, sm.rate())
+	s.p50s = append(s.p50s, pct(sm.Lat, 0.50))
+	s.wal += k1.wal - k0.wal
+	s.fpi += k1.fpi - k0.fpi
+	s.total += sm.Total
+	s.client += cl1 - cl0
+	s.server += srv1 - srv0
+	s.serverKnown = known0 && known1 && (len(s.samples) == 1 || s.serverKnown)
+}
+
+// pooled is s's row: rate over all slices, latencies pooled, per-operation
+// counters over every operation issued.
+func (b *bench) pooled(ctx context.Context, s *slot, callers, conns int) *result {
+	if s.err != nil {
+		return b.failed(s.w, callers, s.err)
+	}
+	r := &result{System: s.w.system, Workload: s.w.name, Callers: callers, Conns: conns}
+	all := &sample{}
+	for _, sm := range s.samples {
+		all.Ops += sm.Ops
+		all.Total += sm.Total
+		all.Elapsed += sm.Elapsed
+		all.Lat = append(all.Lat, sm.Lat...)
+		all.Added = append(all.Added, sm.Added...)
+		all.Before = append(all.Before, sm.Before...)
+		all.Tool = append(all.Tool, sm.Tool...)
+		all.After = append(all.After, sm.After...)
+	}
+	r.fill(all)
+	r.sample = all
+	r.Rounds = len(s.samples)
+	q1, _, q3 := quartiles(s.rates)
+	r.RateQ1, r.RateQ3 = q1, q3
+	if err := b.waitIdle(ctx, s.db); err != nil {
+		return b.failed(s.w, callers, err)
+	}
+	if k, err := s.db.counters(ctx); err == nil && s.total > 0 {
+		r.CommitsPerOp = float64(k.commits+s.commits) / float64(s.total)
+	}
+	if s.total > 0 {
+		r.WALPerOp = float64(s.wal) / float64(s.total)
+		r.FPIPerOp = float64(s.fpi) / float64(s.total)
+		r.ClientCPUPerOp = float64(s.client.Microseconds()) / float64(s.total)
+		if s.serverKnown {
+			r.ServerCPUPerOp = float64(s.server.Microseconds()) / float64(s.total)
+		}
+	}
+	if s.w.after != nil {
+		if err := s.w.after(ctx, s.db, r); err != nil {
+			return b.failed(s.w, callers, err)
+		}
+	}
+	b.logf("  %-10s %-34s callers=%-4d %8.0f ops/s (slices %.0f–%.0f)  p50 %6.2f ms  p99 %6.2f ms  added p99 %6.2f ms  %.2f commits/op  %5.0f WAL B/op  CPU/op client %.0f µs, server %s",
+		r.System, r.Workload, callers, r.Rate, q1, q3, r.P50, r.P99, r.AddedP99, r.CommitsPerOp, r.WALPerOp, r.ClientCPUPerOp, cpuText(r.ServerCPUPerOp))
+	return r
+}
+
+func cpuText(us float64) string {
+	if us == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f µs", us)
+}
+
+// ratios pairs the rounds of num and den: num's figure over den's, round
+// by round (of rates by default, of p50 latencies with latency).
+func ratios(num, den *slot, latency bool) []float64 {
+	a, b := num.rates, den.rates
+	if latency {
+		a, b = num.p50s, den.p50s
+	}
+	n := min(len(a), len(b))
+	out := make([]float64, 0, n)
+	for i := range n {
+		if b[i] > 0 {
+			out = append(out, a[i]/b[i])
+		}
+	}
+	return out
+}
+
+// selfCPU is this process's CPU time so far (user + system): the callers,
+// the pools and the in-process tool alike.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// backends returns the process ids of the server's backends connected to
+// db (when the server is on this machine, /proc shows their CPU time).
+func (b *bench) backends(ctx context.Context, db *database) []int {
+	c, err := b.srv.admin(ctx)
+	if err != nil {
+		return nil
+	}
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'`, db.name)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	var pids []int
+	for rows.Next() {
+		var pid int
+		if rows.Scan(&pid) == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's CPU times: 100 on
+// every Linux this runs on.
+const clockTicks = 100
+
+// cpuOf sums the user and system CPU time of pids from /proc; false when
+// one of them cannot be read (a remote server, a backend that exited).
+func cpuOf(pids []int) (time.Duration, bool) {
+	if len(pids) == 0 {
+		return 0, false
+	}
+	var ticks int64
+	for _, pid := range pids {
+		raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return 0, false
+		}
+		// The command is in parentheses and may hold spaces: fields count
+		// from after its closing one (utime and stime are fields 14, 15).
+		i := strings.LastIndexByte(string(raw), ')')
+		if i < 0 {
+			return 0, false
+		}
+		f := strings.Fields(string(raw[i+1:]))
+		if len(f) < 13 {
+			return 0, false
+		}
+		u, err1 := strconv.ParseInt(f[11], 10, 64)
+		s, err2 := strconv.ParseInt(f[12], 10, 64)
+		if err1 != nil || err2 != nil {
+			return 0, false
+		}
+		ticks += u + s
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, true
+}
+
+// Workload names the level's comparisons refer to.
+const (
+	firstName  = "first execution"
+	replayName = "replay"
+)
+
+// level runs the rotation of n callers and records its rows and paired
+// ratios in rep.
+func (b *bench) level(ctx context.Context, rep *report, n int) {
+	ws := []workload{b.floorWorkload(), b.floorToolWorkload(), b.rsFirstWorkload(firstName, nil),
+		b.rsFirstWorkloadWith("first execution, sync completion", nil, syncCompletion),
+		b.rsFirstWorkloadWith("first execution, no group commit", nil, noGroupCommit), b.rsReplayWorkload()}
+	if !b.cfg.skipDBOS {
+		ws = append(ws, b.dbosFirstWorkload(), b.dbosReplayWorkload())
+	}
+	if !b.cfg.skipNaive {
+		ws = append(ws, b.naiveWorkload())
+	}
+	// The floor always runs: every ratio is to it.
+	kept := ws[:1]
+	for _, w := range ws[1:] {
+		if b.wanted(w.system + "/" + w.name) {
+			kept = append(kept, w)
+		}
+	}
+	rows, slots := b.rotate(ctx, kept, n)
+	find := func(system, name string) *slot {
+		for _, s := range slots {
+			if s.w.system == system && s.w.name == name && s.err == nil {
+				return s
+			}
+		}
+		return nil
+	}
+	floor := find("floor", floorName)
+	if floor != nil {
+		rep.floor[n] = rows[0].Rate
+	}
+	for i, r := range rows {
+		rep.add(r)
+		if floor != nil && slots[i] != floor && r.Err == "" {
+			p := newPair("", n, ratios(slots[i], floor, false))
+			r.Ratio, r.RatioQ1, r.RatioQ3 = p.Median, p.Q1, p.Q3
+		}
+	}
+	pair := func(name string, num, den *slot, latency bool) {
+		if num != nil && den != nil {
+			rep.Pairs = append(rep.Pairs, newPair(name, n, ratios(num, den, latency)))
+		}
+	}
+	first := find("retrysafe", firstName)
+	pair("retrysafe first execution / floor", first, floor, false)
+	pair("retrysafe first execution / commit + tool + commit", first, find("floor", floorToolName), false)
+	pair("retrysafe replay / floor", find("retrysafe", replayName), floor, false)
+	pair("retrysafe first execution / DBOS first execution", first, find("dbos", firstName), false)
+	pair("p50 latency: retrysafe first execution / commit + tool + commit", first, find("floor", floorToolName), true)
+}
+
+// findPair returns the pair of that name at callers.
+func (rep *report) findPair(name string, callers int) (pairStat, bool) {
+	for _, p := range rep.Pairs {
+		if p.Name == name && p.Callers == callers {
+			return p, true
+		}
+	}
+	return pairStat{}, false
+}
