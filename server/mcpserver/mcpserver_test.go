@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ func TestListTools(t *testing.T) {
 	schema, _ := json.Marshal(tl.InputSchema)
 	want := string(tools.ParametersFromSchema(tools.PixChargeSchema(), tools.RefField))
 	var got, wantV any
-	json.Unmarshal(schema, &got)       //nolint:errcheck
+	json.Unmarshal(schema, &got)         //nolint:errcheck
 	json.Unmarshal([]byte(want), &wantV) //nolint:errcheck
 	if b1, _ := json.Marshal(got); string(b1) != mustJSON(wantV) {
 		t.Fatalf("input schema %s, want %s", schema, want)
@@ -53,6 +54,36 @@ func TestListTools(t *testing.T) {
 	}
 }
 
+// progressLog records the progress messages of one call. The client
+// handles notifications on a goroutine of their own, so the response may
+// arrive before them: wait blocks until the last one.
+type progressLog struct {
+	mu       sync.Mutex
+	msgs     []string
+	finished chan struct{}
+}
+
+func (p *progressLog) handle(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	p.mu.Lock()
+	p.msgs = append(p.msgs, req.Params.Message)
+	p.mu.Unlock()
+	if strings.HasPrefix(req.Params.Message, "finished: ") {
+		p.finished <- struct{}{}
+	}
+}
+
+func (p *progressLog) wait(t *testing.T) []string {
+	t.Helper()
+	select {
+	case <-p.finished:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no final progress notification")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.msgs)
+}
+
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
@@ -63,8 +94,8 @@ func mustJSON(v any) string {
 func TestCallReplayAndProgress(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
-	var progress atomic.Int64
-	cs := h.connect("tenant-a", &mcp.ClientOptions{ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) }})
+	pr := &progressLog{finished: make(chan struct{}, 1)}
+	cs := h.connect("tenant-a", &mcp.ClientOptions{ProgressNotificationHandler: pr.handle})
 
 	p := callParams("inv-1", charge("R$ 180,00", cpfPunct))
 	p.SetProgressToken("tok-1")
@@ -80,12 +111,20 @@ func TestCallReplayAndProgress(t *testing.T) {
 	if n := h.psp.Count(chargePath); n != 1 {
 		t.Fatalf("%d charges", n)
 	}
-	// A progress token: at least the first and the last notification. The
-	// client's handler runs before CallTool returns? Not guaranteed: the
-	// notifications precede the response on the wire, and the in-memory
-	// transport delivers in order.
-	if n := progress.Load(); n < 2 {
-		t.Fatalf("%d progress notifications", n)
+	// A progress token: the first and the last notification, at least.
+	if msgs := pr.wait(t); len(msgs) < 2 || !strings.HasPrefix(msgs[0], "freezing") {
+		t.Fatalf("progress messages %q", msgs)
+	}
+	// The sidecar's counters, labelled by tenant, action and outcome only.
+	rec := httptest.NewRecorder()
+	h.m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, series := range []string{
+		`retrysafe_executions_total{action="pix.charge",outcome="completed",tenant="tenant-a"} 2`,
+		`retrysafe_replays_total{action="pix.charge",outcome="completed",tenant="tenant-a"} 1`,
+	} {
+		if !strings.Contains(rec.Body.String(), series) {
+			t.Fatalf("metrics lack %s", series)
+		}
 	}
 	// Log lines: tenant, action, outcome, key; never the reference or a field.
 	logs := h.logs.String()
@@ -105,20 +144,14 @@ func TestProgressOnSlowCall(t *testing.T) {
 	h := newHarness(t, nil)
 	h.psp.SlowDelay = 700 * time.Millisecond
 	h.psp.SetFault(func(toolstest.Request) toolstest.Fault { return toolstest.Slow })
-	var mu sync.Mutex
-	var msgs []string
-	cs := h.connect("tenant-a", &mcp.ClientOptions{ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-		mu.Lock()
-		msgs = append(msgs, req.Params.Message)
-		mu.Unlock()
-	}})
+	pr := &progressLog{finished: make(chan struct{}, 1)}
+	cs := h.connect("tenant-a", &mcp.ClientOptions{ProgressNotificationHandler: pr.handle})
 	p := callParams("inv-slow", charge(180, cpfDigits))
 	p.SetProgressToken(7)
 	if res, r := call(t, cs, p); res.IsError || r.Status != "completed" {
 		t.Fatalf("%+v", r)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	msgs := pr.wait(t)
 	var waiting int
 	for _, m := range msgs {
 		if strings.HasPrefix(m, "waiting for the provider") {
@@ -406,5 +439,3 @@ func httpClient(t *testing.T, url, token string, extra http.Header) *mcp.ClientS
 	t.Cleanup(func() { cs.Close() })
 	return cs
 }
-
-
