@@ -114,17 +114,7 @@ func TestMCPProcesses(t *testing.T) {
 			done <- err
 		}()
 		// The PSP has charged and holds its answer: the call is in flight.
-		var charge map[string]any
-		for deadline := time.Now().Add(20 * time.Second); charge == nil; {
-			if cs := x.charges(t); len(cs) > 0 {
-				charge = cs[0]
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no charge at the PSP after 20s; stderr:\n%s", tail(stderr1.String()))
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		charge := x.waitCharge(t, stderr1)
 		if err := cmd1.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -156,6 +146,27 @@ func TestMCPProcesses(t *testing.T) {
 			t.Fatalf("%d charges at the PSP, want 1", len(cs))
 		}
 		t.Logf("killed mid-charge, restarted: 1 charge (%s), 1 key, in_flight then replayed:true", charge["id"])
+	})
+
+	// The host stops the process (SIGTERM, then the pipe closed) while the
+	// PSP is still answering: the process finishes and records the charge
+	// before it exits.
+	t.Run("stopped mid-charge", func(t *testing.T) {
+		t.Parallel()
+		x := newMCPEnv(t, bin, dbURL, "slow=1500ms")
+		cmd, stderr := x.command("--migrate")
+		cs := connectCommand(t, cmd)
+		go cs.CallTool(context.Background(), mcpParams("inv-eof-1", mcpCharge(180, "52998224725"))) //nolint:errcheck // the answer is lost with the pipe
+		x.waitCharge(t, stderr)
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := cs.Close(); err != nil {
+			t.Logf("close: %v", err)
+		}
+		if st, code := x.actionStatus(t), cmd.ProcessState.ExitCode(); st != "completed" || code != 0 {
+			t.Fatalf("after SIGTERM mid-charge: action %q, exit %d; stderr:\n%s", st, code, tail(stderr.String()))
+		}
 	})
 
 	t.Run("typescript", func(t *testing.T) {
@@ -282,6 +293,19 @@ func (x *mcpEnv) charges(t *testing.T) []map[string]any {
 		t.Fatalf("PSP list: HTTP %d", resp.StatusCode)
 	}
 	return out.Data
+}
+
+// waitCharge returns the PSP's first charge once it exists.
+func (x *mcpEnv) waitCharge(t *testing.T, stderr *lockedBuffer) map[string]any {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if cs := x.charges(t); len(cs) > 0 {
+			return cs[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no charge at the PSP after 20s; stderr:\n%s", tail(stderr.String()))
+		}
+	}
 }
 
 func (x *mcpEnv) query(t *testing.T, sql string, dst any) error {

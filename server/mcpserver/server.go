@@ -109,7 +109,12 @@ func (s *Server) ForTenant(tenant string) (*mcp.Server, error) {
 }
 
 // Serve runs the tools for tenant over t (an mcp.StdioTransport, or
-// mcp.IOTransport) until the client goes away or ctx ends.
+// mcp.IOTransport) until the client goes away or ctx ends. Either way it
+// returns once the calls in progress have finished and been recorded (the
+// SDK's session waits for its handlers, and each call runs detached from
+// the request, bounded by Config.ExecuteTimeout): a host that closes the
+// pipe or stops the process mid-charge does not leave the charge
+// unrecorded.
 func (s *Server) Serve(ctx context.Context, tenant string, t mcp.Transport) error {
 	srv, err := s.ForTenant(tenant)
 	if err != nil {
