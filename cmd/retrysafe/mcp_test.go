@@ -169,6 +169,67 @@ func TestMCPProcesses(t *testing.T) {
 		}
 	})
 
+	// The README's mcpServers entry, run as a host runs it: its command's
+	// arguments and exactly its environment (values the test's own).
+	t.Run("readme entry", func(t *testing.T) {
+		t.Parallel()
+		raw, err := os.ReadFile("../../README.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		type server struct {
+			Command string
+			Args    []string
+			Env     map[string]string
+		}
+		var entry struct {
+			MCPServers map[string]server `json:"mcpServers"`
+		}
+		for _, block := range strings.Split(string(raw), "```json\n")[1:] {
+			body, _, _ := strings.Cut(block, "```")
+			if strings.Contains(body, `"command"`) {
+				if err := json.Unmarshal([]byte(body), &entry); err != nil {
+					t.Fatalf("README mcpServers entry: %v", err)
+				}
+				break
+			}
+		}
+		e, ok := entry.MCPServers["retrysafe"]
+		if !ok || filepath.Base(e.Command) != "retrysafe" || len(e.Args) == 0 || e.Args[0] != "mcp" {
+			t.Fatalf("README has no stdio mcpServers entry for retrysafe mcp: %+v", entry)
+		}
+		x := newMCPEnv(t, bin, dbURL, "")
+		values := map[string]string{
+			"DATABASE_URL": dbURL, "RETRYSAFE_HMAC_KEY": testSecret, "RETRYSAFE_PSP_URL": x.psp.url,
+			"RETRYSAFE_PSP_TOKEN": mcpPSPToken, "RETRYSAFE_TENANT": "tenant-readme",
+		}
+		env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "RETRYSAFE_SCHEMA=" + x.schema}
+		for k := range e.Env {
+			v, ok := values[k]
+			if !ok {
+				t.Fatalf("the README entry sets %s, which this test does not know", k)
+			}
+			env = append(env, k+"="+v)
+		}
+		if len(e.Env) != len(values) {
+			t.Fatalf("the README entry sets %d settings, want %d", len(e.Env), len(values))
+		}
+		mig := exec.Command(bin, "migrate") // "run retrysafe migrate once first"
+		mig.Env = env
+		if out, err := mig.CombinedOutput(); err != nil {
+			t.Fatalf("migrate: %v\n%s", err, out)
+		}
+		cmd := exec.Command(bin, e.Args...) // the test's build in place of the entry's path
+		cmd.Env = env
+		cs := connectCommand(t, cmd)
+		a1, a2 := mcpCharge("R$ 180,00", "529.982.247-25"), mcpCharge(180, "52998224725")
+		a1["intent_ref"], a2["intent_ref"] = "NF-readme-1", "NF-readme-1"
+		r1, r2 := mcpCall(t, cs, "", a1), mcpCall(t, cs, "", a2)
+		if r1.Status != "completed" || r1.Guarantee != "weaker" || !r2.Replayed || r2.IdempotencyKey != r1.IdempotencyKey {
+			t.Fatalf("first %+v\nsecond %+v", r1, r2)
+		}
+	})
+
 	t.Run("typescript", func(t *testing.T) {
 		t.Parallel()
 		node, err := exec.LookPath("node")
