@@ -408,7 +408,24 @@ func TestHTTPConcurrentOneCharge(t *testing.T) {
 	if h.count("intents") != 1 || h.count("actions") != 1 {
 		t.Fatalf("%d intents, %d actions", h.count("intents"), h.count("actions"))
 	}
-	t.Logf("200 concurrent tools/call: 1 charge, 1 key, %d completed, %d in_flight", completed, inFlight)
+	// Every caller told in_flight gets the charge by calling again after
+	// retry_after_ms, and the calls again create nothing.
+	for i := range results {
+		for deadline := time.Now().Add(30 * time.Second); results[i].Status == "in_flight"; {
+			if time.Now().After(deadline) {
+				t.Fatalf("caller %d still in flight after 30s", i)
+			}
+			time.Sleep(min(time.Duration(results[i].RetryAfterMillis)*time.Millisecond, time.Second))
+			_, results[i] = call(t, cs, callParams("inv-storm", spellings[i%len(spellings)]))
+		}
+		if r := results[i]; r.Status != "completed" || r.IdempotencyKey != key || !strings.Contains(string(r.Response), `"amount_cents":18000`) {
+			t.Fatalf("caller %d after calling again: %+v", i, r)
+		}
+	}
+	if c := h.psp.Count(chargePath); c != 1 {
+		t.Fatalf("%d charges after the calls again", c)
+	}
+	t.Logf("200 concurrent tools/call: 1 charge, 1 key, %d completed, %d in_flight (all completed on calling again)", completed, inFlight)
 }
 
 type headerTransport struct {
