@@ -157,6 +157,7 @@ unless --reconcile=false.`)
 			banner:        "retrysafe mcp",
 			handler:       mux,
 			log:           log,
+			readTimeout:   30 * time.Second,
 			readyAttrs:    []any{"transport", "http", "schema", d.Schema, "tools", reg.Names(), "tenants", len(creds), "reconciler", *reconcile},
 			shutdownAttrs: []any{"timeout", lf.shutdown},
 			errKey:        "error",

@@ -280,15 +280,23 @@ func (s *Server) intentRef(sv *served, req *mcp.CallToolRequest, modelRef string
 	case RefFromModel:
 		field = tools.RefField
 	}
+	reason := ""
 	switch {
 	case ref == "":
-		return bad(field, "must not be empty")
+		reason = "must not be empty"
 	case len(ref) > maxRefLen:
-		return bad(field, fmt.Sprintf("longer than %d bytes", maxRefLen))
+		reason = fmt.Sprintf("longer than %d bytes", maxRefLen)
 	case !cleanIdentifier(ref):
-		// " inv-1" and "inv-1" would be two intents whose payloads give
-		// one key (the ref rule trims).
-		return bad(field, "must be valid UTF-8 without leading or trailing white space or control characters")
+		// " inv-1" and "inv-1" would be two intents whose payloads (the
+		// ref rule trims) give one key.
+		reason = "must be valid UTF-8 without leading or trailing white space or control characters"
+	}
+	if reason != "" {
+		if source == RefFromModel {
+			return "", "", &Result{Status: StatusInvalid, Errors: []FieldError{{Field: field, Reason: reason}},
+				Message: fmt.Sprintf("Invalid argument intent_ref: %s. Nothing was frozen and nothing was called; pass the invoice or order id as it is written.", reason)}
+		}
+		return bad(field, reason)
 	}
 	return ref, source, nil
 }

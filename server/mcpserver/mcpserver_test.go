@@ -359,6 +359,17 @@ func TestHTTPTenants(t *testing.T) {
 	if _, r := call(t, cs, callParams("inv-other", charge(180, cpfDigits))); r.Status != "invalid" {
 		t.Fatalf("_meta and header disagree: %+v", r)
 	}
+	// Progress reaches an HTTP client too, on the call's own response stream.
+	pr := &progressLog{finished: make(chan struct{}, 1)}
+	cs = httpClient(t, hs.URL, tokenB, nil, &mcp.ClientOptions{ProgressNotificationHandler: pr.handle})
+	p := callParams("inv-progress", charge(180, cpfDigits))
+	p.SetProgressToken("http-1")
+	if _, r := call(t, cs, p); r.Status != "completed" {
+		t.Fatalf("%+v", r)
+	}
+	if msgs := pr.wait(t); len(msgs) < 2 {
+		t.Fatalf("progress over HTTP: %q", msgs)
+	}
 }
 
 // 200 concurrent tools/call for one intent over streamable HTTP: one
@@ -443,14 +454,18 @@ func (t *headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return t.base.RoundTrip(r)
 }
 
-func httpClient(t *testing.T, url, token string, extra http.Header) *mcp.ClientSession {
+func httpClient(t *testing.T, url, token string, extra http.Header, opts ...*mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
 	h := http.Header{"Authorization": {"Bearer " + token}}
 	for k, v := range extra {
 		h[k] = v
 	}
 	hc := &http.Client{Transport: &headerTransport{h: h, base: &http.Transport{MaxIdleConnsPerHost: 256}}}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
+	var o *mcp.ClientOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, o).
 		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, DisableStandaloneSSE: true}, nil)
 	if err != nil {
 		t.Fatal(err)
