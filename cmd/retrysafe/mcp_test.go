@@ -70,6 +70,16 @@ func TestMCPProcesses(t *testing.T) {
 	t.Run("stdio", func(t *testing.T) {
 		t.Parallel()
 		x := newMCPEnv(t, bin, dbURL, "")
+		// Migrations only when asked: without --migrate, a schema behind
+		// the binary is refused and left as it was.
+		bare, bareErr := x.command()
+		if err := bare.Run(); err == nil || !strings.Contains(bareErr.String(), "pass --migrate") {
+			t.Fatalf("without --migrate on an empty schema: %v\n%s", err, bareErr)
+		}
+		var tables int
+		if err := x.query(t, "SELECT count(*) FROM pg_tables WHERE schemaname = '"+x.schema+"'", &tables); err != nil || tables != 0 {
+			t.Fatalf("%d tables (%v) after a refused start", tables, err)
+		}
 		cmd, stderr := x.command("--migrate")
 		cs := connectCommand(t, cmd)
 		lt, err := cs.ListTools(context.Background(), nil)
