@@ -1,0 +1,437 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/retrysafe/retrysafe/derive"
+	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/server/metrics"
+	"github.com/retrysafe/retrysafe/tools"
+)
+
+// Statuses of a Result beyond the executor's four.
+const (
+	StatusInvalid = "invalid" // bad arguments or reference: nothing frozen, nothing called
+	StatusRefused = "refused" // no intent reference from the host: nothing frozen, nothing called
+	StatusError   = "error"   // no answer could be given (database, timeout): retrying is safe
+)
+
+// Where the intent reference of a call came from (Result.IntentRefSource).
+const (
+	RefFromMeta   = "meta"   // the request's _meta (MetaIntentRef)
+	RefFromHeader = "header" // the HTTP connection's HeaderIntentRef
+	RefFromModel  = "model"  // the model's intent_ref argument (ModelRefTools only)
+)
+
+// Result is the structured content of every tools/call answer.
+type Result struct {
+	Status string `json:"status"`
+	Action string `json:"action"`
+	// IdempotencyKey is the frozen key the provider saw (or will see).
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Replayed: this call did not reach the provider; the stored outcome
+	// of an earlier call is returned.
+	Replayed bool `json:"replayed"`
+	// Created: this call froze the intent.
+	Created bool `json:"created"`
+	Attempt int  `json:"attempt,omitempty"`
+	// DivergentFields names arguments of this call that differ from the
+	// frozen ones; the frozen values were used.
+	DivergentFields []string `json:"divergent_fields"`
+	// IgnoredFields names arguments the tool does not know.
+	IgnoredFields []string `json:"ignored_fields"`
+	// Response is the provider's answer (completed).
+	Response json.RawMessage `json:"response,omitempty"`
+	// Error is the stored failure (failed, review).
+	Error *executor.ToolFailure `json:"error,omitempty"`
+	// RetryAfterMillis (in_flight, error): when to call again.
+	RetryAfterMillis int64 `json:"retry_after_ms,omitempty"`
+	// Errors name the arguments that could not be used (invalid).
+	Errors []FieldError `json:"errors,omitempty"`
+	// IntentRefSource says where the intent reference came from.
+	IntentRefSource string `json:"intent_ref_source,omitempty"`
+	// Guarantee is "per_intent" when the host named the intent and
+	// "weaker" when the model did.
+	Guarantee string `json:"guarantee,omitempty"`
+	// Message says, in words for the model, what the result means and
+	// what to do next. It is also the text content of the result.
+	Message string `json:"message"`
+}
+
+// FieldError names an argument and the rule it broke, never its value.
+type FieldError struct {
+	Field  string `json:"field"`
+	Reason string `json:"reason"`
+}
+
+// outputSchema describes Result loosely: hosts may show it; clients that
+// validate structured content (the TypeScript SDK does) find every answer,
+// errors included, conforms.
+const outputSchema = `{"type":"object","required":["status","action","message"],"properties":{` +
+	`"status":{"type":"string","enum":["completed","failed","in_flight","review","invalid","refused","error"]},` +
+	`"action":{"type":"string"},"idempotency_key":{"type":"string"},"replayed":{"type":"boolean"},` +
+	`"created":{"type":"boolean"},"attempt":{"type":"integer"},` +
+	`"divergent_fields":{"type":"array","items":{"type":"string"}},"ignored_fields":{"type":"array","items":{"type":"string"}},` +
+	`"response":{},"error":{"type":"object"},"retry_after_ms":{"type":"integer"},` +
+	`"errors":{"type":"array","items":{"type":"object"}},"intent_ref_source":{"type":"string"},` +
+	`"guarantee":{"type":"string"},"message":{"type":"string"}}}`
+
+// callNote collects what the call's log line reports.
+type callNote struct {
+	outcome, key, refSource string
+	err                     error
+}
+
+func (s *Server) call(ctx context.Context, tenant string, sv *served, req *mcp.CallToolRequest) *mcp.CallToolResult {
+	start := time.Now()
+	note := &callNote{}
+	res := s.run(ctx, tenant, sv, req, note)
+	attrs := []slog.Attr{
+		slog.String("tenant", tenant),
+		slog.String("action", sv.action),
+		slog.String("outcome", note.outcome),
+		slog.Duration("duration", time.Since(start)),
+	}
+	// Never the intent_ref or an argument: they may be personal data.
+	if note.key != "" {
+		attrs = append(attrs, slog.String("idempotency_key", note.key))
+	}
+	if note.refSource != "" {
+		attrs = append(attrs, slog.String("intent_ref_source", note.refSource))
+	}
+	level := slog.LevelInfo
+	if note.err != nil {
+		attrs = append(attrs, slog.String("error", note.err.Error()))
+		if note.outcome == metrics.OutcomeError {
+			level = slog.LevelError
+		}
+	}
+	s.cfg.Logger.LogAttrs(ctx, level, "mcp: tools/call", attrs...)
+	return res
+}
+
+func (s *Server) run(ctx context.Context, tenant string, sv *served, req *mcp.CallToolRequest, note *callNote) *mcp.CallToolResult {
+	invalid := func(outcome string, r Result) *mcp.CallToolResult {
+		note.outcome = outcome
+		s.count(tenant, sv.action, metrics.OutcomeInvalid)
+		r.Action = sv.action
+		return result(r, true)
+	}
+	fields, modelRef, errs := decodeArguments(req.Params.Arguments)
+	if errs != nil {
+		return invalid(StatusInvalid, Result{Status: StatusInvalid, Errors: errs,
+			Message: "The arguments are not a JSON object: nothing was frozen and nothing was called. Call again with the tool's arguments as an object."})
+	}
+	ref, source, refErr := s.intentRef(sv, req, modelRef)
+	if refErr != nil {
+		r := *refErr
+		return invalid(r.Status, r)
+	}
+	note.refSource = source
+	sourceRef, _ := req.Params.Meta[MetaSourceRef].(string)
+	if len(sourceRef) > maxSourceLen || !utf8.ValidString(sourceRef) {
+		return invalid(StatusInvalid, Result{Status: StatusInvalid, Errors: []FieldError{{Field: "_meta." + MetaSourceRef, Reason: fmt.Sprintf("must be valid UTF-8 of at most %d bytes", maxSourceLen)}},
+			Message: "The host's source reference is malformed: nothing was frozen and nothing was called. This is not something a new argument can fix."})
+	}
+
+	stopProgress := s.progress(ctx, req)
+	// Detached from the client, as in the sidecar: a host that hangs up
+	// (or a transport that breaks) mid-call must not cut the provider
+	// call halfway; it finishes and is recorded, and the retry replays it.
+	xctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ExecuteTimeout)
+	defer cancel()
+	xctx, probe := metrics.WithProbe(xctx)
+	out, err := s.cfg.Executor.Execute(xctx, executor.Call{
+		Tenant: tenant, Ref: ref, Action: sv.action, Fields: fields, SourceRef: sourceRef,
+	}, &executor.Opts{NoWait: true})
+	if out != nil && errors.Is(err, executor.ErrLeaseLost) {
+		// out is the row as the taker left it: that is the answer.
+		note.err, err = err, nil
+	}
+	if err != nil {
+		r := s.executeError(tenant, sv.action, err, note)
+		stopProgress(r.Status)
+		return result(r, true)
+	}
+	note.outcome, note.key = string(out.Status), out.Key
+	s.observe(tenant, sv.action, out, probe)
+	r := Result{
+		Status:          string(out.Status),
+		Action:          sv.action,
+		IdempotencyKey:  out.Key,
+		Replayed:        out.Replayed,
+		Created:         out.Created,
+		Attempt:         out.Attempt,
+		DivergentFields: nonNil(out.Divergent),
+		IgnoredFields:   nonNil(out.Ignored),
+		Response:        out.Response,
+		Error:           out.Failure,
+		IntentRefSource: source,
+		Guarantee:       "per_intent",
+	}
+	isError := true
+	switch out.Status {
+	case executor.StatusCompleted:
+		isError = false
+		r.Message = "Done."
+		if out.Replayed {
+			r.Message = "Done earlier: this is the stored outcome of the first call for this intent (replayed); nothing was done again."
+		}
+		if len(out.Divergent) > 0 {
+			r.Message += fmt.Sprintf(" The intent was frozen with other values for %s; the frozen values were used, not this call's.", strings.Join(out.Divergent, ", "))
+		}
+	case executor.StatusFailed:
+		r.Message = "The provider refused this action definitively. Calling again for the same intent returns this same refusal; tell the user."
+	case executor.StatusInFlight:
+		r.RetryAfterMillis = max(out.RetryAfter.Milliseconds(), 1000)
+		r.Message = fmt.Sprintf("This action is in progress in another call. Call again with the same arguments in %d ms; it is safe: the action happens at most once.", r.RetryAfterMillis)
+	case executor.StatusReview:
+		r.Message = "Do not retry. The outcome of this action is uncertain and a person will settle it; tell the user it is being checked. Calling again cannot act twice, but will not settle it either."
+	default:
+		note.err = fmt.Errorf("executor returned unknown status %q", out.Status)
+		r.Status, r.Message = StatusError, "Internal error."
+	}
+	if source == RefFromModel {
+		r.Guarantee = "weaker"
+		r.Message += " Warning: the intent reference came from the model, not from the host application, so the guarantee is weaker: a call under a different reference is a new action."
+	}
+	stopProgress(r.Status)
+	return result(r, isError)
+}
+
+// decodeArguments reads the tool arguments. Numbers stay json.Number so an
+// amount is normalized digit by digit, never through float64. The
+// intent_ref argument, a model's claim about the intent, is returned apart.
+func decodeArguments(raw json.RawMessage) (map[string]any, string, []FieldError) {
+	fields := map[string]any{}
+	if len(bytes.TrimSpace(raw)) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&fields); err != nil || fields == nil {
+			return nil, "", []FieldError{{Field: "arguments", Reason: "must be a JSON object"}}
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			return nil, "", []FieldError{{Field: "arguments", Reason: "must be one JSON object"}}
+		}
+	}
+	var modelRef string
+	if v, ok := fields[tools.RefField]; ok {
+		modelRef, _ = v.(string)
+		delete(fields, tools.RefField)
+	}
+	return fields, modelRef, nil
+}
+
+// intentRef picks the call's intent reference: the host's (_meta, or the
+// HTTP connection's header; the two must agree), else the model's where the
+// operator allowed it for this tool, else nothing (refused).
+func (s *Server) intentRef(sv *served, req *mcp.CallToolRequest, modelRef string) (string, string, *Result) {
+	bad := func(field, reason string) (string, string, *Result) {
+		return "", "", &Result{Status: StatusInvalid, Errors: []FieldError{{Field: field, Reason: reason}},
+			Message: "The intent reference supplied by the host application is malformed: nothing was frozen and nothing was called. This is a host configuration problem, not something a new argument can fix."}
+	}
+	var ref, source string
+	if v, ok := req.Params.Meta[MetaIntentRef]; ok {
+		str, isStr := v.(string)
+		if !isStr {
+			return bad("_meta."+MetaIntentRef, "must be a string")
+		}
+		ref, source = str, RefFromMeta
+	}
+	if req.Extra != nil && req.Extra.Header != nil {
+		if h := req.Extra.Header.Values(HeaderIntentRef); len(h) > 0 {
+			switch {
+			case len(h) > 1:
+				return bad(HeaderIntentRef, "given more than once")
+			case source == RefFromMeta && h[0] != ref:
+				return bad("_meta."+MetaIntentRef, "differs from the "+HeaderIntentRef+" header of the connection")
+			case source == "":
+				ref, source = h[0], RefFromHeader
+			}
+		}
+	}
+	if source == "" && sv.modelRef && modelRef != "" {
+		ref, source = modelRef, RefFromModel
+	}
+	if source == "" {
+		msg := fmt.Sprintf("Refused: the host application did not say which intent this call belongs to (_meta %q on the request, or the %s header), so a retry could not be told from a new action. Nothing was frozen and nothing was called. Do not retry; tell the user the tool is not configured for safe use.", MetaIntentRef, HeaderIntentRef)
+		if sv.modelRef {
+			msg = "Refused: no intent reference. Pass intent_ref, the id of the invoice or order this action is for, the same one every time for the same intent. Nothing was frozen and nothing was called."
+		}
+		return "", "", &Result{Status: StatusRefused, Errors: []FieldError{{Field: "_meta." + MetaIntentRef, Reason: "required"}}, Message: msg}
+	}
+	field := "_meta." + MetaIntentRef
+	switch source {
+	case RefFromHeader:
+		field = HeaderIntentRef
+	case RefFromModel:
+		field = tools.RefField
+	}
+	reason := ""
+	switch {
+	case ref == "":
+		reason = "must not be empty"
+	case len(ref) > maxRefLen:
+		reason = fmt.Sprintf("longer than %d bytes", maxRefLen)
+	case !cleanIdentifier(ref):
+		// " inv-1" and "inv-1" would be two intents whose payloads (the
+		// ref rule trims) give one key.
+		reason = "must be valid UTF-8 without leading or trailing white space or control characters"
+	}
+	if reason != "" {
+		if source == RefFromModel {
+			return "", "", &Result{Status: StatusInvalid, Errors: []FieldError{{Field: field, Reason: reason}},
+				Message: fmt.Sprintf("Invalid argument intent_ref: %s. Nothing was frozen and nothing was called; pass the invoice or order id as it is written.", reason)}
+		}
+		return bad(field, reason)
+	}
+	return ref, source, nil
+}
+
+func cleanIdentifier(s string) bool {
+	if !utf8.ValidString(s) || strings.TrimSpace(s) != s {
+		return false
+	}
+	return !strings.ContainsFunc(s, unicode.IsControl)
+}
+
+// executeError answers an execution that produced no outcome, as the
+// sidecar's 400, 404, 409 and 503 do.
+func (s *Server) executeError(tenant, action string, err error, note *callNote) Result {
+	r := Result{Action: action, DivergentFields: []string{}, IgnoredFields: []string{}}
+	var fe *derive.FieldError
+	switch {
+	case errors.As(err, &fe) || errors.Is(err, derive.ErrMissingField) || errors.Is(err, derive.ErrInvalidField) || errors.Is(err, derive.ErrAmbiguous):
+		note.outcome = metrics.OutcomeInvalid
+		s.count(tenant, action, metrics.OutcomeInvalid)
+		r.Status = StatusInvalid
+		if fe != nil {
+			// FieldError never carries the value (it may be a CPF).
+			r.Errors = []FieldError{{Field: fe.Field, Reason: fe.Reason}}
+			r.Message = fmt.Sprintf("Invalid argument %s: %s. Nothing was frozen and nothing was called; fix the argument and call again.", fe.Field, fe.Reason)
+		} else {
+			r.Errors = []FieldError{{Reason: err.Error()}}
+			r.Message = "Invalid arguments: " + err.Error() + ". Nothing was frozen and nothing was called; fix the arguments and call again."
+		}
+	case errors.Is(err, intent.ErrInvalid):
+		note.outcome = metrics.OutcomeInvalid
+		s.count(tenant, action, metrics.OutcomeInvalid)
+		r.Status, r.Errors = StatusInvalid, []FieldError{{Reason: err.Error()}}
+		r.Message = "Invalid call: " + err.Error() + ". Nothing was frozen and nothing was called."
+	case errors.Is(err, intent.ErrKeyInUse):
+		note.outcome = metrics.OutcomeInvalid
+		s.count(tenant, action, metrics.OutcomeInvalid)
+		r.Status = StatusInvalid
+		r.Message = "Refused: another intent of this tenant already froze exactly this action; an intent reference must name one unit of intent. Nothing was called. Do not retry."
+	default:
+		note.outcome, note.err = metrics.OutcomeError, err
+		s.count(tenant, action, metrics.OutcomeError)
+		r.Status, r.RetryAfterMillis = StatusError, 1000
+		r.Message = "The action could not be completed or recorded (database or timeout). Calling again with the same arguments in a second is safe: it reaches the provider under the same key."
+	}
+	if note.err == nil && note.outcome == metrics.OutcomeInvalid {
+		note.err = err
+	}
+	return r
+}
+
+// progress reports, when the request asked for it, that the call is still
+// waiting; the returned func sends the last report and stops.
+func (s *Server) progress(ctx context.Context, req *mcp.CallToolRequest) func(status string) {
+	token := req.Params.GetProgressToken()
+	if token == nil || req.Session == nil {
+		return func(string) {}
+	}
+	notify := func(n float64, msg string) {
+		// A client gone away gets no progress; the call goes on.
+		_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: n, Message: msg})
+	}
+	notify(0, "freezing the intent and calling the provider")
+	done, stopped := make(chan struct{}), make(chan struct{})
+	n := 0 // written by the ticker until stopped is closed
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(s.cfg.ProgressInterval)
+		defer t.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				n++
+				notify(float64(n), fmt.Sprintf("waiting for the provider (%s)", time.Since(start).Round(time.Second)))
+			}
+		}
+	}()
+	return func(status string) {
+		close(done)
+		<-stopped
+		notify(float64(n+1), "finished: "+status)
+	}
+}
+
+func result(r Result, isError bool) *mcp.CallToolResult {
+	if r.DivergentFields == nil {
+		r.DivergentFields = []string{}
+	}
+	if r.IgnoredFields == nil {
+		r.IgnoredFields = []string{}
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		body = []byte(`{"status":"error"}`)
+	}
+	return &mcp.CallToolResult{
+		// The text is for hosts that show the model only text content:
+		// the message first, then the same JSON as the structured content.
+		Content:           []mcp.Content{&mcp.TextContent{Text: r.Message + "\n" + string(body)}},
+		StructuredContent: json.RawMessage(body),
+		IsError:           isError,
+	}
+}
+
+func (s *Server) count(tenant, action, outcome string) {
+	s.cfg.Metrics.Executions.WithLabelValues(tenant, action, outcome).Inc()
+}
+
+// observe counts an outcome as the sidecar does.
+func (s *Server) observe(tenant, action string, out *executor.Outcome, probe *metrics.Probe) {
+	m, status := s.cfg.Metrics, string(out.Status)
+	m.Executions.WithLabelValues(tenant, action, status).Inc()
+	if out.Replayed {
+		m.Replays.WithLabelValues(tenant, action, status).Inc()
+	}
+	if len(out.Divergent) > 0 {
+		m.Divergences.WithLabelValues(tenant, action).Inc()
+	}
+	switch out.Status {
+	case executor.StatusInFlight:
+		m.InFlightConflicts.WithLabelValues(tenant, action).Inc()
+	case executor.StatusReview:
+		m.Reviews.WithLabelValues(tenant, action).Inc()
+	}
+	if !out.Replayed && out.Attempt > 1 && probe.Calls()+probe.Lookups() > 0 {
+		m.Takeovers.WithLabelValues(tenant, action, status).Inc()
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,137 @@
+package mcpserver
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/server/metrics"
+	"github.com/retrysafe/retrysafe/tools"
+)
+
+// Keys of the tools/call request's _meta that the host sets (reverse DNS,
+// as the MCP specification asks of _meta prefixes). The model never sees
+// _meta: it only produces the arguments.
+const (
+	// MetaIntentRef carries the intent reference: the unit of intent in
+	// the host's system (an invoice id), a string.
+	MetaIntentRef = "io.retrysafe/intent_ref"
+	// MetaSourceRef optionally carries the transport id that led to the
+	// call (a message id), stored for audit with the first freeze.
+	MetaSourceRef = "io.retrysafe/source_ref"
+)
+
+// HeaderIntentRef is the HTTP request header that binds an intent
+// reference to every call made over one streamable HTTP connection, for
+// hosts that can set headers on their MCP client but not _meta on a call.
+const HeaderIntentRef = "Retrysafe-Intent-Ref"
+
+// Config configures a Server. Zero fields take the documented defaults;
+// New validates the result.
+type Config struct {
+	// Executor runs the tools: the one the sidecar would use. Required.
+	Executor *executor.Executor
+	// Tools is the registry behind Executor; every tool in it is served.
+	// Required.
+	Tools *tools.Registry
+	// Metrics receives the same counters as the sidecar's. Default: a
+	// fresh metrics.New().
+	Metrics *metrics.Metrics
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// ExecuteTimeout bounds one execution, independent of the client's
+	// connection (see the package documentation). Default 30s.
+	ExecuteTimeout time.Duration
+	// ProgressInterval is how often a call whose request carries a
+	// progress token reports that it is still waiting. Default 1s.
+	ProgressInterval time.Duration
+	// ModelRefTools names tools (action names, "pix.charge") for which
+	// the model may supply the intent reference as an intent_ref argument
+	// when the host supplies none. Their results say the guarantee is
+	// weaker. Default none: a call without a host reference is refused.
+	ModelRefTools []string
+	// Annotations overrides a tool's annotations by action name. Tools not
+	// named get DefaultAnnotations.
+	Annotations map[string]*mcp.ToolAnnotations
+	// Version is reported to clients as the server implementation's
+	// version. Default "dev".
+	Version string
+}
+
+// ErrConfig marks an invalid Config.
+var ErrConfig = errors.New("mcpserver: invalid config")
+
+// Limits on identifiers: the sidecar's.
+const (
+	maxRefLen    = 200
+	maxSourceLen = 255
+	maxTenantLen = 100
+)
+
+// Validate fills defaults into a copy of c and checks it.
+func (c Config) Validate() (Config, error) {
+	if c.Executor == nil {
+		return c, fmt.Errorf("%w: Executor is required", ErrConfig)
+	}
+	if c.Tools == nil || len(c.Tools.Names()) == 0 {
+		return c, fmt.Errorf("%w: Tools is required and must hold a tool", ErrConfig)
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.New()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.ExecuteTimeout == 0 {
+		c.ExecuteTimeout = 30 * time.Second
+	}
+	if c.ProgressInterval == 0 {
+		c.ProgressInterval = time.Second
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	if c.ExecuteTimeout < 0 || c.ProgressInterval < 0 {
+		return c, fmt.Errorf("%w: negative duration", ErrConfig)
+	}
+	for _, n := range c.ModelRefTools {
+		if _, ok := c.Tools.Tool(n); !ok {
+			return c, fmt.Errorf("%w: ModelRefTools names %q, which is not a registered tool (have %s)", ErrConfig, n, strings.Join(c.Tools.Names(), ", "))
+		}
+	}
+	for n := range c.Annotations {
+		if _, ok := c.Tools.Tool(n); !ok {
+			return c, fmt.Errorf("%w: Annotations names %q, which is not a registered tool", ErrConfig, n)
+		}
+	}
+	return c, nil
+}
+
+// ValidateTenant checks a tenant name as the sidecar does: at most 100
+// bytes of UTF-8 without white space or control characters (it becomes a
+// metric label and a log field).
+func ValidateTenant(t string) error {
+	if t == "" || len(t) > maxTenantLen || !utf8.ValidString(t) || strings.ContainsFunc(t, isControlOrSpace) {
+		return fmt.Errorf("%w: tenant %q: want 1 to %d bytes of UTF-8, no white space or control characters", ErrConfig, t, maxTenantLen)
+	}
+	return nil
+}
+
+func isControlOrSpace(r rune) bool {
+	return r <= ' ' || r == 0x7f || r == utf8.RuneError
+}
+
+// DefaultAnnotations are the hints of a tool that acts on the outside
+// world once per intent: not read-only, possibly destructive (money moves,
+// a message cannot be unsent), idempotent because retrysafe makes the same
+// intent act once whatever the number of calls, open world (a provider).
+func DefaultAnnotations() *mcp.ToolAnnotations {
+	yes := true
+	return &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: &yes}
+}
