@@ -83,7 +83,6 @@ func Rules() []Rule {
 	return []Rule{RuleText, RuleRef, RuleTemplate, RuleEmail, RuleMoney, RuleTaxID, RulePhone, RulePixKey, RulePixKeyType}
 }
 
-
 // asText accepts strings and, for identifiers a model may emit as numbers,
 // JSON numbers and integers in their literal spelling. A NUL is refused in
 // every version: PostgreSQL cannot store one, so no version ever froze it.
