@@ -2,6 +2,7 @@ package derive
 
 import (
 	"net/netip"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -169,9 +170,12 @@ func pixPhoneV3(s string) (string, error) {
 	return phonenumbers.Format(n, phonenumbers.E164), nil
 }
 
+// plausibleBRMobile: digits are exactly an area code and a mobile number,
+// with no dialing prefix for libphonenumber to strip.
 func plausibleBRMobile(digits string) bool {
-	n, err := phonenumbers.Parse(digits, "BR")
-	return err == nil && phonenumbers.IsValidNumberForRegion(n, "BR") && phonenumbers.GetNumberType(n) == phonenumbers.MOBILE
+	n, err := phonenumbers.Parse("+55"+digits, "BR")
+	return err == nil && phonenumbers.IsValidNumberForRegion(n, "BR") && phonenumbers.GetNumberType(n) == phonenumbers.MOBILE &&
+		strconv.FormatUint(n.GetNationalNumber(), 10) == digits
 }
 
 // pixKeyV3 types (unless stated) and normalizes a Pix key; s is NFC and
@@ -265,14 +269,17 @@ func inferPixKeyTypeV3(s string) (PixKeyType, error) {
 		return "", invalid("not a Pix key: CPF/CNPJ punctuation, but %d digits (a CPF has 11, a CNPJ 14)", n)
 	}
 	d := onlyDigits(s)
+	if len(d) != 14 && len(d) != 11 && strings.HasPrefix(d, "00") {
+		return "", ambiguous(ambiguousDialing)
+	}
 	switch len(d) {
 	case 14:
-		return PixCNPJ, nil
-	case 13, 12:
-		if strings.HasPrefix(d, "00") {
-			return "", ambiguous(ambiguousDialing)
+		if strings.ContainsAny(s, " -") {
+			return "", ambiguous("ambiguous Pix key: 14 digits written with spaces or dashes may be a phone number with a dialing prefix or a CNPJ; write a CNPJ bare or with its mask (12.345.678/0001-95), a phone as +55")
 		}
-		if strings.HasPrefix(d, "55") {
+		return PixCNPJ, nil
+	case 13:
+		if strings.HasPrefix(d, "55") && plausibleBRMobile(d[2:]) {
 			return PixPhone, nil
 		}
 	case 11:
