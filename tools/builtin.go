@@ -280,3 +280,14 @@ func (t *EmailSend) Execute(ctx context.Context, key string, p derive.Payload) (
 func (t *EmailSend) Lookup(ctx context.Context, key string) (json.RawMessage, error) {
 	return t.h.lookup(ctx, key)
 }
+
+// BuiltinToolSchemas are the schemas of the built-in tools at every rule
+// version they have had (the current one first), for callers that derive
+// keys without the tools' providers (retrysafe key).
+func BuiltinToolSchemas() []derive.Schema {
+	var out []derive.Schema
+	for _, s := range []derive.Schema{PixChargeSchema(), WhatsAppTemplateSchema(), EmailSendSchema()} {
+		out = append(out, s, v2(s))
+	}
+	return out
+}
