@@ -337,8 +337,14 @@ func (c *compiled) normalize(fields map[string]any) (Payload, error) {
 		p = append(p, Value{f.Name, v})
 	}
 	if len(c.typeOf) > 0 && c.Version >= 2 {
-		// Type fields were appended beside their key fields; restore order.
-		sort.Slice(p, func(i, j int) bool { return p[i].Name < p[j].Name })
+		// Type fields were appended beside their key fields; restore order
+		// (an insertion sort: the payload is short and nearly sorted, and
+		// sort.Slice would cost two allocations per key).
+		for i := 1; i < len(p); i++ {
+			for j := i; j > 0 && p[j].Name < p[j-1].Name; j-- {
+				p[j], p[j-1] = p[j-1], p[j]
+			}
+		}
 	}
 	return p, nil
 }

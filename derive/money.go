@@ -129,10 +129,11 @@ func centsFromParts(ip, fp string, exp int) (int64, error) {
 	return cents, nil
 }
 
+var errNotNumber = &ruleError{reason: "not a number", kind: ErrInvalidField}
+
 // parseNumber reads the JSON number grammar (and the Python Decimal one for
 // strings: optional '+', ".5", "5."), exponent included.
 func parseNumber(s string) (neg bool, ip, fp string, exp int, err error) {
-	bad := invalid("not a number")
 	if s == "" {
 		return false, "", "", 0, errEmpty
 	}
@@ -156,15 +157,15 @@ func parseNumber(s string) (neg bool, ip, fp string, exp int, err error) {
 		fp, s = s[:n], s[n:]
 	}
 	if ip == "" && fp == "" {
-		return false, "", "", 0, bad
+		return false, "", "", 0, errNotNumber
 	}
 	if s != "" {
 		if s[0] != 'e' && s[0] != 'E' {
-			return false, "", "", 0, bad
+			return false, "", "", 0, errNotNumber
 		}
 		e, perr := strconv.Atoi(s[1:])
 		if perr != nil || len(s) < 2 || s[1] == ' ' {
-			return false, "", "", 0, bad
+			return false, "", "", 0, errNotNumber
 		}
 		// Beyond this the amount is either far too large or far below a
 		// cent; refusing early keeps the digit arithmetic bounded.

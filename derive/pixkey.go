@@ -219,16 +219,21 @@ func keepPhoneRune(r rune) rune {
 }
 
 func isUUID(s string) bool {
-	h := strings.ReplaceAll(s, "-", "")
-	if len(h) != 32 || (len(s) != 32 && len(s) != 36) {
+	switch len(s) {
+	case 32:
+	case 36:
+		if s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+			return false
+		}
+	default:
 		return false
 	}
-	if len(s) == 36 && (s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-') {
-		return false
-	}
-	for i := 0; i < len(h); i++ {
-		c := h[i] | 0x20
-		if !isDigit(h[i]) && (c < 'a' || c > 'f') {
+	for i := 0; i < len(s); i++ {
+		if len(s) == 36 && (i == 8 || i == 13 || i == 18 || i == 23) {
+			continue
+		}
+		c := s[i] | 0x20
+		if !isDigit(s[i]) && (c < 'a' || c > 'f') {
 			return false
 		}
 	}
