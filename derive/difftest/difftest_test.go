@@ -204,6 +204,9 @@ var allowList = []allowance{
 	{"pix_key", "brazilian-utils", "undashed UUID", func(c *check) bool {
 		return c.us.ok && c.us.typ == "evp" && len(strings.TrimSpace(c.in)) == 32
 	}},
+	{"pix_key", "per-type libraries", "undashed UUID", func(c *check) bool {
+		return c.us.ok && c.us.typ == "evp" && len(strings.TrimSpace(c.in)) == 32
+	}},
 	// Ten digits are an area code and eight digits: since ANATEL's ninth
 	// digit (completed 2016) no Brazilian mobile has eight; brazilian-utils
 	// agrees, libphonenumber-js's metadata still types some as mobile.
@@ -788,12 +791,14 @@ func pixTypes(rep *reporter, rule, in string, us ours, js map[string]any) {
 	if b, _ := p["email.validator"].(bool); b {
 		types = append(types, "email")
 	}
-	// EVP: validator.isUUID comes with the brazilian-utils answer; a UUID
-	// is recognised by derive without a library's help only if it is one.
+	if b, _ := p["email.uuid"].(bool); b {
+		types = append(types, "evp")
+		want = strings.ToLower(strings.TrimSpace(in))
+	}
 	agree := false
 	switch len(types) {
 	case 0:
-		agree = !us.ok || us.typ == "evp"
+		agree = !us.ok
 	case 1:
 		agree = us.ok && us.typ == types[0] && (types[0] == "email" || us.value == want)
 	default:

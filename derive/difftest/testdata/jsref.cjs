@@ -9,6 +9,7 @@
 //   {"k":"pix","value":S}    @brazilian-utils getPixKeyInfo (type + DICT form)
 //   {"k":"phone","value":S}  libphonenumber-js (max metadata), default BR
 //   {"k":"email","value":S}  validator.isEmail and @brazilian-utils isValidEmail
+//                            (and validator.isUUID, for random Pix keys)
 //   {"k":"v1","rule":R,"value":S} version 1 with String.prototype
 //                            normalize/toLowerCase and \p{L}\p{N}
 'use strict';
@@ -62,7 +63,7 @@ function answer(o) {
       return { value: n.number, valid: n.isValid(), region: n.country || '', type: n.getType() || '' };
     }
     case 'email':
-      return { validator: validator.isEmail(v), bu: bu.isValidEmail(v) };
+      return { validator: validator.isEmail(v), bu: bu.isValidEmail(v), uuid: validator.isUUID(v, 'loose') };
     case 'v1':
       return v1(o.rule, v);
   }
