@@ -334,7 +334,6 @@ func (r *reporter) finish() {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	failed := false
 	for _, k := range keys {
 		tl := r.counts[k]
 		n := 0
@@ -358,10 +357,8 @@ func (r *reporter) finish() {
 				break
 			}
 			r.t.Errorf("%s: %s", k, b)
-			failed = true
 		}
 	}
-	_ = failed
 }
 
 // ---- generators ----
