@@ -62,3 +62,28 @@ func BenchmarkDerivePixPhoneV2(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDerivePixChargeV3 measures one key for a pix.charge payload at
+// the built-in tools' rule version 3 (the tools package's schema, repeated
+// here: derive cannot import tools).
+func BenchmarkDerivePixChargeV3(b *testing.B) {
+	d := newDeriver(b, derive.Schema{Action: "pix.charge", Version: 3, Fields: []derive.Field{
+		{Name: "customer_id", Rule: derive.RuleRef, MaxLen: 256},
+		{Name: "amount", Rule: derive.RuleMoney},
+		{Name: "pix_key", Rule: derive.RulePixKey, TypeField: "pix_key_type", MaxLen: 77},
+		{Name: "pix_key_type", Rule: derive.RulePixKeyType, Optional: true},
+		{Name: "intent_ref", Rule: derive.RuleRef, MaxLen: 130},
+	}})
+	fields := map[string]any{
+		"customer_id": "01HXYZABCD",
+		"amount":      json.Number("180.00"),
+		"pix_key":     "12.ABC.345/01DE-35",
+		"intent_ref":  "NF-2026-000123",
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := d.Derive("tenant-a", "pix.charge", fields, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

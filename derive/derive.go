@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash"
 	"sort"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -227,7 +228,7 @@ type Opts struct {
 // Values may be strings, json.Number (decode with UseNumber), float64,
 // integers, or nil. An error names the field and never its value.
 func (d *Deriver) Derive(tenant, action string, fields map[string]any, opts *Opts) (*Result, error) {
-	if tenant == "" || !utf8.ValidString(tenant) {
+	if tenant == "" || !utf8.ValidString(tenant) || strings.IndexByte(tenant, 0) >= 0 {
 		return nil, ErrBadTenant
 	}
 	version := 0
@@ -285,32 +286,38 @@ func (c *compiled) normalize(fields map[string]any) (Payload, error) {
 	for i := range c.sorted {
 		f := &c.sorted[i]
 		raw, present := fields[f.Name]
-		if present && isBlank(raw) {
+		if present && isBlank(raw, c.Version) {
 			present = false
 		}
 		if c.isTypeField[i] && c.Version >= 2 {
 			// Written together with its key field below.
 			continue
 		}
-		if f.Rule == RulePixKey && c.Version >= 2 {
-			if !present {
-				if f.Optional {
-					continue
-				}
-				return nil, fieldError(f.Name, errEmpty)
+		if !present {
+			if f.Optional {
+				continue
 			}
+			return nil, fieldError(f.Name, errEmpty)
+		}
+		if err := checkRawLen(raw, f, c.Version); err != nil {
+			return nil, fieldError(f.Name, err)
+		}
+		if f.Rule == RulePixKey && c.Version >= 2 {
 			var stated PixKeyType
 			tf := c.typeOf[f.Name]
 			if tf != "" {
-				if traw, ok := fields[tf]; ok && !isBlank(traw) {
-					s, err := RulePixKeyType.normalize(traw, c.Version, f)
+				if traw, ok := fields[tf]; ok && !isBlank(traw, c.Version) {
+					s, _, err := RulePixKeyType.normalize(traw, c.Version, f)
 					if err != nil {
 						return nil, fieldError(tf, err)
 					}
 					stated = PixKeyType(s)
 				}
 			}
-			key, typ, err := normalizePixKey(raw, stated, c.Version)
+			key, typ, err := normalizePixKey(raw, stated, c.Version, f)
+			if err == nil {
+				err = checkLen(key, f, c.Version)
+			}
 			if err != nil {
 				return nil, fieldError(f.Name, err)
 			}
@@ -320,31 +327,88 @@ func (c *compiled) normalize(fields map[string]any) (Payload, error) {
 			}
 			continue
 		}
-		if !present {
-			if f.Optional {
-				continue
-			}
-			return nil, fieldError(f.Name, errEmpty)
+		v, _, err := f.Rule.normalize(raw, c.Version, f)
+		if err == nil {
+			err = checkLen(v, f, c.Version)
 		}
-		v, err := f.Rule.normalize(raw, c.Version, f)
 		if err != nil {
 			return nil, fieldError(f.Name, err)
 		}
 		p = append(p, Value{f.Name, v})
 	}
 	if len(c.typeOf) > 0 && c.Version >= 2 {
-		// Type fields were appended beside their key fields; restore order.
-		sort.Slice(p, func(i, j int) bool { return p[i].Name < p[j].Name })
+		// Type fields were appended beside their key fields; restore order
+		// (an insertion sort: the payload is short and nearly sorted, and
+		// sort.Slice would cost two allocations per key).
+		for i := 1; i < len(p); i++ {
+			for j := i; j > 0 && p[j].Name < p[j-1].Name; j-- {
+				p[j], p[j-1] = p[j-1], p[j]
+			}
+		}
 	}
 	return p, nil
 }
 
-func isBlank(raw any) bool {
+// checkRawLen refuses, before any normalization work, a string so long that
+// no normalization could bring it within the field's limit (white space
+// aside): a 900 KB id is not NFC-normalized just to be refused.
+func checkRawLen(raw any, f *Field, version int) error {
+	max := f.MaxLenFor(version)
+	if s, ok := raw.(string); ok && max > 0 && len(s) > 4*max+1024 {
+		return invalid("longer than %d characters", max)
+	}
+	return nil
+}
+
+func checkLen(v string, f *Field, version int) error {
+	max := f.MaxLenFor(version)
+	if max > 0 && len(v) > max && utf8.RuneCountInString(v) > max {
+		return invalid("longer than %d characters", max)
+	}
+	return nil
+}
+
+func isBlank(raw any, version int) bool {
 	switch v := raw.(type) {
 	case nil:
 		return true
 	case string:
-		return trim(v) == ""
+		return trimFor(v, version) == ""
 	}
 	return false
+}
+
+// Normalized is one value normalized outside any schema.
+type Normalized struct {
+	Value string
+	// Type is the CPF/CNPJ or Pix key type the rule found (taxid from
+	// version 3, pix_key from version 2), "" otherwise.
+	Type PixKeyType
+}
+
+// NormalizeValue applies rule at version to one value, as a field of that
+// rule with no options (the DefaultMaxLen limit from version 3 on) would
+// be normalized. An error is a *FieldError for the field "value".
+func NormalizeValue(rule Rule, version int, raw any) (Normalized, error) {
+	if !knownRules[rule] {
+		return Normalized{}, fmt.Errorf("%w: unknown rule %q", ErrSchema, rule)
+	}
+	if version < MinVersion || version > MaxVersion {
+		return Normalized{}, fmt.Errorf("%w: version %d (have %d..%d)", ErrUnknownVersion, version, MinVersion, MaxVersion)
+	}
+	f := &Field{Name: "value", Rule: rule}
+	if isBlank(raw, version) {
+		return Normalized{}, fieldError(f.Name, errEmpty)
+	}
+	if err := checkRawLen(raw, f, version); err != nil {
+		return Normalized{}, fieldError(f.Name, err)
+	}
+	v, t, err := rule.normalize(raw, version, f)
+	if err == nil {
+		err = checkLen(v, f, version)
+	}
+	if err != nil {
+		return Normalized{}, fieldError(f.Name, err)
+	}
+	return Normalized{Value: v, Type: t}, nil
 }

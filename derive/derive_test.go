@@ -358,7 +358,9 @@ func TestSchemaValidation(t *testing.T) {
 	t.Parallel()
 	bad := []derive.Schema{
 		{Action: "", Version: 1, Fields: []derive.Field{{Name: "a", Rule: derive.RuleText}}},
-		{Action: "x", Version: 3, Fields: []derive.Field{{Name: "a", Rule: derive.RuleText}}},
+		{Action: "x", Version: 4, Fields: []derive.Field{{Name: "a", Rule: derive.RuleText}}},
+		{Action: "x", Version: 3, Fields: []derive.Field{{Name: "a", Rule: derive.RuleText, MaxLen: -1}}},
+		{Action: "x", Version: 3, Fields: []derive.Field{{Name: "a", Rule: derive.RuleText, AllowZero: true}}},
 		{Action: "x", Version: 1},
 		{Action: "x", Version: 1, Fields: []derive.Field{{Name: "a"}}},
 		{Action: "x", Version: 1, Fields: []derive.Field{{Name: "a", Rule: "rot13"}}},

@@ -15,6 +15,7 @@
 // past its precision, and a key must never come from a rounded amount), and a
 // sub-cent amount is an error. Text is NFC-normalized and trimmed; e-mail is
 // lower-cased too; CPF/CNPJ keep digits only; phones become E.164.
+// NormalizeValue applies one rule outside any schema (retrysafe normalize).
 //
 // Canonical bytes are {"a":action,"p":{field:value,...},"t":tenant,"v":version}
 // with keys sorted by code point, no white space, UTF-8 and only the escapes
@@ -23,11 +24,23 @@
 // so another service implementing it computes the same keys.
 //
 // Rule versions: version 1 reproduces the reference derivation (see
-// testdata/derive-v1.jsonl). Version 2 types and validates Pix keys (CPF and
-// CNPJ check digits, phones through libphonenumber to E.164, EVP as a
-// lower-case UUID) and refuses ambiguous amounts such as "1.800". A frozen
-// intent keeps the version it was frozen with: retries read the frozen key and
-// never derive again.
+// testdata/derive-v1.jsonl), which is written in Python: python.go gives Go
+// the exact str.strip, str.lower (final sigma, İ) and str.isalnum it uses,
+// and the differential test (derive/difftest) runs CPython on the same
+// inputs. Version 2 types and validates Pix keys (CPF and CNPJ check digits,
+// phones through libphonenumber to E.164, EVP as a lower-case UUID) and
+// refuses ambiguous amounts such as "1.800". Version 3 (v3.go) reads the
+// alphanumeric CNPJ (IN RFB 2.229/2024), takes only Brazilian mobiles as Pix
+// phone keys and never types a value with CPF/CNPJ punctuation as a phone,
+// refuses a leading 00 on phones, checks e-mail as a practical RFC 5321
+// address, refuses JSON numbers for documents and keys, zero amounts,
+// control characters and U+FFFD everywhere, invisible format characters in
+// refs, keys and addresses, and bounds every field (Field.MaxLen, else
+// DefaultMaxLen). A NUL is refused in every version. A version never changes
+// the keys of input it accepted, except where it broke its own contract (as
+// version 1 did before it followed Python exactly). A frozen intent keeps
+// the version it was frozen with: retries read the frozen key and never
+// derive again.
 //
 // The key is an HMAC, not a bare hash: the inputs (an amount, a CPF) have
 // little entropy and a bare digest could be enumerated. The secret must be at

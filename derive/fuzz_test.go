@@ -37,17 +37,21 @@ func FuzzTextRules(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		for v := MinVersion; v <= MaxVersion; v++ {
 			v := v
-			checkIdempotent(t, "text", normalizeText, s)
+			if v > 1 {
+				// Version 1 is Python's one pass (NFC, strip, lower), which
+				// is not a fixed point for every input; later versions are.
+				checkIdempotent(t, "text", func(x any) (string, error) { return normalizeText(x, v) }, s)
+				checkIdempotent(t, "template", func(x any) (string, error) { return normalizeLower(x, v) }, s)
+				checkIdempotent(t, "email", func(x any) (string, error) { return normalizeEmail(x, v, nil) }, s)
+			}
 			checkIdempotent(t, "ref", func(x any) (string, error) { return normalizeRef(x, v) }, s)
-			checkIdempotent(t, "template", normalizeLower, s)
-			checkIdempotent(t, "email", func(x any) (string, error) { return normalizeEmail(x, v) }, s)
-			checkIdempotent(t, "taxid", func(x any) (string, error) { return normalizeTaxID(x, v) }, s)
-		}
-		// Surrounding white space never matters.
-		a, errA := normalizeText(s)
-		b, errB := normalizeText(" \t" + s + "\n ")
-		if (errA == nil) != (errB == nil) || a != b {
-			t.Fatalf("padding changed text(%q): %q/%v vs %q/%v", s, a, errA, b, errB)
+			checkIdempotent(t, "taxid", func(x any) (string, error) { k, _, err := normalizeTaxID(x, v); return k, err }, s)
+			// Surrounding white space never matters.
+			a, errA := normalizeText(s, v)
+			b, errB := normalizeText(" \t"+s+"\n ", v)
+			if (errA == nil) != (errB == nil) || a != b {
+				t.Fatalf("v%d padding changed text(%q): %q/%v vs %q/%v", v, s, a, errA, b, errB)
+			}
 		}
 	})
 }
@@ -58,21 +62,26 @@ func FuzzPixKey(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		checkIdempotent(t, "pixkey v1", func(x any) (string, error) { k, _, err := normalizePixKey(x, "", 1); return k, err }, s)
 		checkIdempotent(t, "phone", func(x any) (string, error) { return normalizePhone(x.(string)) }, s)
-		key, typ, err := normalizePixKey(s, "", 2)
-		if err != nil {
-			return
+		for v := 2; v <= MaxVersion; v++ {
+			key, typ, err := normalizePixKey(s, "", v, nil)
+			if err != nil {
+				continue
+			}
+			// The normalized key, with the type it was given, reads back as itself.
+			again, typ2, err := normalizePixKey(key, typ, v, nil)
+			if err != nil || again != key || typ2 != typ {
+				t.Fatalf("pixkey v%d %q -> %q (%s) -> %q (%s), %v", v, s, key, typ, again, typ2, err)
+			}
+			// And, with no type stated, is inferred as the same type.
+			inferred, typ3, err := normalizePixKey(key, "", v, nil)
+			if err == nil && (inferred != key || typ3 != typ) {
+				t.Fatalf("pixkey v%d %q -> %q (%s), re-inferred as %q (%s)", v, s, key, typ, inferred, typ3)
+			}
 		}
-		// The normalized key, with the type it was given, reads back as itself.
-		again, typ2, err := normalizePixKey(key, typ, 2)
-		if err != nil || again != key || typ2 != typ {
-			t.Fatalf("pixkey v2 %q -> %q (%s) -> %q (%s), %v", s, key, typ, again, typ2, err)
-		}
-		// And, with no type stated, is inferred as the same type.
-		inferred, typ3, err := normalizePixKey(key, "", 2)
-		if err == nil && (inferred != key || typ3 != typ) {
-			t.Fatalf("pixkey v2 %q -> %q (%s), re-inferred as %q (%s)", s, key, typ, inferred, typ3)
+		// Version 3 never reads a value with CPF/CNPJ punctuation as a phone.
+		if key, typ, err := normalizePixKey(s, "", 3, nil); err == nil && typ == PixPhone && strings.ContainsAny(s, "./") {
+			t.Fatalf("pixkey v3 %q has CPF/CNPJ punctuation and was typed as the phone %q", s, key)
 		}
 	})
 }
@@ -109,11 +118,11 @@ func FuzzMoney(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string, n uint64) {
 		for v := MinVersion; v <= MaxVersion; v++ {
-			out, err := normalizeMoney(s, v, true)
+			out, err := normalizeMoney(s, v, true, true)
 			if err != nil {
 				continue
 			}
-			again, err := normalizeMoney(reais(out), v, true)
+			again, err := normalizeMoney(reais(out), v, true, true)
 			if err != nil || again != out {
 				t.Fatalf("v%d money(%q) = %s, but money(%q) = %s, %v", v, s, out, reais(out), again, err)
 			}
@@ -134,7 +143,7 @@ func FuzzMoney(f *testing.F) {
 		}
 		for _, sp := range spellings {
 			for v := MinVersion; v <= MaxVersion; v++ {
-				got, err := normalizeMoney(sp, v, false)
+				got, err := normalizeMoney(sp, v, false, true)
 				if err != nil || got != want {
 					t.Fatalf("v%d money(%#v) = %q, %v; want %s", v, sp, got, err, want)
 				}
@@ -154,7 +163,7 @@ func FuzzDerive(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, tenant, cliente, valor, chave, ref string, v uint8) {
-		version := int(v%2) + 1
+		version := int(v%MaxVersion) + 1
 		fields := map[string]any{"cliente_id": cliente, "valor": valor, "chave_pix_destino": chave, "referencia_intencao": ref}
 		r, err := d.Derive(tenant, "pix.cobranca", fields, &Opts{Version: version})
 		if err != nil {
@@ -180,6 +189,86 @@ func FuzzDerive(f *testing.F) {
 		}
 		if r2.Key != r.Key {
 			t.Fatalf("re-deriving the normalized payload changed the key:\n%s\n%s", r.Canonical, r2.Canonical)
+		}
+	})
+}
+
+// FuzzTaxIDV3 checks the version-3 CPF/CNPJ rule: no panic, a fixed point,
+// case and punctuation never matter, and a changed check digit is refused.
+func FuzzTaxIDV3(f *testing.F) {
+	for _, s := range []string{"12.ABC.345/01DE-35", "12ABC34501DE35", "12abc34501de35", "12ABC34501DE36", "529.982.247-25",
+		"11.222.333/0001-81", "00000000000000", "829.631.334-09", "", "12.ABC.345/01DE-3", "ÁBC", "12ABC34501DE3\u200b5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out, typ, err := normalizeTaxID(s, 3)
+		if err != nil {
+			return
+		}
+		if again, typ2, err := normalizeTaxID(out, 3); err != nil || again != out || typ2 != typ {
+			t.Fatalf("taxid v3 %q -> %q (%s) -> %q (%s), %v", s, out, typ, again, typ2, err)
+		}
+		if lower, _, err := normalizeTaxID(strings.ToLower(out), 3); err != nil || lower != out {
+			t.Fatalf("taxid v3: lower case of %q gives %q, %v", out, lower, err)
+		}
+		if (typ == PixCPF) != (len(out) == 11) || (typ == PixCNPJ) != (len(out) == 14) {
+			t.Fatalf("taxid v3 %q: type %s for %q", s, typ, out)
+		}
+		last := out[len(out)-1]
+		bumped := out[:len(out)-1] + string(rune('0'+(last-'0'+1)%10))
+		if _, _, err := normalizeTaxID(bumped, 3); err == nil {
+			t.Fatalf("taxid v3: %q (check digit changed from %q) accepted", bumped, out)
+		}
+	})
+}
+
+// FuzzPhoneV3: no panic, E.164 out, a fixed point, and a leading 00 never
+// accepted.
+func FuzzPhoneV3(f *testing.F) {
+	for _, s := range []string{"+55 (11) 99999-9999", "0055 35 98262-7235", "5511999999999", "(63) 3475-8930", "+1 415 674 7752",
+		"0 21 11 99999-9999", "011 99999-9999", "", "+", "00", "+55 11 9\u200b9999-9999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out, err := normalizePhoneV3(s)
+		if err != nil {
+			return
+		}
+		if !strings.HasPrefix(out, "+") || strings.Trim(out[1:], "0123456789") != "" {
+			t.Fatalf("phone v3 %q -> %q is not E.164", s, out)
+		}
+		if again, err := normalizePhoneV3(out); err != nil || again != out {
+			t.Fatalf("phone v3 %q -> %q -> %q, %v", s, out, again, err)
+		}
+		if d := strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return r
+			}
+			return -1
+		}, s); strings.HasPrefix(d, "00") && !strings.HasPrefix(strings.TrimSpace(s), "+") {
+			t.Fatalf("phone v3 %q with a leading 00 accepted as %q", s, out)
+		}
+	})
+}
+
+// FuzzEmailV3: no panic, a fixed point, and none of the refused shapes
+// accepted.
+func FuzzEmailV3(f *testing.F) {
+	for _, s := range []string{"Maria.Silva@Exemplo.COM.br", "a..b@x.com", ".a@x.com", "a@-x.com", "<a@x.com>", "mailto:a@x.com",
+		"a(c)@x.com", "a@[192.0.2.1]", "joa\u0303o@exemplo.com.br", "a@b.c", "a@x.com.", "a\u200b@x.com", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out, err := normalizeEmail(s, 3, nil)
+		if err != nil {
+			return
+		}
+		if again, err := normalizeEmail(out, 3, nil); err != nil || again != out {
+			t.Fatalf("email v3 %q -> %q -> %q, %v", s, out, again, err)
+		}
+		if strings.Contains(out, "..") || strings.ContainsAny(out, "<>()[]\" ") || strings.HasPrefix(out, ".") ||
+			strings.Contains(out, ".@") || strings.Contains(out, "@.") || strings.HasSuffix(out, ".") || strings.Count(out, "@") != 1 {
+			t.Fatalf("email v3 %q accepted as %q", s, out)
 		}
 	})
 }

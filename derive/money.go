@@ -13,8 +13,18 @@ import (
 const maxCentsDigits = 17
 
 // normalizeMoney returns the amount as integer cents in decimal, without
-// leading zeros ("18000", "0", "-150" when negatives are allowed).
-func normalizeMoney(raw any, version int, allowNegative bool) (string, error) {
+// leading zeros ("18000", "0", "-150" when negatives are allowed). From
+// version 3 a zero amount ("0,00", "-0") is refused unless allowZero: a
+// charge of nothing is a mistake, and a provider refuses it definitively.
+func normalizeMoney(raw any, version int, allowNegative, allowZero bool) (string, error) {
+	s, err := normalizeMoneyAny(raw, version, allowNegative)
+	if err == nil && s == "0" && version >= 3 && !allowZero {
+		return "", invalid("zero amount")
+	}
+	return s, err
+}
+
+func normalizeMoneyAny(raw any, version int, allowNegative bool) (string, error) {
 	var (
 		neg  bool
 		ip   string // integer digits
@@ -27,6 +37,9 @@ func normalizeMoney(raw any, version int, allowNegative bool) (string, error) {
 	case nil:
 		return "", errEmpty
 	case string:
+		if strings.IndexByte(v, 0) >= 0 {
+			return "", invalid("contains a NUL character")
+		}
 		neg, ip, fp, exp, err = parseMoneyString(v, version)
 	case json.Number:
 		neg, ip, fp, exp, err = parseNumber(string(v))
@@ -40,7 +53,7 @@ func normalizeMoney(raw any, version int, allowNegative bool) (string, error) {
 		text = strconv.FormatFloat(v, 'e', -1, 64)
 		neg, ip, fp, exp, err = parseNumber(text)
 	case float32:
-		return normalizeMoney(float64(v), version, allowNegative)
+		return normalizeMoneyAny(float64(v), version, allowNegative)
 	case int:
 		return centsFromInt(int64(v), allowNegative)
 	case int64:
@@ -116,10 +129,11 @@ func centsFromParts(ip, fp string, exp int) (int64, error) {
 	return cents, nil
 }
 
+var errNotNumber = &ruleError{reason: "not a number", kind: ErrInvalidField}
+
 // parseNumber reads the JSON number grammar (and the Python Decimal one for
 // strings: optional '+', ".5", "5."), exponent included.
 func parseNumber(s string) (neg bool, ip, fp string, exp int, err error) {
-	bad := invalid("not a number")
 	if s == "" {
 		return false, "", "", 0, errEmpty
 	}
@@ -143,15 +157,15 @@ func parseNumber(s string) (neg bool, ip, fp string, exp int, err error) {
 		fp, s = s[:n], s[n:]
 	}
 	if ip == "" && fp == "" {
-		return false, "", "", 0, bad
+		return false, "", "", 0, errNotNumber
 	}
 	if s != "" {
 		if s[0] != 'e' && s[0] != 'E' {
-			return false, "", "", 0, bad
+			return false, "", "", 0, errNotNumber
 		}
 		e, perr := strconv.Atoi(s[1:])
 		if perr != nil || len(s) < 2 || s[1] == ' ' {
-			return false, "", "", 0, bad
+			return false, "", "", 0, errNotNumber
 		}
 		// Beyond this the amount is either far too large or far below a
 		// cent; refusing early keeps the digit arithmetic bounded.
@@ -172,7 +186,11 @@ func parseNumber(s string) (neg bool, ip, fp string, exp int, err error) {
 // parseMoneyString reads what people and models write: "180,00",
 // "R$ 1.800,00", "1,800.00", "-R$ 10", "10.5", "1e3".
 func parseMoneyString(s string, version int) (neg bool, ip, fp string, exp int, err error) {
-	s = strings.TrimFunc(s, unicode.IsSpace)
+	space := unicode.IsSpace
+	if version == 1 {
+		space = pyIsSpace
+	}
+	s = strings.TrimFunc(s, space)
 	signSeen := false
 	for {
 		switch {
@@ -187,7 +205,7 @@ func parseMoneyString(s string, version int) (neg bool, ip, fp string, exp int, 
 		default:
 			goto body
 		}
-		s = strings.TrimLeftFunc(s, unicode.IsSpace)
+		s = strings.TrimLeftFunc(s, space)
 	}
 body:
 	if s == "" {

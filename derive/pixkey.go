@@ -2,9 +2,9 @@ package derive
 
 import (
 	"strings"
-	"unicode"
 
 	"github.com/nyaruka/phonenumbers"
+	"golang.org/x/text/unicode/norm"
 )
 
 // PixKeyType is the type of a Pix key as the DICT knows it.
@@ -40,21 +40,31 @@ func parsePixKeyType(s string) (PixKeyType, error) {
 
 // normalizePixKey returns the normalized key and its type. stated is the
 // already-normalized type from the schema's TypeField ("" when absent).
-func normalizePixKey(raw any, stated PixKeyType, version int) (string, PixKeyType, error) {
-	s, err := asText(raw)
+func normalizePixKey(raw any, stated PixKeyType, version int, f *Field) (string, PixKeyType, error) {
+	s, err := asDocument(raw, version)
 	if err != nil {
 		return "", "", err
 	}
-	s = nfcTrim(s)
-	if s == "" {
-		return "", "", errEmpty
-	}
-	if version < 2 {
+	if version == 1 {
+		// The reference: unicodedata.normalize("NFC", s).strip(), then
+		// str.lower() for an e-mail, or the str.isalnum() characters
+		// lower-cased for any other key.
+		s = pyStrip(norm.NFC.String(s))
+		if s == "" {
+			return "", "", errEmpty
+		}
 		k := pixKeyV1(s)
 		if k == "" {
 			return "", "", invalid("not a Pix key: no letters or digits")
 		}
 		return k, "", nil
+	}
+	s = nfcTrim(s)
+	if s == "" {
+		return "", "", errEmpty
+	}
+	if version >= 3 {
+		return pixKeyV3(s, stated, f)
 	}
 	t := stated
 	if t == "" {
@@ -65,9 +75,9 @@ func normalizePixKey(raw any, stated PixKeyType, version int) (string, PixKeyTyp
 	var key string
 	switch t {
 	case PixEmail:
-		key, err = normalizeEmail(s, version)
+		key, err = normalizeEmail(s, version, f)
 	case PixCPF, PixCNPJ:
-		key, err = normalizeTaxID(s, version)
+		key, _, err = normalizeTaxID(s, version)
 		if err == nil && (len(key) == 11) != (t == PixCPF) {
 			err = invalid("Pix key of type %s has the wrong number of digits", t)
 		}
@@ -85,49 +95,54 @@ func normalizePixKey(raw any, stated PixKeyType, version int) (string, PixKeyTyp
 }
 
 // pixKeyV1 is the reference derivation: e-mail keys lower-cased, every other
-// key reduced to its lower-cased letters and digits.
+// key reduced to its str.isalnum() characters, then lower-cased (s is
+// already NFC and stripped).
 func pixKeyV1(s string) string {
 	if strings.Contains(s, "@") {
-		k, _ := normalizeLower(s)
-		return k
+		return pyLower(s)
 	}
-	if ascii := asciiAlnumLower(s); ascii != "" || s == "" {
+	if ascii, ok := asciiAlnumLower(s); ok {
 		return ascii
 	}
 	var b strings.Builder
 	b.Grow(len(s))
 	for _, r := range s {
-		if r < unicode.MaxASCII && (isDigit(byte(r)) || ('a' <= r && r <= 'z')) {
+		if pyIsAlnum(r) {
 			b.WriteRune(r)
-		} else if 'A' <= r && r <= 'Z' {
-			b.WriteRune(r + ('a' - 'A'))
-		} else if r >= unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
-			b.WriteString(strings.ToLower(string(r)))
 		}
 	}
-	return b.String()
+	return pyLower(b.String())
 }
 
-// asciiAlnumLower is pixKeyV1's fast path for the common all-ASCII key: it
-// returns "" when s has a non-ASCII byte (or nothing to keep).
-func asciiAlnumLower(s string) string {
-	var stack [64]byte
-	b := stack[:0]
+// asciiAlnumLower is pixKeyV1's fast path for the common all-ASCII key:
+// ok is false when s has a non-ASCII byte. It copies only when something
+// changes (a character dropped or lower-cased).
+func asciiAlnumLower(s string) (string, bool) {
+	same := true
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c >= 0x80:
-			return ""
+			return "", false
+		case isDigit(c) || ('a' <= c && c <= 'z'):
+		default:
+			same = false
+		}
+	}
+	if same {
+		return s, true // already normalized: no copy
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
 		case isDigit(c) || ('a' <= c && c <= 'z'):
 			b = append(b, c)
 		case 'A' <= c && c <= 'Z':
 			b = append(b, c+('a'-'A'))
 		}
 	}
-	if len(b) == len(s) {
-		return s // already normalized: no copy
-	}
-	return string(b)
+	return string(b), true
 }
 
 // inferPixKeyType guesses the type only where the spelling leaves no doubt.
@@ -204,16 +219,21 @@ func keepPhoneRune(r rune) rune {
 }
 
 func isUUID(s string) bool {
-	h := strings.ReplaceAll(s, "-", "")
-	if len(h) != 32 || (len(s) != 32 && len(s) != 36) {
+	switch len(s) {
+	case 32:
+	case 36:
+		if s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+			return false
+		}
+	default:
 		return false
 	}
-	if len(s) == 36 && (s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-') {
-		return false
-	}
-	for i := 0; i < len(h); i++ {
-		c := h[i] | 0x20
-		if !isDigit(h[i]) && (c < 'a' || c > 'f') {
+	for i := 0; i < len(s); i++ {
+		if len(s) == 36 && (i == 8 || i == 13 || i == 18 || i == 23) {
+			continue
+		}
+		c := s[i] | 0x20
+		if !isDigit(s[i]) && (c < 'a' || c > 'f') {
 			return false
 		}
 	}

@@ -16,6 +16,18 @@ type Field struct {
 	// AllowNegative lets a RuleMoney field take negative amounts (refunds,
 	// adjustments). Off by default: a negative charge is a mistake.
 	AllowNegative bool
+	// AllowZero lets a RuleMoney field be zero from version 3 on (which
+	// refuses a zero amount otherwise).
+	AllowZero bool
+	// AllowAddressLiteral lets a version-3 RuleEmail field (or e-mail Pix
+	// key) take an IP address literal as its domain (user@[192.0.2.1]).
+	AllowAddressLiteral bool
+	// MaxLen is the longest normalized value accepted, in characters
+	// (Unicode code points, as JSON schema's maxLength counts them): a
+	// provider's limit (a 140-character description) belongs here, so that
+	// an over-long value is refused before anything is frozen. 0 means
+	// DefaultMaxLen from version 3 on, and no limit before.
+	MaxLen int
 	// TypeField, on a RulePixKey field, names the sibling RulePixKeyType
 	// field that states the key's type. In version 2 that field is always
 	// written to the payload: stated, or inferred when the caller left it
@@ -60,8 +72,14 @@ func (s *Schema) Validate() error {
 		if !knownRules[f.Rule] {
 			return fmt.Errorf("%w: %s v%d: field %q: unknown rule %q", ErrSchema, s.Action, s.Version, f.Name, f.Rule)
 		}
-		if f.AllowNegative && f.Rule != RuleMoney {
-			return fmt.Errorf("%w: %s v%d: field %q: AllowNegative only applies to money", ErrSchema, s.Action, s.Version, f.Name)
+		if (f.AllowNegative || f.AllowZero) && f.Rule != RuleMoney {
+			return fmt.Errorf("%w: %s v%d: field %q: AllowNegative and AllowZero only apply to money", ErrSchema, s.Action, s.Version, f.Name)
+		}
+		if f.AllowAddressLiteral && f.Rule != RuleEmail && f.Rule != RulePixKey {
+			return fmt.Errorf("%w: %s v%d: field %q: AllowAddressLiteral only applies to e-mail and Pix keys", ErrSchema, s.Action, s.Version, f.Name)
+		}
+		if f.MaxLen < 0 {
+			return fmt.Errorf("%w: %s v%d: field %q: negative MaxLen", ErrSchema, s.Action, s.Version, f.Name)
 		}
 		byName[f.Name] = f
 	}
@@ -115,8 +133,16 @@ func compile(s Schema) (*compiled, error) {
 	return c, nil
 }
 
+// MaxLenFor is the length limit applied to f at version (0: none).
+func (f *Field) MaxLenFor(version int) int {
+	if f.MaxLen == 0 && version >= 3 {
+		return DefaultMaxLen
+	}
+	return f.MaxLen
+}
+
 // BuiltinSchemas are the actions of the reference derivation, at versions 1
-// and 2: pix.cobranca (cliente_id, valor, chave_pix_destino,
+// to 3: pix.cobranca (cliente_id, valor, chave_pix_destino,
 // referencia_intencao) and email.cobranca (cliente_id, referencia_intencao,
 // template). Their default version is 1, so keys match the reference.
 func BuiltinSchemas() []Schema {

@@ -13,8 +13,40 @@ const (
 	PixChargeName      = "pix.charge"
 	WhatsAppName       = "whatsapp.send_template"
 	EmailSendName      = "email.send"
-	builtinRuleVersion = 2
+	builtinRuleVersion = 3
+	// idMaxLen caps ids (customer ids, template names): a sane bound, so
+	// that a 900 KB value is refused, not frozen.
+	idMaxLen = 256
+	// pixDescriptionMax is the PSP's description limit (API Pix
+	// solicitacaoPagador: 140 characters); the description sent is
+	// pixDescriptionPrefix + intent_ref.
+	pixDescriptionMax    = 140
+	pixDescriptionPrefix = "retrysafe "
 )
+
+// EarlierSchemas is implemented by tools whose schema moved to a newer rule
+// version: intents frozen under an older version keep it (an amendment or
+// a redelivery derives again under the frozen version), so the Registry's
+// Deriver registers these schemas too.
+type EarlierSchemas interface {
+	EarlierSchemas() []derive.Schema
+}
+
+// v2 returns s as it was at rule version 2: the same fields, without the
+// version-3 limits.
+func v2(s derive.Schema) derive.Schema {
+	s.Version = 2
+	fields := make([]derive.Field, len(s.Fields))
+	for i, f := range s.Fields {
+		f.MaxLen = 0
+		if f.Name == "customer_id" {
+			f.Rule = derive.RuleText
+		}
+		fields[i] = f
+	}
+	s.Fields = fields
+	return s
+}
 
 // PixCharge charges a customer through a PSP's Pix API:
 //
@@ -42,16 +74,21 @@ func NewPixCharge(cfg HTTPConfig) (*PixCharge, error) {
 	return &PixCharge{h: h, desc: d}, nil
 }
 
-// PixChargeSchema is pix.charge's field schema (rule version 2).
+// PixChargeSchema is pix.charge's field schema (rule version 3). The
+// customer id is a reference (no invisible characters); intent_ref is
+// bounded by the PSP's 140-character description it is sent in.
 func PixChargeSchema() derive.Schema {
 	return derive.Schema{Action: PixChargeName, Version: builtinRuleVersion, Fields: []derive.Field{
-		{Name: "customer_id", Rule: derive.RuleText, Description: "the customer's id in the billing system"},
+		{Name: "customer_id", Rule: derive.RuleRef, MaxLen: idMaxLen, Description: "the customer's id in the billing system"},
 		{Name: "amount", Rule: derive.RuleMoney, Description: `amount in reais, e.g. "180,00" or 180.00`},
-		{Name: "pix_key", Rule: derive.RulePixKey, TypeField: "pix_key_type", Description: "the payer's Pix key (CPF, CNPJ, e-mail, phone or random key)"},
+		{Name: "pix_key", Rule: derive.RulePixKey, TypeField: "pix_key_type", MaxLen: 77, Description: "the payer's Pix key (CPF, CNPJ, e-mail, phone or random key), as a string"},
 		{Name: "pix_key_type", Rule: derive.RulePixKeyType, Optional: true, Description: "type of the Pix key, when known"},
-		{Name: RefField, Rule: derive.RuleRef, Description: "intent reference (filled in by the system)"},
+		{Name: RefField, Rule: derive.RuleRef, MaxLen: pixDescriptionMax - len(pixDescriptionPrefix), Description: "intent reference (filled in by the system)"},
 	}}
 }
+
+// EarlierSchemas implements EarlierSchemas: pix.charge at rule version 2.
+func (t *PixCharge) EarlierSchemas() []derive.Schema { return []derive.Schema{v2(PixChargeSchema())} }
 
 // Name implements Tool.
 func (t *PixCharge) Name() string { return PixChargeName }
@@ -86,7 +123,7 @@ func (t *PixCharge) Execute(ctx context.Context, key string, p derive.Payload) (
 		PixKey      string `json:"pix_key"`
 		PixKeyType  string `json:"pix_key_type"`
 		Description string `json:"description"`
-	}{cents, m["pix_key"], m["pix_key_type"], "retrysafe " + m[RefField]})
+	}{cents, m["pix_key"], m["pix_key_type"], pixDescriptionPrefix + m[RefField]})
 }
 
 // Lookup implements Looker.
@@ -120,11 +157,16 @@ func NewWhatsAppTemplate(cfg HTTPConfig) (*WhatsAppTemplate, error) {
 // WhatsAppTemplateSchema is whatsapp.send_template's field schema.
 func WhatsAppTemplateSchema() derive.Schema {
 	return derive.Schema{Action: WhatsAppName, Version: builtinRuleVersion, Fields: []derive.Field{
-		{Name: "to", Rule: derive.RulePhone, Description: "recipient phone number"},
-		{Name: "template", Rule: derive.RuleTemplate, Description: "approved template name"},
-		{Name: "language", Rule: derive.RuleText, Optional: true, Description: `template language, e.g. "pt_BR"`},
-		{Name: RefField, Rule: derive.RuleRef, Description: "intent reference (filled in by the system)"},
+		{Name: "to", Rule: derive.RulePhone, MaxLen: 32, Description: "recipient phone number"},
+		{Name: "template", Rule: derive.RuleTemplate, MaxLen: 512, Description: "approved template name"},
+		{Name: "language", Rule: derive.RuleText, Optional: true, MaxLen: 16, Description: `template language, e.g. "pt_BR"`},
+		{Name: RefField, Rule: derive.RuleRef, MaxLen: idMaxLen, Description: "intent reference (filled in by the system)"},
 	}}
+}
+
+// EarlierSchemas implements EarlierSchemas: the schema at rule version 2.
+func (t *WhatsAppTemplate) EarlierSchemas() []derive.Schema {
+	return []derive.Schema{v2(WhatsAppTemplateSchema())}
 }
 
 // Name implements Tool.
@@ -195,11 +237,14 @@ func NewEmailSend(cfg HTTPConfig) (*EmailSend, error) {
 // EmailSendSchema is email.send's field schema.
 func EmailSendSchema() derive.Schema {
 	return derive.Schema{Action: EmailSendName, Version: builtinRuleVersion, Fields: []derive.Field{
-		{Name: "to", Rule: derive.RuleEmail, Description: "recipient e-mail address"},
-		{Name: "template", Rule: derive.RuleTemplate, Description: "template name"},
-		{Name: RefField, Rule: derive.RuleRef, Description: "intent reference (filled in by the system)"},
+		{Name: "to", Rule: derive.RuleEmail, MaxLen: 254, Description: "recipient e-mail address"},
+		{Name: "template", Rule: derive.RuleTemplate, MaxLen: idMaxLen, Description: "template name"},
+		{Name: RefField, Rule: derive.RuleRef, MaxLen: idMaxLen, Description: "intent reference (filled in by the system)"},
 	}}
 }
+
+// EarlierSchemas implements EarlierSchemas: the schema at rule version 2.
+func (t *EmailSend) EarlierSchemas() []derive.Schema { return []derive.Schema{v2(EmailSendSchema())} }
 
 // Name implements Tool.
 func (t *EmailSend) Name() string { return EmailSendName }
@@ -234,4 +279,15 @@ func (t *EmailSend) Execute(ctx context.Context, key string, p derive.Payload) (
 // Lookup implements Looker.
 func (t *EmailSend) Lookup(ctx context.Context, key string) (json.RawMessage, error) {
 	return t.h.lookup(ctx, key)
+}
+
+// BuiltinToolSchemas are the schemas of the built-in tools at every rule
+// version they have had (the current one first), for callers that derive
+// keys without the tools' providers (retrysafe key).
+func BuiltinToolSchemas() []derive.Schema {
+	var out []derive.Schema
+	for _, s := range []derive.Schema{PixChargeSchema(), WhatsAppTemplateSchema(), EmailSendSchema()} {
+		out = append(out, s, v2(s))
+	}
+	return out
 }

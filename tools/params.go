@@ -9,7 +9,9 @@ import (
 // ParametersFromSchema builds the JSON schema the model sees from a derive
 // schema, leaving out hidden fields (the system fields). Every rule is
 // presented as a string except money, which accepts a string or a number
-// (models emit both; derive parses either without floats).
+// (models emit both; derive parses either without floats). Each string
+// carries the field's maxLength (derive.Field.MaxLen, as derive enforces
+// it at the schema's rule version).
 func ParametersFromSchema(s derive.Schema, hidden ...string) json.RawMessage {
 	skip := map[string]bool{}
 	for _, h := range hidden {
@@ -20,6 +22,7 @@ func ParametersFromSchema(s derive.Schema, hidden ...string) json.RawMessage {
 		Description string   `json:"description,omitempty"`
 		Enum        []string `json:"enum,omitempty"`
 		Format      string   `json:"format,omitempty"`
+		MaxLength   int      `json:"maxLength,omitempty"`
 	}
 	props := map[string]prop{}
 	required := []string{}
@@ -27,9 +30,10 @@ func ParametersFromSchema(s derive.Schema, hidden ...string) json.RawMessage {
 		if skip[f.Name] {
 			continue
 		}
-		p := prop{Type: "string", Description: f.Description}
+		p := prop{Type: "string", Description: f.Description, MaxLength: f.MaxLenFor(s.Version)}
 		switch f.Rule {
 		case derive.RuleMoney:
+			// maxLength applies to strings only; a number passes it.
 			p.Type = []string{"string", "number"}
 		case derive.RulePixKeyType:
 			p.Enum = []string{"cpf", "cnpj", "email", "phone", "evp"}

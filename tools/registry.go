@@ -111,6 +111,9 @@ func (r *Registry) Schemas() []derive.Schema {
 	var out []derive.Schema
 	for _, n := range r.namesLocked() {
 		out = append(out, r.byName[n].Schema())
+		if e, ok := r.byName[n].(EarlierSchemas); ok {
+			out = append(out, e.EarlierSchemas()...)
+		}
 	}
 	for _, s := range derive.BuiltinSchemas() {
 		if _, taken := r.byName[s.Action]; !taken {

@@ -90,8 +90,12 @@ func TestRegistryDeriver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := d.DefaultVersion(tools.PixChargeName); v != 2 {
-		t.Fatalf("pix.charge default version %d, want 2", v)
+	if v, _ := d.DefaultVersion(tools.PixChargeName); v != 3 {
+		t.Fatalf("pix.charge default version %d, want 3", v)
+	}
+	// Intents frozen under version 2 keep it: the schema is still there.
+	if _, err := d.Schema(tools.PixChargeName, 2); err != nil {
+		t.Fatalf("pix.charge v2: %v", err)
 	}
 	if _, ok := d.DefaultVersion("pix.cobranca"); !ok {
 		t.Fatal("builtin schemas missing")

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/derive"
+	"github.com/retrysafe/retrysafe/tools"
 )
 
 func init() {
@@ -44,7 +46,10 @@ the schema does not name were dropped), or {"error":"..."}. Exits 1 if any
 line failed. Streams: memory stays flat however long the input.
 
 The HMAC secret comes from RETRYSAFE_HMAC_KEY (at least 32 bytes).
-Known actions: pix.cobranca and email.cobranca (versions 1 and 2).`)
+Known actions: every registered tool's action at each of its rule
+versions (pix.charge, whatsapp.send_template, email.send: versions 2 and
+3, default 3; whatsapp.send_text: version 2) and the reference actions
+pix.cobranca and email.cobranca (versions 1 to 3, default 1).`)
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
 	}
@@ -56,7 +61,7 @@ Known actions: pix.cobranca and email.cobranca (versions 1 and 2).`)
 	if secret == "" {
 		return errors.New("RETRYSAFE_HMAC_KEY is not set: set it to a secret of at least 32 bytes")
 	}
-	d, err := derive.New(derive.Config{Secret: []byte(secret)})
+	d, err := keyDeriver([]byte(secret))
 	if err != nil {
 		return fmt.Errorf("RETRYSAFE_HMAC_KEY: %w", err)
 	}
@@ -69,6 +74,20 @@ Known actions: pix.cobranca and email.cobranca (versions 1 and 2).`)
 		return errSilentFailure
 	}
 	return nil
+}
+
+// keyDeriver knows every registered tool's action (at each version it has
+// had, the current one by default) and the reference actions.
+func keyDeriver(secret []byte) (*derive.Deriver, error) {
+	schemas := append(derive.BuiltinSchemas(), tools.BuiltinToolSchemas()...)
+	schemas = append(schemas, agent.ReplyToolSchema())
+	defaults := map[string]int{}
+	for _, s := range schemas {
+		if s.Action != "pix.cobranca" && s.Action != "email.cobranca" && s.Version > defaults[s.Action] {
+			defaults[s.Action] = s.Version
+		}
+	}
+	return derive.New(derive.Config{Secret: secret, Schemas: schemas, DefaultVersions: defaults})
 }
 
 // deriveStream handles one line at a time and flushes whenever the input

@@ -115,7 +115,7 @@ func TestGetIntent(t *testing.T) {
 	ref := "fatura/2026-11 nº 7" // a slash and non-ASCII survive the path
 	o := h.execute(tokenA, ref, chargeFields(`"180,00"`, cpfPunct)).exec(t)
 	v := getIntent(t, h, tokenA, ref)
-	if v.Intent.IntentRef != ref || v.Intent.IdempotencyKey != o.IdempotencyKey || v.Intent.SourceRef != "msg-1" || v.Intent.RulesVersion != 2 {
+	if v.Intent.IntentRef != ref || v.Intent.IdempotencyKey != o.IdempotencyKey || v.Intent.SourceRef != "msg-1" || v.Intent.RulesVersion != 3 {
 		t.Fatalf("intent %+v", v.Intent)
 	}
 	want := map[string]string{"amount": "18000", "customer_id": "cust-42", "pix_key": cpfDigits, "pix_key_type": "cpf", "intent_ref": ref}
