@@ -145,6 +145,9 @@ func NewClient(pool *pgxpool.Pool, a *Agent, rc RiverConfig) (*river.Client[pgx.
 	if err := river.AddWorkerSafely(workers, &replyWorker{a: a, timeout: rc.JobTimeout}); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	if err := river.AddWorkerSafely(workers, &resendWorker{a: a, timeout: rc.JobTimeout}); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
 	queues := map[string]river.QueueConfig{
 		QueueInbox: {MaxWorkers: rc.Concurrency},
 		QueueReply: {MaxWorkers: rc.Concurrency},
