@@ -194,10 +194,17 @@ type RetryPolicy = riverretry.Policy
 
 // jobResult maps a handler's error to what River should do with the job.
 func jobResult(err error) error {
-	var busy *BusyError
+	var (
+		busy *BusyError
+		me   *ModelError
+	)
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &me) && me.Retryable && me.RetryAfter > 0:
+		// The API said when: waiting less is refused again, and River's
+		// own backoff would not know.
+		return river.JobSnooze(me.RetryAfter)
 	case errors.As(err, &busy):
 		// Not a failure: wait for the other worker (or the provider's
 		// backoff) without spending an attempt.

@@ -24,7 +24,9 @@ import (
 
 // FaultHeader forces model faults on one request, whatever the rates: a
 // comma separated list of wrong-amount, malformed, unknown-tool,
-// rate-limit (429) and server-error (500). Transport faults (delay,
+// parallel (the tool call twice), refusal (message.refusal), length (an
+// answer cut off, finish_reason "length"), content-filter, rate-limit
+// (429) and server-error (500). Transport faults (delay,
 // fail-before, drop-after, ...) use fault.Header as in every sandbox
 // service.
 const FaultHeader = "X-Sandbox-Model-Fault"
@@ -61,9 +63,18 @@ type Server struct {
 	log     *slog.Logger
 	handler http.Handler
 
-	mu    sync.Mutex
-	seen  map[uint64]uint64
-	stats Stats
+	mu        sync.Mutex
+	seen      map[uint64]uint64
+	stats     Stats
+	limitNext int // requests still to answer 429 (RateLimitNext)
+}
+
+// RateLimitNext makes the next n chat requests answer 429 with
+// Config.RetryAfter, whatever the rates.
+func (s *Server) RateLimitNext(n int) {
+	s.mu.Lock()
+	s.limitNext += n
+	s.mu.Unlock()
 }
 
 // New returns a Server for cfg.
@@ -135,6 +146,7 @@ func (s *Server) rngFor(body []byte) *mrand.Rand {
 
 type forced struct {
 	wrongAmount, malformed, unknownTool, rateLimit, serverError bool
+	parallel, refusal, length, contentFilter                    bool
 }
 
 func parseForced(h string) (forced, error) {
@@ -152,8 +164,16 @@ func parseForced(h string) (forced, error) {
 			f.rateLimit = true
 		case "server-error", "500":
 			f.serverError = true
+		case "parallel":
+			f.parallel = true
+		case "refusal":
+			f.refusal = true
+		case "length":
+			f.length = true
+		case "content-filter":
+			f.contentFilter = true
 		default:
-			return f, fmt.Errorf("%s: unknown fault %q (want wrong-amount, malformed, unknown-tool, rate-limit or server-error)", FaultHeader, p)
+			return f, fmt.Errorf("%s: unknown fault %q (want wrong-amount, malformed, unknown-tool, parallel, refusal, length, content-filter, rate-limit or server-error)", FaultHeader, p)
 		}
 	}
 	return f, nil
@@ -203,14 +223,23 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	// one fault on does not reshuffle every other answer of a seed.
 	failDraw, statusDraw, latencyDraw := rng.Float64(), rng.IntN(2), rng.Float64()
 	latency := s.cfg.Latency/2 + time.Duration(latencyDraw*float64(s.cfg.Latency))
+	s.mu.Lock()
+	if s.limitNext > 0 {
+		s.limitNext--
+		fo.rateLimit = true
+	}
+	s.mu.Unlock()
 	if fo.rateLimit || fo.serverError || failDraw < s.cfg.FailRate {
 		s.mu.Lock()
 		s.stats.Failed++
 		s.mu.Unlock()
 		if fo.rateLimit || (!fo.serverError && statusDraw == 0) {
-			w.Header().Set("Retry-After", "1")
+			ra := s.cfg.RetryAfter
+			secs := int64((ra + time.Second - 1) / time.Second)
+			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+			w.Header().Set("retry-after-ms", strconv.FormatInt(ra.Milliseconds(), 10))
 			writeAPIError(w, http.StatusTooManyRequests, "requests", "rate_limit_exceeded",
-				"Rate limit reached for requests. Please try again in 1s.")
+				fmt.Sprintf("Rate limit reached for requests. Please try again in %s.", ra))
 			return
 		}
 		writeAPIError(w, http.StatusInternalServerError, "server_error", nil,
@@ -254,6 +283,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	resp.Usage.PromptTokens = max(1, len(body)/4)
 	resp.Usage.TotalTokens = resp.Usage.PromptTokens + resp.Usage.CompletionTokens
+	// Objects, never null, as the API sends them.
+	resp.Usage.PromptTokensDetails = &openai.PromptTokensDetails{}
+	resp.Usage.CompletionTokensDetails = &openai.CompletionTokensDetails{}
 
 	s.mu.Lock()
 	s.stats.Calls++
@@ -274,7 +306,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.stream(w, rng, &req, resp)
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeJSON(w, http.StatusOK, wire(resp))
 }
 
 func b2i(b bool) int64 {
