@@ -40,9 +40,14 @@ func TestRetryAfterTransport(t *testing.T) {
 	}))
 	defer api.Close()
 	var (
-		mu     sync.Mutex
-		slept  []time.Duration
-		sleep  = func(_ context.Context, d time.Duration) error { mu.Lock(); slept = append(slept, d); mu.Unlock(); return nil }
+		mu    sync.Mutex
+		slept []time.Duration
+		sleep = func(_ context.Context, d time.Duration) error {
+			mu.Lock()
+			slept = append(slept, d)
+			mu.Unlock()
+			return nil
+		}
 		client = func(maxWait time.Duration) *openai.Client {
 			oc := openai.DefaultConfig("k")
 			oc.BaseURL = api.URL + "/v1"

@@ -85,6 +85,9 @@ RETRYSAFE_FAILPOINTS (see package agent).`)
 	fs.DurationVar(&rcf.RetryMax, "retry-max", 5*time.Minute, "longest retry delay")
 	fs.IntVar(&rcf.MaxAttempts, "job-attempts", 25, "attempts before River discards a job")
 	fs.DurationVar(&rcf.FetchPollInterval, "poll", time.Second, "fallback poll for new jobs when LISTEN/NOTIFY is quiet (at least 100ms)")
+	replyTemplate := fs.String("reply-template", e.getenv("RETRYSAFE_REPLY_TEMPLATE"), "approved template replies go out as when the 24-hour customer-service window is closed, as name[:language] (env RETRYSAFE_REPLY_TEMPLATE; empty: such replies are held for review)")
+	refusal := fs.String("refusal", string(agent.RefusalFixed), "how a model refusal is answered: fixed (a fixed text), relay (the refusal's text) or review (nothing sent)")
+	groups := fs.String("groups", string(agent.GroupsConversation), "WhatsApp group messages: conversation (answered in the group) or refuse (a fixed reply, no model call)")
 	migrate := fs.Bool("migrate", false, "apply retrysafe's and River's migrations before working")
 	reconcile := fs.Bool("reconcile", true, "run the executor's reconciler in this process")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long SIGTERM waits for running jobs before cancelling them")
@@ -96,6 +99,10 @@ RETRYSAFE_FAILPOINTS (see package agent).`)
 	log, err := lg.logger(e.stderr)
 	if err != nil {
 		return err
+	}
+	acf.Refusal, acf.Groups = agent.RefusalPolicy(*refusal), agent.GroupPolicy(*groups)
+	if name, lang, _ := strings.Cut(*replyTemplate, ":"); name != "" {
+		acf.Templates = map[string]agent.ReplyTemplate{"*": {Name: name, Language: lang, BodyParam: true}}
 	}
 	acf.Journal = agent.JournalMode(journal)
 	if acf.Journal != agent.JournalOn && acf.Journal != agent.JournalOff {
@@ -188,6 +195,8 @@ RETRYSAFE_FAILPOINTS (see package agent).`)
 	if *baseURL != "" {
 		oc.BaseURL = strings.TrimRight(*baseURL, "/")
 	}
+	// go-openai does not surface a 429's Retry-After; this transport does.
+	oc.HTTPClient = &http.Client{Transport: &agent.RetryAfterTransport{}}
 	acf.DB, acf.Tools, acf.Intents, acf.Executor, acf.Queue = d.Pool, reg, store, ex, queue
 	acf.Model, acf.Logger, acf.Owner = openai.NewClientWithConfig(oc), log, rt.owner
 	a, err := agent.New(acf)
