@@ -105,8 +105,12 @@ func mergeStatus(ctx context.Context, tx pgx.Tx, q Inserter, st Status, pol Deli
 	if wamid == "" {
 		wamid = st.MessageID
 	}
-	next, status, code := delivery, replyStatus, 0
-	var resend *ResendArgs
+	var (
+		next   string
+		status = replyStatus
+		code   int
+		resend *ResendArgs
+	)
 	if st.Status == DeliveryFailed {
 		code = st.ErrorCode
 		if delivery == DeliveryDelivered || delivery == DeliveryRead || delivery == DeliveryFailed {
@@ -128,10 +132,7 @@ func mergeStatus(ctx context.Context, tx pgx.Tx, q Inserter, st Status, pol Deli
 			res.StaleStatuses++ // read before delivered: delivered adds nothing
 			return nil
 		}
-		next = st.Status
-		if status != ReplySent {
-			status = ReplySent
-		}
+		next, status = st.Status, ReplySent
 	}
 	at := st.At
 	if at.IsZero() {

@@ -25,9 +25,6 @@ ON CONFLICT DO NOTHING`
 const MessageLastInbound = `SELECT max(coalesce(sent_at, created_at)) FROM messages
 WHERE tenant_id = $1 AND conversation_id = $2 AND direction = 'in'`
 
-// MessageGetInbound reads what the reply of an inbound message needs.
-const MessageGetInbound = `SELECT coalesce(group_id, '') FROM messages
-WHERE tenant_id = $1 AND message_id = $2 AND direction = 'in'`
 
 // MessageInsertReply stores the agent's reply in the conversation history.
 const MessageInsertReply = `INSERT INTO messages
@@ -88,9 +85,12 @@ RETURNING created_at`
 const TurnSetReplyKey = `UPDATE agent_turns SET reply_key = $3, updated_at = now()
 WHERE tenant_id = $1 AND message_id = $2`
 
-// TurnSetReplyStatus records what became of the reply.
+// TurnSetReplyStatus records what became of the reply. "sent" does not
+// overwrite what a failed status webhook decided, which may have arrived
+// before the send's own answer was recorded.
 const TurnSetReplyStatus = `UPDATE agent_turns SET reply_status = $3, updated_at = now()
-WHERE tenant_id = $1 AND message_id = $2 AND reply_status <> $3`
+WHERE tenant_id = $1 AND message_id = $2 AND reply_status <> $3
+	AND NOT ($3 = 'sent' AND reply_delivery IN ('failed', 'resending'))`
 
 // TurnGet reads a turn.
 const TurnGet = `SELECT conversation_id, status, steps, coalesce(error_code, ''), tools,
