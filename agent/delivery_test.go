@@ -1,8 +1,12 @@
 package agent_test
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,5 +174,125 @@ func TestFailedReplyByErrorCode(t *testing.T) {
 	h.deliver(body)
 	if n := h.count(`SELECT count(*) FROM river_job WHERE kind = $1 AND scheduled_at >= now() + interval '25 seconds'`, agent.KindResend); n != 1 {
 		t.Fatalf("131056: %d resend jobs scheduled after the backoff, want 1", n)
+	}
+}
+
+// TestBSUIDAndGroupReplies: a customer known only by business-scoped user
+// id is answered by "recipient"; a group message is answered in the group
+// (GroupsConversation: its own conversation, which has no invoice) or
+// refused there without a model call (GroupsRefuse).
+func TestBSUIDAndGroupReplies(t *testing.T) {
+	t.Parallel()
+	const bsuid = "BR.13491208655302741918"
+	group := func(id string) []byte {
+		return []byte(`{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"messages","value":{
+			"messaging_product":"whatsapp","metadata":{"display_phone_number":"15550783881","phone_number_id":"` + phoneID + `"},
+			"contacts":[{"profile":{"name":"Joao"},"wa_id":"` + waID + `"}],
+			"messages":[{"from":"` + waID + `","group_id":"G123abc","id":"` + id + `","timestamp":"` + fmt.Sprint(time.Now().Unix()) + `",
+			"text":{"body":"quero pagar"},"type":"text"}]}}]}]}`)
+	}
+	t.Run("bsuid", func(t *testing.T) {
+		t.Parallel()
+		h, ws := newSandboxHarness(t, nil)
+		if err := agent.UpsertConversation(h.ctx, h.pool, agent.Conversation{Tenant: tenant, ID: bsuid, CustomerID: "cust-7", InvoiceRef: "INV-7", AmountDueCents: 18000}); err != nil {
+			t.Fatal(err)
+		}
+		body := []byte(`{"object":"whatsapp_business_account","entry":[{"id":"1","changes":[{"field":"messages","value":{
+			"messaging_product":"whatsapp","metadata":{"display_phone_number":"15550783881","phone_number_id":"` + phoneID + `"},
+			"contacts":[{"profile":{"name":"Sheena","username":"@sheena"},"user_id":"` + bsuid + `"}],
+			"messages":[{"from_user_id":"` + bsuid + `","id":"wamid.bs1","timestamp":"` + fmt.Sprint(time.Now().Unix()) + `",
+			"text":{"body":"` + payTextPlain + `"},"type":"text"}]}}]}]}`)
+		if rec := h.deliver(body); rec.Code != http.StatusOK {
+			t.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+		if err := h.runInboxUntilDone("wamid.bs1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.sendReplyUntilDone("wamid.bs1"); err != nil {
+			t.Fatal(err)
+		}
+		sent := ws.Messages()
+		if len(sent) != 1 || sent[0].UserID != bsuid || sent[0].WaID != "" || h.psp.Count(chargeURL) != 1 {
+			t.Fatalf("sent %+v, charges %d", sent, h.psp.Count(chargeURL))
+		}
+	})
+	for _, pol := range []agent.GroupPolicy{agent.GroupsConversation, agent.GroupsRefuse} {
+		t.Run("group_"+string(pol), func(t *testing.T) {
+			t.Parallel()
+			h, ws := newSandboxHarness(t, func(c *agent.Config) { c.Groups = pol })
+			if rec := h.deliver(group("wamid.g1")); rec.Code != http.StatusOK {
+				t.Fatalf("%d %s", rec.Code, rec.Body)
+			}
+			if err := h.runInboxUntilDone("wamid.g1"); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.sendReplyUntilDone("wamid.g1"); err != nil {
+				t.Fatal(err)
+			}
+			turn, _ := agent.GetTurn(h.ctx, h.pool, tenant, "wamid.g1")
+			sent := ws.Messages()
+			if len(sent) != 1 || sent[0].GroupID != "G123abc" || sent[0].WaID != "" {
+				t.Fatalf("sent %+v", sent)
+			}
+			want, text := agent.TurnNoInvoice, agent.DefaultTexts().NoInvoice
+			if pol == agent.GroupsRefuse {
+				want, text = agent.TurnGroup, agent.DefaultTexts().Group
+			}
+			if turn.Status != want || turn.ConversationID != "group:G123abc" || sent[0].Text != text {
+				t.Fatalf("turn %+v, sent %q", turn, sent[0].Text)
+			}
+			if real, _ := h.modelCalls("wamid.g1"); real != 0 || h.psp.Count(chargeURL) != 0 {
+				t.Fatalf("a group message called the model %d times, charged %d", real, h.psp.Count(chargeURL))
+			}
+		})
+	}
+}
+
+// TestSendRefusedWithPairRateLimit: the Cloud API refuses the send with
+// error 131056 (nothing sent); the reply job backs off for at least
+// Delivery.PairRateBackoff, then sends, with the same key.
+func TestSendRefusedWithPairRateLimit(t *testing.T) {
+	t.Parallel()
+	var (
+		posts atomic.Int64
+		keys  sync.Map
+	)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"error":{"message":"not found","type":"OAuthException","code":100}}`))
+			return
+		}
+		keys.Store(r.Header.Get("Idempotency-Key"), true)
+		if posts.Add(1) == 1 {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"message":"(#131056) (Business Account, Consumer Account) pair rate limit hit","type":"OAuthException","code":131056,"error_data":{"messaging_product":"whatsapp","details":"Message failed to send because there were too many messages sent from this phone number to the same phone number in a short period of time."},"fbtrace_id":"Az8or2yhqkZfEZ-_4Qn_Bam"}}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"messaging_product":"whatsapp","contacts":[{"input":"+5511987654321","wa_id":"5511987654321"}],"messages":[{"id":"wamid.after-backoff"}]}`))
+	}))
+	defer api.Close()
+	h := newHarnessWith(t, agent.JournalOn, endpoints{whatsappURL: api.URL, agentCfg: func(c *agent.Config) {
+		c.Delivery = agent.DeliveryPolicy{RetryCodes: agent.DefaultDelivery().RetryCodes, PairRateBackoff: 45 * time.Second}
+	}})
+	h.deliverText("wamid.pr", payText)
+	if err := h.runInboxUntilDone("wamid.pr"); err != nil {
+		t.Fatal(err)
+	}
+	err := h.sendReply("wamid.pr")
+	var busy *agent.BusyError
+	if !errors.As(err, &busy) || busy.RetryAfter < 45*time.Second {
+		t.Fatalf("after 131056: %v, want a BusyError of at least 45s", err)
+	}
+	h.elapse() // the backoff, as the snooze would wait it out
+	if err := h.sendReplyUntilDone("wamid.pr"); err != nil {
+		t.Fatal(err)
+	}
+	turn, _ := agent.GetTurn(h.ctx, h.pool, tenant, "wamid.pr")
+	n := 0
+	keys.Range(func(k, _ any) bool { n++; return k == turn.ReplyKey })
+	if posts.Load() != 2 || n != 1 || turn.ReplyStatus != agent.ReplySent || turn.ReplyWamid != "wamid.after-backoff" {
+		t.Fatalf("posts %d, keys %d, turn %+v", posts.Load(), n, turn)
 	}
 }

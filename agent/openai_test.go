@@ -120,7 +120,10 @@ func (h *harness) deliverText(msgID, text string) {
 	}
 }
 
-const payText = "Quero pagar a fatura NF-123 de R$ 180,00, minha chave Pix é o CPF 529.982.247-25"
+const (
+	payText      = "Quero pagar a fatura NF-123 de R$ 180,00, minha chave Pix é o CPF 529.982.247-25"
+	payTextPlain = payText // JSON-safe as it stands
+)
 
 // TestModel429RetryAfterHonoured: the sandbox model answers the first call
 // 429 with Retry-After: 3; the turn completes, and not before 3 s of real
