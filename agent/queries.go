@@ -25,7 +25,6 @@ ON CONFLICT DO NOTHING`
 const MessageLastInbound = `SELECT max(coalesce(sent_at, created_at)) FROM messages
 WHERE tenant_id = $1 AND conversation_id = $2 AND direction = 'in'`
 
-
 // MessageInsertReply stores the agent's reply in the conversation history.
 const MessageInsertReply = `INSERT INTO messages
 	(tenant_id, message_id, conversation_id, direction, body, phone_number_id)
