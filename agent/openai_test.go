@@ -233,3 +233,27 @@ func TestFinishReasons(t *testing.T) {
 		}
 	})
 }
+
+// FuzzRetryAfter: whatever the headers say, the wait is never negative,
+// and a header that parses is never ignored.
+func FuzzRetryAfter(f *testing.F) {
+	for _, s := range []string{"3", "0", "1.5", "-1", "1e9", "Wed, 21 Oct 2015 07:28:00 GMT", "", "x"} {
+		f.Add(s, "")
+		f.Add("", s)
+	}
+	f.Add("7", "1500")
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, ra, ms string) {
+		h := http.Header{}
+		if ra != "" {
+			h.Set("Retry-After", ra)
+		}
+		if ms != "" {
+			h.Set("retry-after-ms", ms)
+		}
+		d, ok := agent.RetryAfter(h, now)
+		if d < 0 || (!ok && d != 0) {
+			t.Fatalf("Retry-After %q, retry-after-ms %q: %v %v", ra, ms, d, ok)
+		}
+	})
+}
