@@ -85,7 +85,10 @@ func (m Inbound) validate() error {
 // Receive stores msgs and, for each message that was not stored before,
 // inserts its inbox job, all in one transaction: a message is stored and
 // queued together or not at all, and a redelivered message is neither
-// stored nor queued again. It returns how many messages were new.
+// stored nor queued again. It returns how many messages were new. It is
+// ReceiveBatch with messages only: one that fails validation is recorded
+// as ignored, unless it has no tenant or id to record it under (an error,
+// nothing stored).
 func Receive(ctx context.Context, db Beginner, q Inserter, msgs []Inbound) (int, error) {
 	for _, m := range msgs {
 		if err := m.validate(); err != nil {
