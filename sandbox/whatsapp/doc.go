@@ -51,7 +51,8 @@
 // stored answer, and Lookup finds it.
 //
 // Recipients: "to" a phone number, "recipient" a business-scoped user id
-// (BSUID), or recipient_type "group" with "to" the group id;
+// (BSUID; with both, "to" wins, as Meta documents), or recipient_type
+// "group" with "to" the group id;
 // biz_opaque_callback_data is kept. Server.Status (and its endpoint) moves a
 // message to sent, delivered, read or failed and returns the status webhook
 // in the shape of Meta's status messages webhook reference, for a test to

@@ -274,10 +274,7 @@ func parseSend(body []byte, cloud bool) (*Message, string) {
 			return nil, "Invalid parameter: a group message needs to (the group id) and no recipient"
 		}
 		m.GroupID = req.To
-	case req.Recipient != "":
-		if req.To != "" {
-			return nil, "Invalid parameter: to and recipient are mutually exclusive"
-		}
+	case req.Recipient != "" && req.To == "": // with both, to takes precedence
 		if !reBSUID.MatchString(req.Recipient) {
 			return nil, "Invalid parameter: recipient must be a business-scoped user id"
 		}
