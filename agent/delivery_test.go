@@ -165,6 +165,13 @@ func TestFailedReplyByErrorCode(t *testing.T) {
 	if n := h.count(`SELECT count(*) FROM river_job WHERE kind = $1`, agent.KindResend); n != 0 {
 		t.Fatalf("%d resend jobs for an undeliverable reply", n)
 	}
+	// A status found by message id alone (no callback data), delivered
+	// after all on another device: the delivery stands.
+	h.deliver(agenttest.StatusPayload(phoneID, turn.ReplyWamid))
+	turn, _ = agent.GetTurn(h.ctx, h.pool, tenant, "wamid.u1")
+	if turn.ReplyDelivery != agent.DeliveryDelivered || turn.ReplyStatus != agent.ReplySent || turn.DeliveredAt == nil {
+		t.Fatalf("delivered by message id: %+v", turn)
+	}
 
 	h.answer("wamid.u2", time.Time{})
 	body, err = ws.Status(ws.Messages()[1].ID, sandboxwa.StatusFailed, agent.CodePairRateLimit, phoneID)

@@ -101,6 +101,14 @@ RETRYSAFE_FAILPOINTS (see package agent).`)
 		return err
 	}
 	acf.Refusal, acf.Groups = agent.RefusalPolicy(*refusal), agent.GroupPolicy(*groups)
+	switch acf.Refusal {
+	case agent.RefusalFixed, agent.RefusalRelay, agent.RefusalReview:
+	default:
+		return fmt.Errorf("--refusal %q: want fixed, relay or review", *refusal)
+	}
+	if acf.Groups != agent.GroupsConversation && acf.Groups != agent.GroupsRefuse {
+		return fmt.Errorf("--groups %q: want conversation or refuse", *groups)
+	}
 	if name, lang, _ := strings.Cut(*replyTemplate, ":"); name != "" {
 		acf.Templates = map[string]agent.ReplyTemplate{"*": {Name: name, Language: lang, BodyParam: true}}
 	}

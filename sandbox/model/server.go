@@ -52,6 +52,8 @@ type Stats struct {
 	WrongAmount      int64 `json:"wrong_amount"` // tool calls with a wrong amount
 	Malformed        int64 `json:"malformed"`    // tool calls with broken JSON
 	UnknownTool      int64 `json:"unknown_tool"` // tool calls naming an unknown function
+	Parallel         int64 `json:"parallel"`     // answers calling a tool more than once
+	Refusals         int64 `json:"refusals"`     // answers that refuse (message.refusal)
 	Failed           int64 `json:"failed"`       // 429/500 answers (not billed)
 }
 
@@ -272,14 +274,17 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		a := s.answer(rng, &req, fo)
 		resp.Choices = append(resp.Choices, openai.ChatCompletionChoice{Index: i, Message: a.msg, FinishReason: a.finish})
 		resp.Usage.CompletionTokens += a.tokens
-		if a.msg.ToolCalls != nil {
+		switch {
+		case a.msg.ToolCalls != nil:
 			delta.ToolCalls++
-		} else {
+		case a.msg.Refusal == "":
 			delta.Replies++
 		}
 		delta.WrongAmount += b2i(a.wrongAmount)
 		delta.Malformed += b2i(a.malformed)
 		delta.UnknownTool += b2i(a.unknownTool)
+		delta.Parallel += b2i(a.parallel)
+		delta.Refusals += b2i(a.msg.Refusal != "")
 	}
 	resp.Usage.PromptTokens = max(1, len(body)/4)
 	resp.Usage.TotalTokens = resp.Usage.PromptTokens + resp.Usage.CompletionTokens
@@ -297,6 +302,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	s.stats.WrongAmount += delta.WrongAmount
 	s.stats.Malformed += delta.Malformed
 	s.stats.UnknownTool += delta.UnknownTool
+	s.stats.Parallel += delta.Parallel
+	s.stats.Refusals += delta.Refusals
 	s.mu.Unlock()
 	s.log.Debug("model: answered", "tool_calls", delta.ToolCalls, "wrong_amount", delta.WrongAmount,
 		"malformed", delta.Malformed, "unknown_tool", delta.UnknownTool, "prompt_tokens", resp.Usage.PromptTokens)
