@@ -450,3 +450,21 @@ func TestGroupMessageKeptApart(t *testing.T) {
 		t.Fatalf("group message stored as %+v", m)
 	}
 }
+
+// TestStatusesOfUnknownMessages: statuses as Meta documents them, about
+// messages no reply of ours sent: 200, nothing stored or queued.
+func TestStatusesOfUnknownMessages(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	body := readTestdata(t, "statuses.json")
+	if rec := e.post(body, agenttest.Sign(secret, body)); rec.Code != http.StatusOK {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	var jobs int
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job`).Scan(&jobs); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := e.stored(); m != 0 || jobs != 0 || e.ignored() != 0 {
+		t.Fatalf("stored %d messages, %d jobs, %d ignored", m, jobs, e.ignored())
+	}
+}
