@@ -13,7 +13,7 @@ import (
 // a body it accepts is accounted for: answered or recorded as ignored,
 // never both, never silently dropped.
 func FuzzParse(f *testing.F) {
-	for _, name := range []string{"batch_bsuid_text_button.json", "shapes.json", "group.json"} {
+	for _, name := range []string{"batch_bsuid_text_button.json", "shapes.json", "group.json", "statuses.json"} {
 		b, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)
