@@ -54,6 +54,7 @@ func (a *Agent) Config() Config { return a.cfg }
 // claim is this worker's hold on an inbound message.
 type claim struct {
 	tenant, messageID, conversationID, body, phoneNumberID string
+	groupID                                                string
 	seq                                                    int64
 	n                                                      int // claims so far, the fencing token
 }
@@ -90,7 +91,7 @@ func (a *Agent) HandleInbox(ctx context.Context, tenant, messageID string) error
 func (a *Agent) claim(ctx context.Context, tenant, messageID string) (*claim, error) {
 	cl := &claim{tenant: tenant, messageID: messageID}
 	err := a.cfg.DB.QueryRow(ctx, MessageClaim, tenant, messageID, a.cfg.Owner, a.cfg.ClaimTTL.Microseconds()).
-		Scan(&cl.conversationID, &cl.body, &cl.phoneNumberID, &cl.seq, &cl.n)
+		Scan(&cl.conversationID, &cl.body, &cl.phoneNumberID, &cl.seq, &cl.n, &cl.groupID)
 	if err == nil {
 		return cl, nil
 	}
@@ -131,10 +132,58 @@ type turnResult struct {
 	code   string
 	tools  []ToolOutcome
 	reply  string
+	// hold: freeze the reply but send nothing (review).
+	hold bool
+	// set by replyKind for a template reply
+	template     ReplyTemplate
+	templateBody bool
+}
+
+// replyKind decides the reply's form: free text while the customer-service
+// window is open (Config.ServiceWindow from the customer's last message, by
+// Config.Clock), else the tenant's template; with no template configured
+// the reply is held for review, since WhatsApp would refuse free text
+// (error 131047).
+func (a *Agent) replyKind(ctx context.Context, tx pgx.Tx, cl *claim, r *turnResult) (string, error) {
+	var last *time.Time
+	if err := tx.QueryRow(ctx, MessageLastInbound, cl.tenant, cl.conversationID).Scan(&last); err != nil {
+		return "", fmt.Errorf("agent: service window: %w", err)
+	}
+	now := a.cfg.Clock()
+	if last == nil || now.Sub(*last) <= a.cfg.ServiceWindow {
+		return ReplyKindText, nil
+	}
+	t, ok := a.cfg.template(cl.tenant)
+	if !ok {
+		a.log.Warn("inbox: service window closed and no template configured; reply held for review",
+			"tenant", cl.tenant, "message_id", cl.messageID, "since_last_message", now.Sub(*last).Round(time.Minute))
+		r.hold = true
+		return ReplyKindText, nil
+	}
+	a.log.Info("inbox: service window closed; the reply goes out as the template", "tenant", cl.tenant,
+		"message_id", cl.messageID, "template", t.Name, "since_last_message", now.Sub(*last).Round(time.Minute))
+	r.template, r.templateBody = t, t.BodyParam
+	return ReplyKindTemplate, nil
+}
+
+// recipientFields addresses the reply: the group, the phone number (a
+// conversation id of digits is the wa_id), or the business-scoped user id.
+func recipientFields(cl *claim) map[string]any {
+	switch {
+	case cl.groupID != "":
+		return map[string]any{"group_id": cl.groupID}
+	case strings.Trim(cl.conversationID, "0123456789") == "":
+		return map[string]any{"to": "+" + cl.conversationID}
+	default:
+		return map[string]any{"user_id": cl.conversationID}
+	}
 }
 
 // answer runs the model loop for a claimed message and records the turn.
 func (a *Agent) answer(ctx context.Context, cl *claim) (string, error) {
+	if cl.groupID != "" && a.cfg.Groups == GroupsRefuse {
+		return a.record(ctx, cl, turnResult{status: TurnGroup, reply: a.cfg.Texts.Group})
+	}
 	conv, err := GetConversation(ctx, a.cfg.DB, cl.tenant, cl.conversationID)
 	if errors.Is(err, ErrNotFound) || (err == nil && conv.InvoiceRef == "") {
 		return a.record(ctx, cl, turnResult{status: TurnNoInvoice, reply: a.cfg.Texts.NoInvoice})
@@ -160,6 +209,27 @@ func (a *Agent) answer(ctx context.Context, cl *claim) (string, error) {
 		a.log.Debug("inbox: model answered", "tenant", cl.tenant, "message_id", cl.messageID, "step", step,
 			"replayed", c.Replayed, "tool_calls", len(c.Answer.Message.ToolCalls))
 		a.cfg.Failpoint(FailModelAnswered)
+		if ref := strings.TrimSpace(c.Answer.Message.Refusal); ref != "" {
+			// The refusal is in the journal (the answer as received); the
+			// customer gets what the policy says.
+			a.log.Warn("inbox: the model refused", "tenant", cl.tenant, "message_id", cl.messageID, "step", step, "policy", a.cfg.Refusal)
+			res := turnResult{status: TurnRefused, steps: step + 1, code: "refusal", tools: outcomes, reply: a.cfg.Texts.Refusal}
+			switch a.cfg.Refusal {
+			case RefusalRelay:
+				res.reply = ref
+			case RefusalReview:
+				res.hold = true
+			}
+			return a.record(ctx, cl, res)
+		}
+		switch fr := openai.FinishReason(c.Answer.FinishReason); fr {
+		case openai.FinishReasonLength, openai.FinishReasonContentFilter:
+			// Cut off or filtered: a tool call's arguments may be
+			// truncated and a text is not what the model meant to say, so
+			// neither is acted on.
+			a.log.Warn("inbox: the model's answer is incomplete", "tenant", cl.tenant, "message_id", cl.messageID, "step", step, "finish_reason", fr)
+			return a.record(ctx, cl, turnResult{status: TurnModelError, steps: step + 1, code: string(fr), tools: outcomes, reply: a.cfg.Texts.Cut})
+		}
 		calls := c.Answer.Message.ToolCalls
 		if len(calls) == 0 {
 			reply := strings.TrimSpace(c.Answer.Message.Content)
@@ -384,8 +454,12 @@ func (a *Agent) record(ctx context.Context, cl *claim, r turnResult) (string, er
 		return "", fmt.Errorf("agent: record turn: begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	kind, err := a.replyKind(ctx, tx, cl, &r)
+	if err != nil {
+		return "", err
+	}
 	var created time.Time
-	err = tx.QueryRow(ctx, TurnInsert, cl.tenant, cl.messageID, cl.conversationID, r.status, r.steps, r.code, string(toolsJSON), ref).Scan(&created)
+	err = tx.QueryRow(ctx, TurnInsert, cl.tenant, cl.messageID, cl.conversationID, r.status, r.steps, r.code, string(toolsJSON), ref, kind).Scan(&created)
 	if errors.Is(err, pgx.ErrNoRows) {
 		a.log.Info("inbox: turn already recorded by another worker", "tenant", cl.tenant, "message_id", cl.messageID)
 		return "duplicate", nil
@@ -393,9 +467,16 @@ func (a *Agent) record(ctx context.Context, cl *claim, r turnResult) (string, er
 	if err != nil {
 		return "", fmt.Errorf("agent: record turn: %w", err)
 	}
+	fields := recipientFields(cl)
+	fields["body"] = r.reply
+	if kind == ReplyKindTemplate {
+		if !r.templateBody {
+			delete(fields, "body")
+		}
+		fields["template"], fields["language"] = r.template.Name, r.template.Language
+	}
 	fr, err := a.cfg.Intents.Freeze(ctx, tx, intent.FreezeParams{
-		Tenant: cl.tenant, Ref: ref, Action: a.cfg.ReplyAction, SourceRef: cl.messageID,
-		Fields: map[string]any{"to": "+" + cl.conversationID, "body": r.reply},
+		Tenant: cl.tenant, Ref: ref, Action: a.cfg.ReplyAction, SourceRef: cl.messageID, Fields: fields,
 	})
 	if err != nil {
 		return "", fmt.Errorf("agent: freeze reply: %w", err)
@@ -410,7 +491,13 @@ func (a *Agent) record(ctx context.Context, cl *claim, r turnResult) (string, er
 	if _, err := tx.Exec(ctx, MessageMarkProcessed, cl.tenant, cl.messageID); err != nil {
 		return "", fmt.Errorf("agent: close message: %w", err)
 	}
-	if _, err := a.cfg.Queue.InsertTx(ctx, tx, ReplyArgs{Tenant: cl.tenant, MessageID: cl.messageID, Key: key}, nil); err != nil {
+	if r.hold {
+		// Frozen, not sent: an operator decides (the window is closed and
+		// no template is configured, or the policy says so).
+		if _, err := tx.Exec(ctx, TurnSetReplyStatus, cl.tenant, cl.messageID, ReplyReview); err != nil {
+			return "", fmt.Errorf("agent: record turn: %w", err)
+		}
+	} else if _, err := a.cfg.Queue.InsertTx(ctx, tx, ReplyArgs{Tenant: cl.tenant, MessageID: cl.messageID, Key: key}, nil); err != nil {
 		return "", fmt.Errorf("agent: enqueue reply: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -428,37 +515,9 @@ func (a *Agent) HandleReply(ctx context.Context, args ReplyArgs) error {
 	if args.Tenant == "" || args.MessageID == "" || args.Key == "" {
 		return fmt.Errorf("%w: reply job needs tenant, message id and key", ErrInvalid)
 	}
-	out, err := a.cfg.Executor.ExecuteKey(ctx, args.Tenant, args.Key, &executor.Opts{NoWait: true})
-	if errors.Is(err, executor.ErrNotFound) {
-		return fmt.Errorf("%w: reply intent of message %s", ErrNotFound, args.MessageID)
+	if err := a.sendKey(ctx, args.Tenant, args.MessageID, args.Key, "reply"); err != nil {
+		return err
 	}
-	if err != nil {
-		if executor.IsRetryable(err) {
-			return &BusyError{What: a.cfg.ReplyAction, RetryAfter: time.Second}
-		}
-		return fmt.Errorf("agent: send reply: %w", err)
-	}
-	var status string
-	switch out.Status {
-	case executor.StatusCompleted:
-		status = ReplySent
-	case executor.StatusFailed:
-		status = ReplyFailed
-	case executor.StatusReview:
-		status = ReplyReview
-	case executor.StatusInFlight:
-		return &BusyError{What: a.cfg.ReplyAction, RetryAfter: max(out.RetryAfter, 100*time.Millisecond)}
-	default:
-		return fmt.Errorf("agent: send reply: unexpected status %q", out.Status)
-	}
-	if _, err := a.cfg.DB.Exec(ctx, TurnSetReplyStatus, args.Tenant, args.MessageID, status); err != nil {
-		return fmt.Errorf("agent: reply status: %w", err)
-	}
-	lvl := slog.LevelInfo
-	if status != ReplySent {
-		lvl = slog.LevelWarn
-	}
-	a.log.Log(ctx, lvl, "reply: done", "tenant", args.Tenant, "message_id", args.MessageID, "status", status, "replayed", out.Replayed)
 	a.cfg.Failpoint(FailReplyBeforeAck)
 	return nil
 }

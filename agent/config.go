@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"regexp"
 	"slices"
 	"time"
 
@@ -75,6 +76,53 @@ type Texts struct {
 	Empty string
 	// StepLimit: the model kept calling tools past MaxSteps.
 	StepLimit string
+	// Refusal: the model refused (message.refusal) and Config.Refusal is
+	// RefusalFixed or RefusalReview.
+	Refusal string
+	// Cut: the model's answer was cut off (finish_reason "length") or
+	// withheld by its content filter (finish_reason "content_filter").
+	Cut string
+	// Group: a group message under GroupsRefuse.
+	Group string
+}
+
+// RefusalPolicy says how a refusal (message.refusal) is answered. The
+// refusal itself is always in the model journal and the turn.
+type RefusalPolicy string
+
+// Refusal policies.
+const (
+	// RefusalFixed answers with Texts.Refusal (the default).
+	RefusalFixed RefusalPolicy = "fixed"
+	// RefusalRelay sends the model's refusal text to the customer.
+	RefusalRelay RefusalPolicy = "relay"
+	// RefusalReview sends nothing: the reply (Texts.Refusal) is frozen and
+	// held for review, for an operator to follow up.
+	RefusalReview RefusalPolicy = "review"
+)
+
+// GroupPolicy says what becomes of a message written in a WhatsApp group.
+type GroupPolicy string
+
+// Group policies.
+const (
+	// GroupsConversation answers a group in its own conversation
+	// ("group:<group id>", never the participant's one-to-one thread). The
+	// default.
+	GroupsConversation GroupPolicy = "conversation"
+	// GroupsRefuse answers every group message with Texts.Group, in the
+	// group, without calling the model.
+	GroupsRefuse GroupPolicy = "refuse"
+)
+
+// ReplyTemplate is an approved template the reply goes out as when the
+// customer-service window is closed.
+type ReplyTemplate struct {
+	Name     string // e.g. "retomar_conversa"
+	Language string // default "pt_BR"
+	// BodyParam passes the reply's text as the template's one body
+	// parameter ({{1}}); false sends the template as approved.
+	BodyParam bool
 }
 
 // DefaultTexts are the Portuguese fixed replies.
@@ -85,6 +133,9 @@ func DefaultTexts() Texts {
 		ModelError: "Desculpe, não consegui processar sua mensagem agora. Um atendente vai falar com você em breve.",
 		Empty:      "Desculpe, não entendi. Pode repetir, por favor?",
 		StepLimit:  "Desculpe, não consegui concluir seu pedido agora. Um atendente vai verificar e falar com você.",
+		Refusal:    "Desculpe, não posso ajudar com esse pedido por aqui. Um atendente vai falar com você.",
+		Cut:        "Desculpe, não consegui responder agora. Um atendente vai verificar e falar com você.",
+		Group:      "Olá! Por segurança, não tratamos de pagamentos em grupos. Fale com a gente numa conversa individual.",
 	}
 }
 
@@ -132,8 +183,24 @@ type Config struct {
 	Texts Texts
 	// Owner names this worker in message claims. Default host:pid:random.
 	Owner string
-	// Clock is the worker's clock (durations in logs, retry jitter).
-	// Claims use the database clock. Default time.Now.
+	// ServiceWindow is WhatsApp's customer-service window: inside it, from
+	// the customer's last message, the reply is free text; outside it, the
+	// tenant's template. Default 24h.
+	ServiceWindow time.Duration
+	// Templates maps a tenant to the approved template its replies go out
+	// as outside the window; the key "*" serves every tenant without one
+	// of its own. A tenant with none has such replies put to review.
+	Templates map[string]ReplyTemplate
+	// Delivery decides what a failed reply leads to (and how long the
+	// reply job backs off after error 131056). Zero: DefaultDelivery().
+	Delivery DeliveryPolicy
+	// Refusal answers model refusals. Default RefusalFixed.
+	Refusal RefusalPolicy
+	// Groups decides what a group message gets. Default GroupsConversation.
+	Groups GroupPolicy
+	// Clock is the worker's clock (durations in logs, retry jitter, the
+	// customer-service window). Claims use the database clock. Default
+	// time.Now.
 	Clock func() time.Time
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -223,10 +290,48 @@ func (c Config) Validate() (Config, error) {
 	}{
 		{&c.Texts.NoInvoice, def.NoInvoice}, {&c.Texts.ToolError, def.ToolError},
 		{&c.Texts.ModelError, def.ModelError}, {&c.Texts.Empty, def.Empty}, {&c.Texts.StepLimit, def.StepLimit},
+		{&c.Texts.Refusal, def.Refusal}, {&c.Texts.Cut, def.Cut}, {&c.Texts.Group, def.Group},
 	} {
 		if *f.v == "" {
 			*f.v = f.d
 		}
+	}
+	if c.ServiceWindow == 0 {
+		c.ServiceWindow = 24 * time.Hour
+	}
+	if c.ServiceWindow < 0 {
+		return bad("ServiceWindow must be positive")
+	}
+	tpl := make(map[string]ReplyTemplate, len(c.Templates))
+	for tenant, t := range c.Templates {
+		if tenant == "" || !reTemplateName.MatchString(t.Name) {
+			return bad("Templates[%q]: want a tenant and a template name of lower-case letters, digits and underscores", tenant)
+		}
+		if t.Language == "" {
+			t.Language = "pt_BR"
+		}
+		tpl[tenant] = t
+	}
+	c.Templates = tpl
+	if c.Delivery.RetryCodes == nil {
+		c.Delivery = DefaultDelivery()
+	}
+	if c.Delivery.PairRateBackoff < 0 {
+		return bad("Delivery.PairRateBackoff must not be negative")
+	}
+	switch c.Refusal {
+	case "":
+		c.Refusal = RefusalFixed
+	case RefusalFixed, RefusalRelay, RefusalReview:
+	default:
+		return bad("Refusal %q: want fixed, relay or review", c.Refusal)
+	}
+	switch c.Groups {
+	case "":
+		c.Groups = GroupsConversation
+	case GroupsConversation, GroupsRefuse:
+	default:
+		return bad("Groups %q: want conversation or refuse", c.Groups)
 	}
 	if c.Owner == "" {
 		c.Owner = defaultOwner()
@@ -241,6 +346,17 @@ func (c Config) Validate() (Config, error) {
 		c.Failpoint = failpoint.Hit
 	}
 	return c, nil
+}
+
+var reTemplateName = regexp.MustCompile(`^[a-z0-9_]{1,512}$`)
+
+// template returns the tenant's template for replies outside the window.
+func (c Config) template(tenant string) (ReplyTemplate, bool) {
+	if t, ok := c.Templates[tenant]; ok {
+		return t, true
+	}
+	t, ok := c.Templates["*"]
+	return t, ok
 }
 
 func defaultOwner() string {

@@ -16,6 +16,8 @@
 //	    record the turn, one tx: agent_turns row (ON CONFLICT DO NOTHING),
 //	        reply intent frozen, outbound message row, reply job (outbox)
 //	reply job ── HandleReply: executor.ExecuteKey(reply key) → whatsapp.send_text
+//	status webhook ── ReceiveBatch: merged into the reply's delivery state;
+//	    failed → one resend job (HandleResend) or review, by error code
 //
 // # Why each piece
 //
@@ -55,6 +57,56 @@
 // The reply worker executes that key through the executor: a relay killed
 // after the provider sent the message finds the action row (or asks the
 // provider by key) and does not send twice.
+//
+// # The WhatsApp of 2026
+//
+// Senders: a conversation is the customer's phone number (wa_id), else
+// their business-scoped user id (BSUID); a group message is its group's
+// conversation ("group:<id>"), answered there (GroupsConversation) or with
+// a fixed refusal and no model call (GroupsRefuse). The reply is addressed
+// accordingly: "to" a phone number, "recipient" a BSUID, or
+// recipient_type "group".
+//
+// The customer-service window: when the turn is recorded, the reply's form
+// is decided by Config.Clock against the customer's last message in the
+// conversation (the provider's timestamp): within Config.ServiceWindow
+// (24h) free text, outside it the tenant's approved template
+// (Config.Templates, the text as its body parameter when BodyParam); with
+// no template the reply is frozen and held for review, since free text
+// would be refused (131047). The form is part of the frozen intent, so a
+// replayed turn sends the same thing.
+//
+// Delivery: the reply tool sends the reply's key as biz_opaque_callback_data
+// too, so each status webhook (ReceiveBatch) finds its reply by key, else by
+// the message id recorded from the send's answer. States only move forward
+// (sent < delivered < read; read sets delivered too) and a failure after a
+// delivery is ignored, so out-of-order and redelivered statuses merge to
+// the same state. A failed status whose code Config.Delivery retries
+// (131000, 131016, 131049, 130429, 131056 after PairRateBackoff) queues one
+// resend job; any other code, or a second failure, puts the reply to
+// review. The resend is an intent of its own ("<message id>:reply:resend":
+// the executor sends it at most once) carrying the reply's key in its
+// reply_key field, which the tool sends as Idempotency-Key and callback
+// data: the provider and the statuses see the reply's key. A send refused
+// with 131056 (or 130429, 131000, 131016) is transient: the reply job backs
+// off (at least PairRateBackoff for 131056) and sends again.
+//
+// # The model's answers
+//
+// message.refusal ends the turn as TurnRefused: the refusal stays in the
+// journal (the answer as received) and the customer gets what
+// Config.Refusal says (a fixed text, the refusal, or nothing: review).
+// finish_reason "length" or "content_filter" ends it as TurnModelError with
+// that code and Texts.Cut: a truncated tool call is never executed.
+// "tool_calls" and "stop" are the normal ends; several tool calls in one
+// message (parallel calls) are each prepared before any runs, and the same
+// call twice reaches the same intent and key, so it charges once.
+//
+// A 429 says when to try again, but go-openai drops the headers:
+// RetryAfterTransport (set it as the client's transport) reads
+// retry-after-ms and Retry-After, sleeps up to its MaxWait and sends the
+// request again; a longer wait is handed back in ModelError.RetryAfter and
+// the River job is snoozed for it.
 //
 // # Failpoints
 //

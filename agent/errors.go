@@ -46,7 +46,10 @@ type ModelError struct {
 	Status    int    // HTTP status, 0 when there was no response
 	Code      string // short machine code: "http_429", "timeout", "no_choices"...
 	Retryable bool   // may succeed later: River should retry
-	Err       error
+	// RetryAfter is what the API said to wait (a 429's Retry-After, read
+	// by RetryAfterTransport); 0 when it said nothing.
+	RetryAfter time.Duration
+	Err        error
 }
 
 func (e *ModelError) Error() string {

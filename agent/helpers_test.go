@@ -72,6 +72,8 @@ type endpoints struct {
 	modelBaseURL  string
 	whatsappURL   string
 	whatsappToken string
+	// agentCfg adjusts the agent's configuration before New.
+	agentCfg func(*agent.Config)
 }
 
 func newHarnessWith(t *testing.T, mode agent.JournalMode, ep endpoints) *harness {
@@ -125,11 +127,15 @@ func newHarnessWith(t *testing.T, mode agent.JournalMode, ep endpoints) *harness
 	}
 	oc := openai.DefaultConfig("test-key")
 	oc.BaseURL = ep.modelBaseURL
-	h.agent, err = agent.New(agent.Config{
+	acfg := agent.Config{
 		DB: pool, Tools: h.reg, Intents: store, Executor: h.ex, Queue: h.queue,
 		Model: openai.NewClientWithConfig(oc), ModelName: "gpt-test", Journal: mode,
 		Failpoint: h.crash.Hit, Logger: log,
-	})
+	}
+	if ep.agentCfg != nil {
+		ep.agentCfg(&acfg)
+	}
+	h.agent, err = agent.New(acfg)
 	if err != nil {
 		t.Fatal(err)
 	}

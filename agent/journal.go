@@ -42,11 +42,14 @@ func (a *Agent) complete(ctx context.Context, tenant, source string, step int, m
 		}
 	}
 	req := openai.ChatCompletionRequest{Model: a.cfg.ModelName, Messages: msgs, Tools: a.modelTools}
-	mctx, cancel := context.WithTimeout(ctx, a.cfg.ModelTimeout)
+	hint := &retryHint{}
+	mctx, cancel := context.WithTimeout(withHint(ctx, hint), a.cfg.ModelTimeout)
 	resp, err := a.cfg.Model.CreateChatCompletion(mctx, req)
 	cancel()
 	if err != nil {
-		return nil, classifyModelError(ctx, err)
+		me := classifyModelError(ctx, err)
+		me.RetryAfter = hint.get()
+		return nil, me
 	}
 	if len(resp.Choices) == 0 {
 		return nil, &ModelError{Code: "no_choices", Retryable: true, Err: errors.New("the answer has no choices")}

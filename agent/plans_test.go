@@ -16,7 +16,7 @@ import (
 func TestGenericPlansReadWhatTheyName(t *testing.T) {
 	t.Parallel()
 	pgtest.CheckGenericPlans(t, pgtest.PlanCheck{
-		Tables: []string{"messages", "conversations", "agent_turns", "model_calls", "model_journal", "intents", "actions"},
+		Tables: []string{"messages", "conversations", "agent_turns", "model_calls", "model_journal", "intents", "actions", "inbound_ignored"},
 		Statements: []pgtest.Statement{
 			{Name: "MessageInsert", SQL: agent.MessageInsert},
 			{Name: "MessageInsertReply", SQL: agent.MessageInsertReply},
@@ -34,6 +34,12 @@ func TestGenericPlansReadWhatTheyName(t *testing.T) {
 			{Name: "ModelCallInsert", SQL: agent.ModelCallInsert},
 			{Name: "ModelJournalInsert", SQL: agent.ModelJournalInsert},
 			{Name: "ModelJournalGet", SQL: agent.ModelJournalGet},
+			{Name: "IgnoredInsert", SQL: agent.IgnoredInsert},
+			{Name: "MessageLastInbound", SQL: agent.MessageLastInbound},
+			{Name: "TurnSetReplySent", SQL: agent.TurnSetReplySent},
+			{Name: "TurnForStatusByKey", SQL: agent.TurnForStatusByKey},
+			{Name: "TurnForStatusByWamid", SQL: agent.TurnForStatusByWamid},
+			{Name: "TurnMergeStatus", SQL: agent.TurnMergeStatus},
 		},
 	})
 }

@@ -145,6 +145,9 @@ func NewClient(pool *pgxpool.Pool, a *Agent, rc RiverConfig) (*river.Client[pgx.
 	if err := river.AddWorkerSafely(workers, &replyWorker{a: a, timeout: rc.JobTimeout}); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	if err := river.AddWorkerSafely(workers, &resendWorker{a: a, timeout: rc.JobTimeout}); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
 	queues := map[string]river.QueueConfig{
 		QueueInbox: {MaxWorkers: rc.Concurrency},
 		QueueReply: {MaxWorkers: rc.Concurrency},
@@ -191,10 +194,17 @@ type RetryPolicy = riverretry.Policy
 
 // jobResult maps a handler's error to what River should do with the job.
 func jobResult(err error) error {
-	var busy *BusyError
+	var (
+		busy *BusyError
+		me   *ModelError
+	)
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &me) && me.Retryable && me.RetryAfter > 0:
+		// The API said when: waiting less is refused again, and River's
+		// own backoff would not know.
+		return river.JobSnooze(me.RetryAfter)
 	case errors.As(err, &busy):
 		// Not a failure: wait for the other worker (or the provider's
 		// backoff) without spending an attempt.

@@ -5,19 +5,69 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// Inbound is one inbound text message as the webhook received it.
+// Inbound is one inbound message the agent answers, as the webhook
+// received it: its text is what the customer wrote, tapped or captioned.
 type Inbound struct {
-	Tenant         string
-	MessageID      string // the provider's id ("wamid...")
-	ConversationID string // the sender's WhatsApp id (wa_id)
+	Tenant    string
+	MessageID string // the provider's id ("wamid...")
+	// ConversationID is the thread: the sender's phone number (wa_id) when
+	// the webhook gives one, else the sender's business-scoped user id
+	// (BSUID), and "group:<group id>" for a group message.
+	ConversationID string
 	PhoneNumberID  string // the business number it reached
 	Body           string
 	SentAt         time.Time // the provider's timestamp; zero when unknown
+	// Kind is the message's type ("text", "button",
+	// "interactive.button_reply", "image", ...). Default "text".
+	Kind string
+	// SenderWaID and SenderUserID are the sender's phone number and BSUID,
+	// each "" when the webhook left it out. GroupID is the group a group
+	// message was written in.
+	SenderWaID, SenderUserID, GroupID string
+}
+
+// Ignored is an inbound message recorded and not answered.
+type Ignored struct {
+	Tenant        string
+	MessageID     string // the provider's id, or "sha256:<hex>" of the raw message
+	Type          string // as sent; "?" when unreadable
+	Reason        string // no personal data
+	PhoneNumberID string
+}
+
+// Status is one status webhook about a message the business sent.
+type Status struct {
+	Tenant    string
+	MessageID string // the provider's id of the sent message ("wamid...")
+	Status    string // sent, delivered, read, failed (others are ignored)
+	At        time.Time
+	// CallbackData is biz_opaque_callback_data: the reply's key, which the
+	// reply tool sends with every reply.
+	CallbackData string
+	ErrorCode    int // errors[0].code of a failed status
+}
+
+// Batch is what one webhook delivery carries.
+type Batch struct {
+	Messages []Inbound
+	Ignored  []Ignored
+	Statuses []Status
+}
+
+// BatchResult counts what ReceiveBatch stored.
+type BatchResult struct {
+	New, Duplicates int // messages
+	Ignored         int // ignored messages newly recorded
+	Statuses        int // statuses that moved a reply's delivery state
+	StaleStatuses   int // statuses of no known reply, or already merged
+	Resends         int // failed replies queued for their one resend
+	Review          int // failed replies put to review
 }
 
 func (m Inbound) validate() error {
@@ -35,7 +85,10 @@ func (m Inbound) validate() error {
 // Receive stores msgs and, for each message that was not stored before,
 // inserts its inbox job, all in one transaction: a message is stored and
 // queued together or not at all, and a redelivered message is neither
-// stored nor queued again. It returns how many messages were new.
+// stored nor queued again. It returns how many messages were new. It is
+// ReceiveBatch with messages only: one that fails validation is recorded
+// as ignored, unless it has no tenant or id to record it under (an error,
+// nothing stored).
 func Receive(ctx context.Context, db Beginner, q Inserter, msgs []Inbound) (int, error) {
 	for _, m := range msgs {
 		if err := m.validate(); err != nil {
@@ -45,34 +98,97 @@ func Receive(ctx context.Context, db Beginner, q Inserter, msgs []Inbound) (int,
 	if len(msgs) == 0 {
 		return 0, nil
 	}
+	res, err := ReceiveBatch(ctx, db, q, Batch{Messages: msgs}, nil)
+	return res.New, err
+}
+
+// ReceiveOpts tunes ReceiveBatch. A nil *ReceiveOpts means the defaults.
+type ReceiveOpts struct {
+	// Delivery decides what a failed reply status leads to. Zero:
+	// DefaultDelivery().
+	Delivery DeliveryPolicy
+}
+
+// ReceiveBatch stores one webhook delivery in one transaction: each new
+// message with its inbox job, each ignored message's record, and each
+// status merged into the delivery state of the reply it is about (a failed
+// one queues the reply's one resend or puts it to review, by its error
+// code). A message that fails validation is recorded as ignored rather than
+// refusing the batch. Redelivered messages, ignored records and statuses
+// change nothing.
+func ReceiveBatch(ctx context.Context, db Beginner, q Inserter, b Batch, opts *ReceiveOpts) (BatchResult, error) {
+	var res BatchResult
+	pol := DefaultDelivery()
+	if opts != nil && opts.Delivery.RetryCodes != nil {
+		pol = opts.Delivery
+	}
+	msgs := make([]Inbound, 0, len(b.Messages))
+	ignored := slices.Clone(b.Ignored)
+	for _, m := range b.Messages {
+		if err := m.validate(); err != nil {
+			if m.Tenant == "" || m.MessageID == "" || len(m.MessageID) > 255 {
+				return res, err // nothing to record it under
+			}
+			ignored = append(ignored, Ignored{Tenant: m.Tenant, MessageID: m.MessageID, Type: m.Kind, Reason: "invalid: " + err.Error(), PhoneNumberID: m.PhoneNumberID})
+			continue
+		}
+		msgs = append(msgs, m)
+	}
+	if len(msgs) == 0 && len(ignored) == 0 && len(b.Statuses) == 0 {
+		return res, nil
+	}
 	tx, err := db.Begin(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("agent: receive: begin: %w", err)
+		return res, fmt.Errorf("agent: receive: begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	fresh := 0
 	for _, m := range msgs {
 		var sentAt *time.Time
 		if !m.SentAt.IsZero() {
 			sentAt = &m.SentAt
 		}
+		kind := m.Kind
+		if kind == "" {
+			kind = "text"
+		}
 		var seq int64
-		err := tx.QueryRow(ctx, MessageInsert, m.Tenant, m.MessageID, m.ConversationID, m.Body, m.PhoneNumberID, sentAt).Scan(&seq)
+		err := tx.QueryRow(ctx, MessageInsert, m.Tenant, m.MessageID, m.ConversationID, m.Body, m.PhoneNumberID, sentAt,
+			kind, m.SenderWaID, m.SenderUserID, m.GroupID).Scan(&seq)
 		if errors.Is(err, pgx.ErrNoRows) {
+			res.Duplicates++
 			continue // already stored: already queued
 		}
 		if err != nil {
-			return 0, fmt.Errorf("agent: receive: store message: %w", err)
+			return res, fmt.Errorf("agent: receive: store message: %w", err)
 		}
 		if _, err := q.InsertTx(ctx, tx, InboxArgs{Tenant: m.Tenant, MessageID: m.MessageID}, nil); err != nil {
-			return 0, fmt.Errorf("agent: receive: enqueue: %w", err)
+			return res, fmt.Errorf("agent: receive: enqueue: %w", err)
 		}
-		fresh++
+		res.New++
+	}
+	for _, ig := range ignored {
+		if ig.Tenant == "" || ig.MessageID == "" || len(ig.MessageID) > 255 {
+			continue
+		}
+		typ := ig.Type
+		if typ == "" {
+			typ = "?"
+		}
+		tag, err := tx.Exec(ctx, IgnoredInsert, ig.Tenant, ig.MessageID, typ, ig.Reason, ig.PhoneNumberID)
+		if err != nil {
+			return res, fmt.Errorf("agent: receive: record ignored message: %w", err)
+		}
+		res.Ignored += int(tag.RowsAffected())
+	}
+	for _, st := range b.Statuses {
+		if err := mergeStatus(ctx, tx, q, st, pol, &res); err != nil {
+			return res, err
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("agent: receive: commit: %w", err)
+		return res, fmt.Errorf("agent: receive: commit: %w", err)
 	}
-	return fresh, nil
+	return res, nil
 }
 
 // UpsertConversation writes a conversation's system context, as the billing
@@ -105,10 +221,28 @@ func GetConversation(ctx context.Context, db DBTX, tenant, id string) (*Conversa
 
 // Turn statuses.
 const (
-	TurnAnswered   = "answered"    // the model's reply is sent
-	TurnToolError  = "tool_error"  // a malformed tool call: nothing frozen, a fixed reply
-	TurnModelError = "model_error" // the model API refused, or kept calling tools: a fixed reply
-	TurnNoInvoice  = "no_invoice"  // nothing due: a fixed reply, no model call
+	TurnAnswered   = "answered"      // the model's reply is sent
+	TurnToolError  = "tool_error"    // a malformed tool call: nothing frozen, a fixed reply
+	TurnModelError = "model_error"   // the model API refused, or kept calling tools: a fixed reply
+	TurnNoInvoice  = "no_invoice"    // nothing due: a fixed reply, no model call
+	TurnRefused    = "refused"       // the model refused (message.refusal): answered by Config.Refusal
+	TurnGroup      = "group_refused" // a group message under GroupsRefuse: a fixed reply, no model call
+)
+
+// Reply kinds: free text inside the customer-service window, the tenant's
+// approved template outside it.
+const (
+	ReplyKindText     = "text"
+	ReplyKindTemplate = "template"
+)
+
+// Delivery states of a sent reply, merged from status webhooks.
+const (
+	DeliverySent      = "sent"
+	DeliveryDelivered = "delivered"
+	DeliveryRead      = "read"
+	DeliveryFailed    = "failed"
+	DeliveryResending = "resending" // failed; its one resend is queued
 )
 
 // Reply statuses.
@@ -141,6 +275,13 @@ type Turn struct {
 	ReplyKey       string
 	ReplyStatus    string
 	CreatedAt      time.Time
+	ReplyKind      string // ReplyKindText or ReplyKindTemplate
+	ReplyWamid     string // the provider's id of the reply (of its resend, after one)
+	ReplyDelivery  string // "" or a Delivery* state
+	DeliveredAt    *time.Time
+	ReadAt         *time.Time
+	ReplyError     int // the error code of the last failed status
+	ReplyResends   int
 }
 
 // GetTurn reads the turn of an inbound message.
@@ -148,7 +289,8 @@ func GetTurn(ctx context.Context, db DBTX, tenant, messageID string) (*Turn, err
 	t := &Turn{Tenant: tenant, MessageID: messageID}
 	var toolsJSON []byte
 	err := db.QueryRow(ctx, TurnGet, tenant, messageID).Scan(&t.ConversationID, &t.Status, &t.Steps,
-		&t.ErrorCode, &toolsJSON, &t.ReplyRef, &t.ReplyKey, &t.ReplyStatus, &t.CreatedAt)
+		&t.ErrorCode, &toolsJSON, &t.ReplyRef, &t.ReplyKey, &t.ReplyStatus, &t.CreatedAt,
+		&t.ReplyKind, &t.ReplyWamid, &t.ReplyDelivery, &t.DeliveredAt, &t.ReadAt, &t.ReplyError, &t.ReplyResends)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%w: turn", ErrNotFound)
 	}

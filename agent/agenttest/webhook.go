@@ -14,7 +14,10 @@ type TextMessage struct {
 	ID   string // "wamid..."
 	From string // the sender's wa_id
 	Body string
-	At   time.Time
+	// At is the provider's timestamp. Zero: the current hour, so that
+	// the customer-service window is open (and two payloads built for one
+	// message agree, short of an hour boundary).
+	At time.Time
 }
 
 // WebhookPayload builds a WhatsApp Cloud API "messages" webhook body for
@@ -35,7 +38,7 @@ func WebhookPayload(phoneNumberID string, msgs ...TextMessage) []byte {
 	for _, m := range msgs {
 		at := m.At
 		if at.IsZero() {
-			at = time.Unix(1732900000, 0)
+			at = time.Now().Truncate(time.Hour)
 		}
 		ms = append(ms, message{From: m.From, ID: m.ID, Timestamp: fmt.Sprint(at.Unix()), Type: "text", Text: text{m.Body}})
 		contacts = append(contacts, map[string]any{"profile": map[string]string{"name": "Cliente"}, "wa_id": m.From})

@@ -59,6 +59,8 @@ SIGINT: finish requests in progress, exit 0.`)
 	fs.Float64Var(&cfg.MalformedRate, "malformed-rate", 0, "probability (0..1) that a tool call's arguments are not valid JSON")
 	fs.Float64Var(&cfg.UnknownToolRate, "unknown-tool-rate", 0, "probability (0..1) that a tool call names a function that was not offered")
 	fs.Float64Var(&cfg.FailRate, "fail-rate", 0, "probability (0..1) of answering 429 or 500 instead")
+	fs.Float64Var(&cfg.ParallelRate, "parallel-rate", 0, "probability (0..1) that a tool-calling answer calls the function twice in one message (parallel tool calls)")
+	fs.DurationVar(&cfg.RetryAfter, "retry-after", time.Second, "what a 429 says to wait (Retry-After and retry-after-ms)")
 	fs.DurationVar(&cfg.Latency, "latency", 0, "time to answer, ±50% per call (e.g. 300ms)")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "model id reported when a request names none")
 	fs.StringVar(&cfg.APIKey, "api-key", "", "accept only this bearer token (default: any)")
@@ -79,5 +81,6 @@ SIGINT: finish requests in progress, exit 0.`)
 	}
 	return lf.serveHTTP(ctx, e, sandboxHTTP("model", log, srv,
 		"seed", srv.Seed(), "wrong_amount_rate", cfg.WrongAmountRate, "malformed_rate", cfg.MalformedRate,
-		"unknown_tool_rate", cfg.UnknownToolRate, "fail_rate", cfg.FailRate, "latency", cfg.Latency))
+		"unknown_tool_rate", cfg.UnknownToolRate, "fail_rate", cfg.FailRate, "parallel_rate", cfg.ParallelRate,
+		"retry_after", cfg.RetryAfter, "latency", cfg.Latency))
 }

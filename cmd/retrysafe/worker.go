@@ -85,6 +85,9 @@ RETRYSAFE_FAILPOINTS (see package agent).`)
 	fs.DurationVar(&rcf.RetryMax, "retry-max", 5*time.Minute, "longest retry delay")
 	fs.IntVar(&rcf.MaxAttempts, "job-attempts", 25, "attempts before River discards a job")
 	fs.DurationVar(&rcf.FetchPollInterval, "poll", time.Second, "fallback poll for new jobs when LISTEN/NOTIFY is quiet (at least 100ms)")
+	replyTemplate := fs.String("reply-template", e.getenv("RETRYSAFE_REPLY_TEMPLATE"), "approved template replies go out as when the 24-hour customer-service window is closed: name[:language] for every tenant, and/or tenant=name[:language],... per tenant; the reply's text is its one body parameter {{1}} (env RETRYSAFE_REPLY_TEMPLATE; empty: such replies are held for review)")
+	refusal := fs.String("refusal", string(agent.RefusalFixed), "how a model refusal is answered: fixed (a fixed text), relay (the refusal's text) or review (nothing sent)")
+	groups := fs.String("groups", string(agent.GroupsConversation), "WhatsApp group messages: conversation (answered in the group) or refuse (a fixed reply, no model call)")
 	migrate := fs.Bool("migrate", false, "apply retrysafe's and River's migrations before working")
 	reconcile := fs.Bool("reconcile", true, "run the executor's reconciler in this process")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long SIGTERM waits for running jobs before cancelling them")
@@ -95,6 +98,18 @@ RETRYSAFE_FAILPOINTS (see package agent).`)
 	// Everything that needs no database is checked first.
 	log, err := lg.logger(e.stderr)
 	if err != nil {
+		return err
+	}
+	acf.Refusal, acf.Groups = agent.RefusalPolicy(*refusal), agent.GroupPolicy(*groups)
+	switch acf.Refusal {
+	case agent.RefusalFixed, agent.RefusalRelay, agent.RefusalReview:
+	default:
+		return fmt.Errorf("--refusal %q: want fixed, relay or review", *refusal)
+	}
+	if acf.Groups != agent.GroupsConversation && acf.Groups != agent.GroupsRefuse {
+		return fmt.Errorf("--groups %q: want conversation or refuse", *groups)
+	}
+	if acf.Templates, err = parseReplyTemplates(*replyTemplate); err != nil {
 		return err
 	}
 	acf.Journal = agent.JournalMode(journal)
@@ -188,6 +203,8 @@ RETRYSAFE_FAILPOINTS (see package agent).`)
 	if *baseURL != "" {
 		oc.BaseURL = strings.TrimRight(*baseURL, "/")
 	}
+	// go-openai does not surface a 429's Retry-After; this transport does.
+	oc.HTTPClient = &http.Client{Transport: &agent.RetryAfterTransport{}}
 	acf.DB, acf.Tools, acf.Intents, acf.Executor, acf.Queue = d.Pool, reg, store, ex, queue
 	acf.Model, acf.Logger, acf.Owner = openai.NewClientWithConfig(oc), log, rt.owner
 	a, err := agent.New(acf)
@@ -239,6 +256,32 @@ RETRYSAFE_FAILPOINTS (see package agent).`)
 	wg.Wait()
 	log.Info("worker: stopped")
 	return nil
+}
+
+// parseReplyTemplates reads --reply-template: entries "name[:language]"
+// (every tenant) or "tenant=name[:language]", comma-separated.
+func parseReplyTemplates(s string) (map[string]agent.ReplyTemplate, error) {
+	out := map[string]agent.ReplyTemplate{}
+	for _, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		tenant, spec, ok := strings.Cut(entry, "=")
+		if !ok {
+			tenant, spec = "*", entry
+		}
+		name, lang, _ := strings.Cut(strings.TrimSpace(spec), ":")
+		tenant = strings.TrimSpace(tenant)
+		if tenant == "" || name == "" || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {
+			return nil, fmt.Errorf("--reply-template %q: want name[:language] or tenant=name[:language], the name in lower-case letters, digits and underscores", entry)
+		}
+		if _, dup := out[tenant]; dup {
+			return nil, fmt.Errorf("--reply-template: %s given twice", tenant)
+		}
+		out[tenant] = agent.ReplyTemplate{Name: name, Language: lang, BodyParam: true}
+	}
+	return out, nil
 }
 
 // providerClient is the HTTP client of the reply tool: no timeout of its

@@ -15,6 +15,7 @@ type answer struct {
 	finish                              openai.FinishReason
 	tokens                              int
 	wrongAmount, malformed, unknownTool bool
+	parallel                            bool
 }
 
 // pixFunc is the offered function that charges through Pix, and the names
@@ -33,7 +34,49 @@ var (
 	unknownNames  = []string{"pix_payment", "charge_pix", "pix_transfer", "pagar_pix", "create_pix_charge"}
 )
 
+// answer is one choice, with the forced shapes and parallel calls applied
+// to what the billing assistant would say.
 func (s *Server) answer(rng *mrand.Rand, req *openai.ChatCompletionRequest, fo forced) answer {
+	if fo.refusal {
+		return answer{
+			msg:    openai.ChatCompletionMessage{Role: openai.ChatMessageRoleAssistant, Refusal: "I'm sorry, but I can't help with that request."},
+			finish: openai.FinishReasonStop,
+			tokens: completionTokens(rng, "refusal"),
+		}
+	}
+	a := s.assistant(rng, req, fo)
+	switch {
+	case fo.contentFilter:
+		a.msg.Content, a.msg.ToolCalls, a.finish = "", nil, openai.FinishReasonContentFilter
+		return a
+	case fo.length:
+		// max_tokens reached: the text or the arguments stop mid-way.
+		if len(a.msg.ToolCalls) > 0 {
+			args := a.msg.ToolCalls[0].Function.Arguments
+			a.msg.ToolCalls[0].Function.Arguments = args[:len(args)/2]
+		} else {
+			a.msg.Content = a.msg.Content[:len(a.msg.Content)/2]
+		}
+		a.finish = openai.FinishReasonLength
+		return a
+	}
+	if len(a.msg.ToolCalls) == 1 && req.ParallelToolCalls != false && (fo.parallel || (s.cfg.ParallelRate > 0 && rng.Float64() < s.cfg.ParallelRate)) {
+		// The same call twice in one message, laid out differently: what
+		// a model does when it "makes sure".
+		second := a.msg.ToolCalls[0]
+		second.ID = "call_" + randID(rng, 24)
+		var v map[string]any
+		if json.Unmarshal([]byte(second.Function.Arguments), &v) == nil {
+			b, _ := json.Marshal(v)
+			second.Function.Arguments = string(b)
+		}
+		a.msg.ToolCalls = append(a.msg.ToolCalls, second)
+		a.parallel = true
+	}
+	return a
+}
+
+func (s *Server) assistant(rng *mrand.Rand, req *openai.ChatCompletionRequest, fo forced) answer {
 	wrongDraw, unknownDraw, malformedDraw := rng.Float64(), rng.Float64(), rng.Float64()
 	// The misreading is chosen from its own stream, so that an answer with
 	// a wrong amount spells everything else as it would have.

@@ -40,6 +40,14 @@ type Config struct {
 	// FailRate is the probability of answering 429 or 500 (half each)
 	// instead of a completion. Failed calls use no tokens.
 	FailRate float64
+	// ParallelRate is the probability that a tool-calling answer calls
+	// the function twice in one message (parallel tool calls, the second
+	// spelled differently), as real models do; a request with
+	// parallel_tool_calls: false never gets one.
+	ParallelRate float64
+	// RetryAfter is what a 429 says to wait (Retry-After in whole seconds,
+	// rounded up, and retry-after-ms). Default 1s.
+	RetryAfter time.Duration
 	// Latency is how long an answer takes, ±50% per call.
 	Latency time.Duration
 	// Model is reported when a request names no model; default DefaultModel.
@@ -61,13 +69,16 @@ func (c Config) Validate() error {
 	for _, r := range []struct {
 		name string
 		v    float64
-	}{{"WrongAmountRate", c.WrongAmountRate}, {"MalformedRate", c.MalformedRate}, {"UnknownToolRate", c.UnknownToolRate}, {"FailRate", c.FailRate}} {
+	}{{"WrongAmountRate", c.WrongAmountRate}, {"MalformedRate", c.MalformedRate}, {"UnknownToolRate", c.UnknownToolRate}, {"FailRate", c.FailRate}, {"ParallelRate", c.ParallelRate}} {
 		if !(r.v >= 0 && r.v <= 1) {
 			return fmt.Errorf("model: %s %v outside 0..1", r.name, r.v)
 		}
 	}
 	if c.Latency < 0 || c.Latency > maxLatency {
 		return fmt.Errorf("model: Latency %v outside 0..%v", c.Latency, maxLatency)
+	}
+	if c.RetryAfter < 0 || c.RetryAfter > maxLatency {
+		return fmt.Errorf("model: RetryAfter %v outside 0..%v", c.RetryAfter, maxLatency)
 	}
 	if len(c.Model) > 256 {
 		return errors.New("model: Model name too long")
@@ -81,6 +92,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = time.Second
 	}
 	return c
 }

@@ -65,6 +65,19 @@
 // fault on one request; X-Sandbox-Fault injects transport faults as in
 // every sandbox service (sandbox/fault).
 //
+// The response is the chat completion object as the API reference shows
+// it, not go-openai's rendering of it: "content": null on a message that
+// calls tools or refuses, "refusal": null otherwise, "logprobs": null,
+// usage detail objects (prompt_tokens_details, completion_tokens_details)
+// rather than null. ParallelRate (or the parallel fault) makes a
+// tool-calling answer call the function twice in one message, laid out
+// differently, unless the request says parallel_tool_calls: false. Forced
+// faults also give a refusal (message.refusal, finish_reason stop), an
+// answer cut off (finish_reason length, text or arguments halved) and a
+// filtered one (content_filter). A 429 carries Retry-After (whole seconds)
+// and retry-after-ms from Config.RetryAfter; RateLimitNext(n) makes the
+// next n requests 429.
+//
 // Usage is plausible rather than exact: prompt tokens are the request's
 // bytes / 4, completion tokens 20 to 60. Stats counts what was billed: an
 // answer counts once produced, even if a fault dropped it on the way, which

@@ -24,7 +24,9 @@ import (
 
 // FaultHeader forces model faults on one request, whatever the rates: a
 // comma separated list of wrong-amount, malformed, unknown-tool,
-// rate-limit (429) and server-error (500). Transport faults (delay,
+// parallel (the tool call twice), refusal (message.refusal), length (an
+// answer cut off, finish_reason "length"), content-filter, rate-limit
+// (429) and server-error (500). Transport faults (delay,
 // fail-before, drop-after, ...) use fault.Header as in every sandbox
 // service.
 const FaultHeader = "X-Sandbox-Model-Fault"
@@ -50,6 +52,8 @@ type Stats struct {
 	WrongAmount      int64 `json:"wrong_amount"` // tool calls with a wrong amount
 	Malformed        int64 `json:"malformed"`    // tool calls with broken JSON
 	UnknownTool      int64 `json:"unknown_tool"` // tool calls naming an unknown function
+	Parallel         int64 `json:"parallel"`     // answers calling a tool more than once
+	Refusals         int64 `json:"refusals"`     // answers that refuse (message.refusal)
 	Failed           int64 `json:"failed"`       // 429/500 answers (not billed)
 }
 
@@ -61,9 +65,18 @@ type Server struct {
 	log     *slog.Logger
 	handler http.Handler
 
-	mu    sync.Mutex
-	seen  map[uint64]uint64
-	stats Stats
+	mu        sync.Mutex
+	seen      map[uint64]uint64
+	stats     Stats
+	limitNext int // requests still to answer 429 (RateLimitNext)
+}
+
+// RateLimitNext makes the next n chat requests answer 429 with
+// Config.RetryAfter, whatever the rates.
+func (s *Server) RateLimitNext(n int) {
+	s.mu.Lock()
+	s.limitNext += n
+	s.mu.Unlock()
 }
 
 // New returns a Server for cfg.
@@ -135,6 +148,7 @@ func (s *Server) rngFor(body []byte) *mrand.Rand {
 
 type forced struct {
 	wrongAmount, malformed, unknownTool, rateLimit, serverError bool
+	parallel, refusal, length, contentFilter                    bool
 }
 
 func parseForced(h string) (forced, error) {
@@ -152,8 +166,16 @@ func parseForced(h string) (forced, error) {
 			f.rateLimit = true
 		case "server-error", "500":
 			f.serverError = true
+		case "parallel":
+			f.parallel = true
+		case "refusal":
+			f.refusal = true
+		case "length":
+			f.length = true
+		case "content-filter":
+			f.contentFilter = true
 		default:
-			return f, fmt.Errorf("%s: unknown fault %q (want wrong-amount, malformed, unknown-tool, rate-limit or server-error)", FaultHeader, p)
+			return f, fmt.Errorf("%s: unknown fault %q (want wrong-amount, malformed, unknown-tool, parallel, refusal, length, content-filter, rate-limit or server-error)", FaultHeader, p)
 		}
 	}
 	return f, nil
@@ -203,14 +225,23 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	// one fault on does not reshuffle every other answer of a seed.
 	failDraw, statusDraw, latencyDraw := rng.Float64(), rng.IntN(2), rng.Float64()
 	latency := s.cfg.Latency/2 + time.Duration(latencyDraw*float64(s.cfg.Latency))
+	s.mu.Lock()
+	if s.limitNext > 0 {
+		s.limitNext--
+		fo.rateLimit = true
+	}
+	s.mu.Unlock()
 	if fo.rateLimit || fo.serverError || failDraw < s.cfg.FailRate {
 		s.mu.Lock()
 		s.stats.Failed++
 		s.mu.Unlock()
 		if fo.rateLimit || (!fo.serverError && statusDraw == 0) {
-			w.Header().Set("Retry-After", "1")
+			ra := s.cfg.RetryAfter
+			secs := int64((ra + time.Second - 1) / time.Second)
+			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+			w.Header().Set("retry-after-ms", strconv.FormatInt(ra.Milliseconds(), 10))
 			writeAPIError(w, http.StatusTooManyRequests, "requests", "rate_limit_exceeded",
-				"Rate limit reached for requests. Please try again in 1s.")
+				fmt.Sprintf("Rate limit reached for requests. Please try again in %s.", ra))
 			return
 		}
 		writeAPIError(w, http.StatusInternalServerError, "server_error", nil,
@@ -243,17 +274,23 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		a := s.answer(rng, &req, fo)
 		resp.Choices = append(resp.Choices, openai.ChatCompletionChoice{Index: i, Message: a.msg, FinishReason: a.finish})
 		resp.Usage.CompletionTokens += a.tokens
-		if a.msg.ToolCalls != nil {
+		switch {
+		case a.msg.ToolCalls != nil:
 			delta.ToolCalls++
-		} else {
+		case a.msg.Refusal == "":
 			delta.Replies++
 		}
 		delta.WrongAmount += b2i(a.wrongAmount)
 		delta.Malformed += b2i(a.malformed)
 		delta.UnknownTool += b2i(a.unknownTool)
+		delta.Parallel += b2i(a.parallel)
+		delta.Refusals += b2i(a.msg.Refusal != "")
 	}
 	resp.Usage.PromptTokens = max(1, len(body)/4)
 	resp.Usage.TotalTokens = resp.Usage.PromptTokens + resp.Usage.CompletionTokens
+	// Objects, never null, as the API sends them.
+	resp.Usage.PromptTokensDetails = &openai.PromptTokensDetails{}
+	resp.Usage.CompletionTokensDetails = &openai.CompletionTokensDetails{}
 
 	s.mu.Lock()
 	s.stats.Calls++
@@ -265,6 +302,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	s.stats.WrongAmount += delta.WrongAmount
 	s.stats.Malformed += delta.Malformed
 	s.stats.UnknownTool += delta.UnknownTool
+	s.stats.Parallel += delta.Parallel
+	s.stats.Refusals += delta.Refusals
 	s.mu.Unlock()
 	s.log.Debug("model: answered", "tool_calls", delta.ToolCalls, "wrong_amount", delta.WrongAmount,
 		"malformed", delta.Malformed, "unknown_tool", delta.UnknownTool, "prompt_tokens", resp.Usage.PromptTokens)
@@ -274,7 +313,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.stream(w, rng, &req, resp)
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeJSON(w, http.StatusOK, wire(resp))
 }
 
 func b2i(b bool) int64 {

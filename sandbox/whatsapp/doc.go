@@ -15,6 +15,8 @@
 //	GET  /v1/messages                      {"data":[...]} the caller's messages
 //	GET  /_sandbox/messages                {"data":[...]} every message, oldest first
 //	                                       (?to=, ?template=, ?idempotency_key= filter)
+//	POST /_sandbox/messages/{id}/status    {"status":"failed","code":131000} → the status
+//	                                       webhook body Meta would send (Server.Status)
 //	DELETE /_sandbox/messages              forget everything
 //	GET  /healthz
 //
@@ -48,9 +50,18 @@
 // message and lose the answer; a retry with the same key then gets the
 // stored answer, and Lookup finds it.
 //
-// Not simulated: delivery status webhooks (sent, delivered, read), inbound
-// customer messages, media, rate limits (error 131056) and the 24-hour
-// customer service window.
+// Recipients: "to" a phone number, "recipient" a business-scoped user id
+// (BSUID; with both, "to" wins, as Meta documents), or recipient_type
+// "group" with "to" the group id;
+// biz_opaque_callback_data is kept. Server.Status (and its endpoint) moves a
+// message to sent, delivered, read or failed and returns the status webhook
+// in the shape of Meta's status messages webhook reference, for a test to
+// deliver; a failed message releases its Idempotency-Key (it was never
+// delivered, so the same key sends again, as a resend must).
+//
+// Not simulated: posting status webhooks by itself, inbound customer
+// messages, media, rate limits (error 131056) and the 24-hour customer
+// service window.
 //
 // # Imports
 //

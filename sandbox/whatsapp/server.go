@@ -57,11 +57,15 @@ type Message struct {
 	Text           string          `json:"text,omitempty"`
 	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 	PhoneNumberID  string          `json:"phone_number_id,omitempty"` // Cloud API path only
+	UserID         string          `json:"user_id,omitempty"`         // "recipient": a business-scoped user id
+	GroupID        string          `json:"group_id,omitempty"`        // recipient_type "group"
+	CallbackData   string          `json:"biz_opaque_callback_data,omitempty"`
 	Path           string          `json:"path"`
 	Status         string          `json:"status"`
 	Created        time.Time       `json:"created"`
 
 	owner string // the bearer token that sent it: GET /v1/messages lists by it
+	scope string // its key's entry in byKey, "" without a key
 }
 
 // stored is the first answer given under one (token, key).
@@ -101,6 +105,7 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("POST /{version}/{phone}/messages", s.send)
 	mux.HandleFunc("GET /_sandbox/messages", s.list)
 	mux.HandleFunc("DELETE /_sandbox/messages", s.reset)
+	mux.HandleFunc("POST /_sandbox/messages/{id}/status", s.statusHandler)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -145,6 +150,7 @@ var (
 	reVersion  = regexp.MustCompile(`^v\d{1,3}(\.\d{1,3})?$`)
 	reTemplate = regexp.MustCompile(`^[a-z0-9_]{1,512}$`)
 	reLanguage = regexp.MustCompile(`^[a-z]{2,3}(_[A-Z]{2})?$`)
+	reBSUID    = regexp.MustCompile(`^[A-Z]{2}\.(ENT\.)?[A-Za-z0-9]{1,128}$`)
 )
 
 // sendRequest holds both shapes: the tools' {"to","template","language"}
@@ -153,6 +159,8 @@ type sendRequest struct {
 	MessagingProduct *string         `json:"messaging_product"`
 	RecipientType    string          `json:"recipient_type"`
 	To               string          `json:"to"`
+	Recipient        string          `json:"recipient"`
+	CallbackData     string          `json:"biz_opaque_callback_data"`
 	Type             string          `json:"type"`
 	Template         json.RawMessage `json:"template"`
 	Language         string          `json:"language"`
@@ -225,13 +233,14 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.seq++
-	msg.ID = wamid(msg.WaID, s.seq)
+	msg.ID = wamid(msg.WaID+msg.UserID+msg.GroupID, s.seq)
 	msg.Status = "accepted"
 	msg.Created = time.Now().UTC()
 	out, _ := json.Marshal(cloudResponse(msg))
 	s.messages = append(s.messages, msg)
 	if hasKey {
 		s.byKey[scope] = &stored{fingerprint: fp, body: out}
+		msg.scope = scope
 	}
 	s.mu.Unlock()
 
@@ -252,14 +261,31 @@ func parseSend(body []byte, cloud bool) (*Message, string) {
 	if cloud && req.MessagingProduct == nil {
 		return nil, "The parameter messaging_product is required."
 	}
-	if req.RecipientType != "" && req.RecipientType != "individual" {
-		return nil, `Invalid parameter: recipient_type must be "individual"`
+	if req.RecipientType != "" && req.RecipientType != "individual" && req.RecipientType != "group" {
+		return nil, `Invalid parameter: recipient_type must be "individual" or "group"`
 	}
-	waID, ok := recipient(req.To)
-	if !ok {
-		return nil, "Invalid parameter: to must be a phone number with 8 to 15 digits"
+	if len(req.CallbackData) > 512 {
+		return nil, "Invalid parameter: biz_opaque_callback_data is at most 512 characters"
 	}
-	m := &Message{To: req.To, WaID: waID}
+	m := &Message{To: req.To, CallbackData: req.CallbackData}
+	switch {
+	case req.RecipientType == "group":
+		if req.To == "" || req.Recipient != "" {
+			return nil, "Invalid parameter: a group message needs to (the group id) and no recipient"
+		}
+		m.GroupID = req.To
+	case req.Recipient != "" && req.To == "": // with both, to takes precedence
+		if !reBSUID.MatchString(req.Recipient) {
+			return nil, "Invalid parameter: recipient must be a business-scoped user id"
+		}
+		m.UserID, m.To = req.Recipient, req.Recipient
+	default:
+		waID, ok := recipient(req.To)
+		if !ok {
+			return nil, "Invalid parameter: to must be a phone number with 8 to 15 digits"
+		}
+		m.WaID = waID
+	}
 	typ := req.Type
 	if typ == "" {
 		switch {
@@ -451,4 +477,119 @@ func writeGraphError(w http.ResponseWriter, status, code int, msg string) {
 		"code":       code,
 		"fbtrace_id": base64.RawURLEncoding.EncodeToString(trace[:]),
 	}})
+}
+
+// Status statuses.
+const (
+	StatusSent      = "sent"
+	StatusDelivered = "delivered"
+	StatusRead      = "read"
+	StatusFailed    = "failed"
+)
+
+// errorTitles are the titles Meta gives the error codes a test may ask for.
+var errorTitles = map[int]string{
+	131000: "Something went wrong",
+	131026: "Message undeliverable",
+	131047: "Re-engagement message",
+	131049: "This message was not delivered to maintain healthy ecosystem engagement.",
+	131056: "(Business Account, Consumer Account) pair rate limit hit",
+}
+
+// Status moves message id to status and returns the status webhook Meta
+// would send about it, shaped as the status messages webhook reference
+// documents it (statuses[] with id, status, timestamp, recipient_id or
+// recipient_user_id, biz_opaque_callback_data when the send carried it, and
+// errors[] for failed). A failed message releases its Idempotency-Key: it
+// was never delivered, so a send with the same key goes out again.
+// phoneNumberID fills metadata when the message came by /v1/messages.
+func (s *Server) Status(id, status string, code int, phoneNumberID string) ([]byte, error) {
+	switch status {
+	case StatusSent, StatusDelivered, StatusRead, StatusFailed:
+	default:
+		return nil, fmt.Errorf("whatsapp: status %q: want sent, delivered, read or failed", status)
+	}
+	s.mu.Lock()
+	var m *Message
+	for _, x := range s.messages {
+		if x.ID == id {
+			m = x
+		}
+	}
+	if m == nil {
+		s.mu.Unlock()
+		return nil, fmt.Errorf("whatsapp: no message %q", id)
+	}
+	m.Status = status
+	if status == StatusFailed && m.scope != "" {
+		delete(s.byKey, m.scope)
+		m.scope = ""
+	}
+	snap := *m
+	s.mu.Unlock()
+	if snap.PhoneNumberID != "" {
+		phoneNumberID = snap.PhoneNumberID
+	}
+	st := map[string]any{"id": snap.ID, "status": status, "timestamp": strconv.FormatInt(time.Now().Unix(), 10)}
+	switch {
+	case snap.GroupID != "":
+		st["recipient_id"], st["recipient_type"] = snap.GroupID, "group"
+	case snap.UserID != "":
+		st["recipient_user_id"] = snap.UserID
+	default:
+		st["recipient_id"] = snap.WaID
+	}
+	if snap.CallbackData != "" {
+		st["biz_opaque_callback_data"] = snap.CallbackData
+	}
+	value := map[string]any{
+		"messaging_product": "whatsapp",
+		"metadata":          map[string]string{"display_phone_number": "15550783881", "phone_number_id": phoneNumberID},
+	}
+	if status == StatusFailed {
+		title := errorTitles[code]
+		if title == "" {
+			title = "Error"
+		}
+		st["errors"] = []any{map[string]any{"code": code, "title": title, "message": title,
+			"error_data": map[string]string{"details": title},
+			"href":       "https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes/"}}
+	} else {
+		st["pricing"] = map[string]any{"billable": true, "pricing_model": "PMP", "category": "service", "type": "free_customer_service"}
+		if snap.WaID != "" || snap.UserID != "" {
+			c := map[string]any{"profile": map[string]string{"name": "Cliente"}}
+			if snap.WaID != "" {
+				c["wa_id"] = snap.WaID
+			}
+			if snap.UserID != "" {
+				c["user_id"] = snap.UserID
+			}
+			value["contacts"] = []any{c}
+		}
+	}
+	value["statuses"] = []any{st}
+	return json.Marshal(map[string]any{"object": "whatsapp_business_account", "entry": []any{map[string]any{
+		"id": "102290129340398", "changes": []any{map[string]any{"field": "messages", "value": value}},
+	}}})
+}
+
+// statusHandler is POST /_sandbox/messages/{id}/status
+// {"status":"failed","code":131000,"phone_number_id":"..."}: the status
+// webhook body, for a test to deliver.
+func (s *Server) statusHandler(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Status        string `json:"status"`
+		Code          int    `json:"code"`
+		PhoneNumberID string `json:"phone_number_id"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil {
+		writeGraphError(w, http.StatusBadRequest, 100, "(#100) Invalid JSON body")
+		return
+	}
+	body, err := s.Status(r.PathValue("id"), req.Status, req.Code, req.PhoneNumberID)
+	if err != nil {
+		writeGraphError(w, http.StatusBadRequest, 100, "(#100) "+err.Error())
+		return
+	}
+	writeRaw(w, http.StatusOK, body)
 }

@@ -340,3 +340,78 @@ func TestProcessFault(t *testing.T) {
 		t.Fatal("FaultRate 1.5 accepted")
 	}
 }
+
+func sendCloud(t *testing.T, base, key, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/v23.0/106540352242922/messages", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer tok")
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// TestStatusWebhooksAndRecipients: BSUID and group recipients are
+// accepted; Status gives the status webhook in Meta's shape (the callback
+// data carried back, errors[] on failed); a failed message frees its key,
+// so the same key sends again, and only then.
+func TestStatusWebhooksAndRecipients(t *testing.T) {
+	t.Parallel()
+	s, base := start(t, whatsapp.Config{})
+	const text = `{"messaging_product":"whatsapp","recipient_type":"individual","recipient":"US.13491208655302741918","type":"text","text":{"body":"oi"},"biz_opaque_callback_data":"K1"}`
+	code, body := sendCloud(t, base, "K1", text)
+	if code != 200 {
+		t.Fatalf("BSUID send: %d %s", code, body)
+	}
+	if code, _ := sendCloud(t, base, "K1", text); code != 200 || len(s.Messages()) != 1 {
+		t.Fatalf("same key again: %d, %d messages", code, len(s.Messages()))
+	}
+	if code, body := sendCloud(t, base, "", `{"messaging_product":"whatsapp","recipient_type":"group","to":"G1","type":"text","text":{"body":"oi"}}`); code != 200 {
+		t.Fatalf("group send: %d %s", code, body)
+	}
+	m := s.Messages()[0]
+	if m.UserID != "US.13491208655302741918" || m.CallbackData != "K1" || s.Messages()[1].GroupID != "G1" {
+		t.Fatalf("stored %+v", s.Messages())
+	}
+	wh, err := s.Status(m.ID, whatsapp.StatusFailed, 131000, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Entry []struct {
+			Changes []struct {
+				Field string
+				Value struct {
+					Statuses []struct {
+						ID, Status string
+						Callback   string `json:"biz_opaque_callback_data"`
+						Errors     []struct{ Code int }
+					}
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(wh, &p); err != nil {
+		t.Fatal(err)
+	}
+	st := p.Entry[0].Changes[0].Value.Statuses[0]
+	if p.Entry[0].Changes[0].Field != "messages" || st.ID != m.ID || st.Status != "failed" || st.Callback != "K1" || len(st.Errors) != 1 || st.Errors[0].Code != 131000 {
+		t.Fatalf("status webhook %s", wh)
+	}
+	if !strings.Contains(string(wh), `"recipient_user_id":"US.13491208655302741918"`) {
+		t.Errorf("no recipient_user_id: %s", wh)
+	}
+	if code, _ := sendCloud(t, base, "K1", text); code != 200 || len(s.Messages()) != 3 {
+		t.Fatalf("after failed, the same key: %d, %d messages; want a new message", code, len(s.Messages()))
+	}
+	if _, err := s.Status(m.ID, "played", 0, ""); err == nil {
+		t.Error("unknown status accepted")
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -48,6 +49,9 @@ type Config struct {
 	MaxBodyBytes int64
 	// StoreTimeout bounds storing one delivery. Default 10s.
 	StoreTimeout time.Duration
+	// Delivery decides what a failed reply status leads to. Zero:
+	// agent.DefaultDelivery().
+	Delivery agent.DeliveryPolicy
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -148,13 +152,13 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, "bad signature")
 		return
 	}
-	msgs, ignored, err := h.parse(body)
+	batch, skipped, err := h.parse(body)
 	if err != nil {
 		h.log.Warn("whatsapp: malformed payload", "error", err)
 		writeJSON(w, http.StatusBadRequest, "malformed payload")
 		return
 	}
-	if len(msgs) == 0 {
+	if len(batch.Messages) == 0 && len(batch.Ignored) == 0 && len(batch.Statuses) == 0 {
 		writeJSON(w, http.StatusOK, "ok")
 		return
 	}
@@ -163,16 +167,21 @@ func (h *Handler) receive(w http.ResponseWriter, r *http.Request) {
 	// bound keeps a stuck database from pinning handlers).
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.cfg.StoreTimeout)
 	defer cancel()
-	fresh, err := agent.Receive(ctx, h.cfg.DB, h.cfg.Queue, msgs)
+	res, err := agent.ReceiveBatch(ctx, h.cfg.DB, h.cfg.Queue, batch, &agent.ReceiveOpts{Delivery: h.cfg.Delivery})
 	if err != nil {
-		h.log.Error("whatsapp: store failed; the provider will redeliver", "messages", len(msgs), "error", err)
+		h.log.Error("whatsapp: store failed; the provider will redeliver", "messages", len(batch.Messages), "error", err)
 		writeJSON(w, http.StatusInternalServerError, "could not store the messages")
 		return
 	}
-	for _, m := range msgs {
-		h.log.Info("whatsapp: message received", "tenant", m.Tenant, "message_id", m.MessageID)
+	for _, m := range batch.Messages {
+		h.log.Info("whatsapp: message received", "tenant", m.Tenant, "message_id", m.MessageID, "kind", m.Kind)
 	}
-	h.log.Info("whatsapp: delivery stored", "messages", len(msgs), "new", fresh, "duplicates", len(msgs)-fresh, "ignored", ignored)
+	for _, ig := range batch.Ignored {
+		h.log.Info("whatsapp: message recorded, not answered", "tenant", ig.Tenant, "message_id", ig.MessageID, "type", ig.Type, "reason", ig.Reason)
+	}
+	h.log.Info("whatsapp: delivery stored", "messages", len(batch.Messages), "new", res.New, "duplicates", res.Duplicates,
+		"ignored", len(batch.Ignored), "statuses", len(batch.Statuses), "statuses_merged", res.Statuses,
+		"resends", res.Resends, "review", res.Review, "skipped", skipped)
 	writeJSON(w, http.StatusOK, "ok")
 }
 
@@ -199,7 +208,8 @@ func Sign(appSecret string, body []byte) string {
 	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
 }
 
-// payload is the part of the webhook's shape this handler reads.
+// payload is the part of the webhook's shape this handler reads. Messages
+// are kept raw so that one that does not decode is recorded alone.
 type payload struct {
 	Object string `json:"object"`
 	Entry  []struct {
@@ -210,77 +220,236 @@ type payload struct {
 				Metadata struct {
 					PhoneNumberID string `json:"phone_number_id"`
 				} `json:"metadata"`
-				Messages []message `json:"messages"`
+				Contacts []contact         `json:"contacts"`
+				Messages []json.RawMessage `json:"messages"`
+				Statuses []json.RawMessage `json:"statuses"`
 			} `json:"value"`
 		} `json:"changes"`
 	} `json:"entry"`
 }
 
-type message struct {
-	ID        string `json:"id"`
-	From      string `json:"from"`
-	Timestamp string `json:"timestamp"`
-	Type      string `json:"type"`
-	Text      *struct {
-		Body string `json:"body"`
-	} `json:"text"`
+// contact is one entry of value.contacts: wa_id is left out for a user
+// whose number WhatsApp withholds (a username); user_id is the
+// business-scoped user id (BSUID).
+type contact struct {
+	WaID   string `json:"wa_id"`
+	UserID string `json:"user_id"`
 }
 
-// parse returns the text messages to store and how many events it ignored.
-func (h *Handler) parse(body []byte) ([]agent.Inbound, int, error) {
-	var p payload
+type message struct {
+	ID         string `json:"id"`
+	From       string `json:"from"`
+	FromUserID string `json:"from_user_id"`
+	GroupID    string `json:"group_id"`
+	Timestamp  string `json:"timestamp"`
+	Type       string `json:"type"`
+	Text       *struct {
+		Body string `json:"body"`
+	} `json:"text"`
+	Button *struct {
+		Payload string `json:"payload"`
+		Text    string `json:"text"`
+	} `json:"button"`
+	Interactive *struct {
+		Type        string `json:"type"`
+		ButtonReply *struct {
+			ID    string `json:"id"`
+			Title string `json:"title"`
+		} `json:"button_reply"`
+		ListReply *struct {
+			ID          string `json:"id"`
+			Title       string `json:"title"`
+			Description string `json:"description"`
+		} `json:"list_reply"`
+	} `json:"interactive"`
+	Image    *media `json:"image"`
+	Video    *media `json:"video"`
+	Document *media `json:"document"`
+}
+
+type media struct {
+	Caption string `json:"caption"`
+}
+
+type status struct {
+	ID           string `json:"id"`
+	Status       string `json:"status"`
+	Timestamp    string `json:"timestamp"`
+	CallbackData string `json:"biz_opaque_callback_data"`
+	Errors       []struct {
+		Code int `json:"code"`
+	} `json:"errors"`
+}
+
+// parse reads a delivery into what agent.ReceiveBatch stores. Only a body
+// that is not the webhook's JSON at all is an error; a message that cannot
+// be read is recorded as ignored with the reason, so that it never costs
+// the other messages of the batch their delivery.
+func (h *Handler) parse(body []byte) (agent.Batch, int, error) {
+	var (
+		p       payload
+		b       agent.Batch
+		skipped int
+	)
 	if err := json.Unmarshal(body, &p); err != nil {
-		return nil, 0, fmt.Errorf("not the webhook JSON: %w", err)
+		return b, 0, fmt.Errorf("not the webhook JSON: %w", err)
 	}
 	if p.Object == "" && p.Entry == nil {
-		return nil, 0, errors.New("no object and no entry")
+		return b, 0, errors.New("no object and no entry")
 	}
-	var (
-		out     []agent.Inbound
-		ignored int
-	)
 	for _, e := range p.Entry {
 		for _, c := range e.Changes {
-			if c.Field != "messages" || len(c.Value.Messages) == 0 {
-				ignored++ // statuses, templates, account updates...
+			v := c.Value
+			if c.Field != "messages" || (len(v.Messages) == 0 && len(v.Statuses) == 0) {
+				skipped++ // templates, account updates, user_id_update...
 				continue
 			}
-			pnid := c.Value.Metadata.PhoneNumberID
+			pnid := v.Metadata.PhoneNumberID
 			tenant, ok := h.cfg.Tenants[pnid]
 			if !ok {
-				h.log.Warn("whatsapp: message to a number no tenant owns, ignored", "phone_number_id", pnid, "messages", len(c.Value.Messages))
-				ignored += len(c.Value.Messages)
+				h.log.Warn("whatsapp: event for a number no tenant owns, ignored", "phone_number_id", pnid,
+					"messages", len(v.Messages), "statuses", len(v.Statuses))
+				skipped += len(v.Messages) + len(v.Statuses)
 				continue
 			}
-			for i, m := range c.Value.Messages {
-				if m.Type != "text" {
-					ignored++
+			for _, raw := range v.Messages {
+				in, ig := readMessage(tenant, pnid, raw, v.Contacts)
+				if ig != nil {
+					b.Ignored = append(b.Ignored, *ig)
 					continue
 				}
-				if err := checkMessage(m); err != nil {
-					return nil, 0, fmt.Errorf("entry %s message %d: %w", e.ID, i, err)
+				b.Messages = append(b.Messages, *in)
+			}
+			for _, raw := range v.Statuses {
+				var st status
+				if json.Unmarshal(raw, &st) != nil {
+					skipped++
+					continue
 				}
-				in := agent.Inbound{Tenant: tenant, MessageID: m.ID, ConversationID: m.From, PhoneNumberID: pnid, Body: m.Text.Body}
-				if secs, err := strconv.ParseInt(m.Timestamp, 10, 64); err == nil && secs > 0 {
-					in.SentAt = time.Unix(secs, 0).UTC()
+				as := agent.Status{Tenant: tenant, MessageID: st.ID, Status: st.Status, At: unixTime(st.Timestamp), CallbackData: st.CallbackData}
+				if len(st.Errors) > 0 {
+					as.ErrorCode = st.Errors[0].Code
 				}
-				out = append(out, in)
+				b.Statuses = append(b.Statuses, as)
 			}
 		}
 	}
-	return out, ignored, nil
+	return b, skipped, nil
 }
 
-func checkMessage(m message) error {
-	switch {
-	case m.ID == "" || len(m.ID) > 255:
-		return errors.New("message id missing or longer than 255 bytes")
-	case len(m.From) < 8 || len(m.From) > 15 || strings.Trim(m.From, "0123456789") != "":
-		return errors.New("sender is not a WhatsApp id (8 to 15 digits)")
-	case m.Text == nil || strings.TrimSpace(m.Text.Body) == "":
-		return errors.New("text message without a body")
+// readMessage returns the message to answer, or its ignored record.
+func readMessage(tenant, pnid string, raw json.RawMessage, contacts []contact) (*agent.Inbound, *agent.Ignored) {
+	var m message
+	if err := json.Unmarshal(raw, &m); err != nil {
+		sum := sha256.Sum256(raw)
+		return nil, &agent.Ignored{Tenant: tenant, MessageID: "sha256:" + hex.EncodeToString(sum[:]), Type: "?",
+			Reason: "not a message object", PhoneNumberID: pnid}
 	}
-	return nil
+	id := m.ID
+	if id == "" || len(id) > 255 {
+		sum := sha256.Sum256(raw)
+		id = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	ignore := func(typ, reason string) (*agent.Inbound, *agent.Ignored) {
+		if typ == "" {
+			typ = "?"
+		}
+		return nil, &agent.Ignored{Tenant: tenant, MessageID: id, Type: typ, Reason: reason, PhoneNumberID: pnid}
+	}
+	if id != m.ID {
+		return ignore(m.Type, "message id missing or longer than 255 bytes")
+	}
+	kind, text := m.Type, ""
+	switch m.Type {
+	case "text":
+		if m.Text != nil {
+			text = m.Text.Body
+		}
+	case "button": // a template's quick-reply button
+		if m.Button != nil {
+			text = m.Button.Text
+			if text == "" {
+				text = m.Button.Payload
+			}
+		}
+	case "interactive":
+		if m.Interactive == nil {
+			return ignore(kind, "interactive message without its object")
+		}
+		kind = "interactive." + m.Interactive.Type
+		switch {
+		case m.Interactive.ButtonReply != nil:
+			text = m.Interactive.ButtonReply.Title
+		case m.Interactive.ListReply != nil:
+			text = m.Interactive.ListReply.Title
+			if d := strings.TrimSpace(m.Interactive.ListReply.Description); d != "" {
+				text += "\n" + d
+			}
+		default:
+			return ignore(kind, "interactive reply the agent does not read")
+		}
+	case "image", "video", "document":
+		var md *media
+		switch m.Type {
+		case "image":
+			md = m.Image
+		case "video":
+			md = m.Video
+		default:
+			md = m.Document
+		}
+		if md == nil || strings.TrimSpace(md.Caption) == "" {
+			return ignore(kind, "media without a caption")
+		}
+		text = md.Caption
+	default:
+		return ignore(kind, "message type the agent does not read")
+	}
+	if strings.TrimSpace(text) == "" {
+		return ignore(kind, "no text")
+	}
+	in := &agent.Inbound{Tenant: tenant, MessageID: m.ID, PhoneNumberID: pnid, Body: text, Kind: kind, SentAt: unixTime(m.Timestamp),
+		SenderWaID: m.From, SenderUserID: m.FromUserID, GroupID: m.GroupID}
+	if in.SenderUserID == "" && len(contacts) == 1 {
+		// The sender's BSUID is in contacts[] when the message does not
+		// repeat it; only one contact is unambiguous.
+		in.SenderUserID = contacts[0].UserID
+	}
+	switch {
+	case in.SenderWaID != "" && !isWaID(in.SenderWaID):
+		return ignore(kind, "sender is not a WhatsApp id (8 to 15 digits)")
+	case in.SenderUserID != "" && !reBSUID.MatchString(in.SenderUserID):
+		return ignore(kind, "sender's user id is not a business-scoped user id")
+	case in.GroupID != "" && (len(in.GroupID) > 128 || strings.ContainsAny(in.GroupID, " \t\n")):
+		return ignore(kind, "malformed group id")
+	}
+	switch {
+	case in.GroupID != "":
+		in.ConversationID = "group:" + in.GroupID
+	case in.SenderWaID != "":
+		in.ConversationID = in.SenderWaID
+	case in.SenderUserID != "":
+		in.ConversationID = in.SenderUserID
+	default:
+		return ignore(kind, "no sender (neither from nor from_user_id)")
+	}
+	return in, nil
+}
+
+// reBSUID is a business-scoped user id: an ISO country code, a period and
+// up to 128 alphanumeric characters ("US.13491208655302741918"); a parent
+// BSUID has "ENT." after the country code.
+var reBSUID = regexp.MustCompile(`^[A-Z]{2}\.(ENT\.)?[A-Za-z0-9]{1,128}$`)
+
+func isWaID(s string) bool {
+	return len(s) >= 8 && len(s) <= 15 && strings.Trim(s, "0123456789") == ""
+}
+
+func unixTime(ts string) time.Time {
+	if secs, err := strconv.ParseInt(ts, 10, 64); err == nil && secs > 0 {
+		return time.Unix(secs, 0).UTC()
+	}
+	return time.Time{}
 }
 
 func writeJSON(w http.ResponseWriter, status int, msg string) {

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -87,6 +89,15 @@ func (e *env) stored() (messages, jobs int) {
 	return messages, jobs
 }
 
+func (e *env) ignored() int {
+	e.t.Helper()
+	var n int
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM inbound_ignored`).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
 func msg(id string) agenttest.TextMessage {
 	return agenttest.TextMessage{ID: id, From: wa, Body: "quero pagar", At: time.Unix(1732900000, 0)}
 }
@@ -146,29 +157,48 @@ func TestSignatureRequired(t *testing.T) {
 
 func TestMalformedStoresNothing(t *testing.T) {
 	e := newEnv(t, nil)
-	good := string(agenttest.WebhookPayload(phoneA, msg("wamid.m1"), msg("wamid.m2")))
 	for name, body := range map[string]string{
 		"not json":      `{"object": "whatsapp_business_account", "entry": [`,
 		"wrong types":   `{"object": "whatsapp_business_account", "entry": "x"}`,
 		"empty object":  `{}`,
 		"array":         `[]`,
-		"no id":         strings.Replace(good, `"id":"wamid.m2"`, `"id":""`, 1),
-		"sender":        strings.Replace(good, `"from":"`+wa+`"`, `"from":"+55 11 98765-4321"`, 1),
-		"empty text":    strings.Replace(good, `"body":"quero pagar"`, `"body":"  "`, 1),
-		"text not obj":  strings.Replace(good, `"text":{"body":"quero pagar"}`, `"text":"quero pagar"`, 1),
 		"empty payload": ``,
 	} {
-		if body == good {
-			t.Fatalf("%s: replacement did not apply", name)
-		}
 		if rec := e.post([]byte(body), agenttest.Sign(secret, []byte(body))); rec.Code != http.StatusBadRequest {
 			t.Errorf("%s: %d, want 400", name, rec.Code)
 		}
 	}
-	// One bad message refuses the whole delivery: the good one beside it
-	// is not stored either.
-	if m, j := e.stored(); m != 0 || j != 0 {
-		t.Fatalf("malformed deliveries stored %d messages, %d jobs", m, j)
+	if m, j := e.stored(); m != 0 || j != 0 || e.ignored() != 0 {
+		t.Fatalf("malformed deliveries stored %d messages, %d jobs, %d ignored", m, j, e.ignored())
+	}
+}
+
+// TestBadMessageDoesNotSinkTheBatch: a delivery of a good message and a
+// bad one is answered 200 (anything else makes Meta redeliver both for
+// days): the good one is stored and queued, the bad one recorded with its
+// reason, once, however often the delivery comes.
+func TestBadMessageDoesNotSinkTheBatch(t *testing.T) {
+	good := string(agenttest.WebhookPayload(phoneA, msg("wamid.m1"), msg("wamid.m2")))
+	for name, body := range map[string]string{
+		"no id":        strings.Replace(good, `"id":"wamid.m2"`, `"id":""`, 1),
+		"sender":       strings.Replace(good, `"from":"`+wa+`","id":"wamid.m2"`, `"from":"+55 11 98765-4321","id":"wamid.m2"`, 1),
+		"empty text":   strings.Replace(good, `"id":"wamid.m2","timestamp":"1732900000","type":"text","text":{"body":"quero pagar"}`, `"id":"wamid.m2","timestamp":"1732900000","type":"text","text":{"body":"  "}`, 1),
+		"text not obj": strings.Replace(good, `"id":"wamid.m2","timestamp":"1732900000","type":"text","text":{"body":"quero pagar"}`, `"id":"wamid.m2","timestamp":"1732900000","type":"text","text":"quero pagar"`, 1),
+	} {
+		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
+			if body == good {
+				t.Fatalf("%s: replacement did not apply", name)
+			}
+			e := newEnv(t, nil)
+			for range 2 {
+				if rec := e.post([]byte(body), agenttest.Sign(secret, []byte(body))); rec.Code != http.StatusOK {
+					t.Fatalf("%d, want 200", rec.Code)
+				}
+			}
+			if m, j := e.stored(); m != 1 || j != 1 || e.ignored() != 1 {
+				t.Fatalf("stored %d messages, %d jobs, %d ignored; want 1, 1, 1", m, j, e.ignored())
+			}
+		})
 	}
 }
 
@@ -185,8 +215,8 @@ func TestIgnoredEventsAnswer200(t *testing.T) {
 			t.Errorf("%s: %d, want 200", name, rec.Code)
 		}
 	}
-	if m, j := e.stored(); m != 0 || j != 0 {
-		t.Fatalf("ignored events stored %d messages, %d jobs", m, j)
+	if m, j := e.stored(); m != 0 || j != 0 || e.ignored() != 1 {
+		t.Fatalf("ignored events stored %d messages, %d jobs, %d ignored records (want the image's only)", m, j, e.ignored())
 	}
 }
 
@@ -288,5 +318,153 @@ func TestParseTenants(t *testing.T) {
 		if _, err := whatsapp.ParseTenants(bad); !errors.Is(err, whatsapp.ErrConfig) {
 			t.Errorf("%q: err %v", bad, err)
 		}
+	}
+}
+
+func readTestdata(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+type storedMsg struct {
+	id, conversation, body, kind, waID, userID, groupID string
+}
+
+func (e *env) messages() map[string]storedMsg {
+	e.t.Helper()
+	rows, err := e.pool.Query(context.Background(), `SELECT message_id, conversation_id, body, kind,
+		coalesce(sender_wa_id, ''), coalesce(sender_user_id, ''), coalesce(group_id, '') FROM messages`)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]storedMsg{}
+	for rows.Next() {
+		var m storedMsg
+		if err := rows.Scan(&m.id, &m.conversation, &m.body, &m.kind, &m.waID, &m.userID, &m.groupID); err != nil {
+			e.t.Fatal(err)
+		}
+		out[m.id] = m
+	}
+	if err := rows.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// TestBatchWithBSUIDTextAndButton is the issue's case: a username user
+// (business-scoped user id, no phone number), an ordinary text and an
+// interactive button reply in one delivery, as Meta documents it. All
+// three are stored and queued once; the delivery again stores nothing.
+func TestBatchWithBSUIDTextAndButton(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	body := readTestdata(t, "batch_bsuid_text_button.json")
+	for i := range 3 {
+		if rec := e.post(body, agenttest.Sign(secret, body)); rec.Code != http.StatusOK {
+			t.Fatalf("delivery %d: %d %s", i, rec.Code, rec.Body)
+		}
+		if m, j := e.stored(); m != 3 || j != 3 {
+			t.Fatalf("after delivery %d: %d messages, %d inbox jobs; want 3 and 3", i, m, j)
+		}
+	}
+	got := e.messages()
+	bsuid := got["wamid.HBgLMTY1MDM4Nzk0MzkVAgASGBQzQTRBNjU5OUFFRTAzODEwMTQ0RgA="]
+	if bsuid.conversation != "BR.13491208655302741918" || bsuid.userID != "BR.13491208655302741918" || bsuid.waID != "" || bsuid.body != "Quero pagar a fatura" {
+		t.Errorf("BSUID message stored as %+v", bsuid)
+	}
+	text := got["wamid.HBgNNTUxMTk4NzY1NDMyMRUCABIYFDNBMEI1QzZEN0U4RjlBMEIxQzJEAA=="]
+	if text.conversation != wa || text.waID != wa || text.userID != "BR.1502576394655843" || text.kind != "text" {
+		t.Errorf("text message stored as %+v", text)
+	}
+	button := got["wamid.HBgNNTUxMTk4NzY1NDMyMRUCABIYFDNBOUM4RDdFNkY1QTRCM0MyRDFFAA=="]
+	if button.body != "Pagar agora" || button.kind != "interactive.button_reply" || button.conversation != wa {
+		t.Errorf("button reply stored as %+v", button)
+	}
+	if n := e.ignored(); n != 0 {
+		t.Errorf("%d ignored records", n)
+	}
+}
+
+// TestEveryMessageShape: what a customer can send either reaches the agent
+// (template button, list reply, captions) or is recorded as ignored with
+// its type; the delivery is answered 200 either way.
+func TestEveryMessageShape(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	body := readTestdata(t, "shapes.json")
+	for range 2 {
+		if rec := e.post(body, agenttest.Sign(secret, body)); rec.Code != http.StatusOK {
+			t.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+	}
+	want := map[string][2]string{
+		"wamid.shape.button":   {"button", "Pagar agora"},
+		"wamid.shape.list":     {"interactive.list_reply", "Fatura 2024-0042\nR$ 180,00"},
+		"wamid.shape.image":    {"image", "Comprovante do Pix da fatura NF-123"},
+		"wamid.shape.document": {"document", "Boleto"},
+		"wamid.shape.video":    {"video", "Como pago?"},
+	}
+	got := e.messages()
+	if len(got) != len(want) {
+		t.Errorf("%d messages stored, want %d: %v", len(got), len(want), got)
+	}
+	for id, w := range want {
+		if m := got[id]; m.kind != w[0] || m.body != w[1] {
+			t.Errorf("%s stored as %+v, want kind %q body %q", id, m, w[0], w[1])
+		}
+	}
+	rows, err := e.pool.Query(context.Background(), `SELECT message_id, type FROM inbound_ignored ORDER BY message_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ignored, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var id, typ string
+		err := r.Scan(&id, &typ)
+		return id + "=" + typ, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantIgnored := []string{"wamid.shape.audio=audio", "wamid.shape.image_nocaption=image", "wamid.shape.reaction=reaction", "wamid.shape.unsupported=unsupported"}
+	if strings.Join(ignored, ",") != strings.Join(wantIgnored, ",") {
+		t.Errorf("ignored %v, want %v", ignored, wantIgnored)
+	}
+}
+
+// TestGroupMessageKeptApart: a group message is its group's conversation,
+// never the participant's one-to-one thread.
+func TestGroupMessageKeptApart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	body := readTestdata(t, "group.json")
+	if rec := e.post(body, agenttest.Sign(secret, body)); rec.Code != http.StatusOK {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	m := e.messages()["wamid.shape.group"]
+	const group = "Y2FwaV9ncm91cDoxNzA1NTU1MDEzOToxMjAzNjM0MDQ2OTQyMzM0MjIZD"
+	if m.conversation != "group:"+group || m.groupID != group || m.waID != wa {
+		t.Fatalf("group message stored as %+v", m)
+	}
+}
+
+// TestStatusesOfUnknownMessages: statuses as Meta documents them, about
+// messages no reply of ours sent: 200, nothing stored or queued.
+func TestStatusesOfUnknownMessages(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	body := readTestdata(t, "statuses.json")
+	if rec := e.post(body, agenttest.Sign(secret, body)); rec.Code != http.StatusOK {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	var jobs int
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job`).Scan(&jobs); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := e.stored(); m != 0 || jobs != 0 || e.ignored() != 0 {
+		t.Fatalf("stored %d messages, %d jobs, %d ignored", m, jobs, e.ignored())
 	}
 }
