@@ -70,7 +70,17 @@ func resolve(ctx context.Context, db DBTX, p ResolveParams) (*Action, error) {
 		}
 		resp = string(p.Response)
 	}
-	a, err := scanAction(db.QueryRow(ctx, ActionResolve, p.Tenant, p.Key, p.Status, resp, p.Reason, p.By, p.Force))
+	// An operator's decision commits synchronously, whatever the server
+	// says (intent.IntentDurable, in the same round trip).
+	var a *Action
+	b := &pgx.Batch{}
+	b.Queue(intent.IntentDurable)
+	b.Queue(ActionResolve, p.Tenant, p.Key, p.Status, resp, p.Reason, p.By, p.Force).QueryRow(func(row pgx.Row) error {
+		var err error
+		a, err = scanAction(row)
+		return err
+	})
+	err := db.SendBatch(ctx, b).Close()
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := get(ctx, db, p.Tenant, p.Key)
 		if gerr != nil {

@@ -61,8 +61,17 @@ WHERE a.tenant_id = $1 AND a.idem_key = (
 // plan took about 17 % less PostgreSQL time per replay at 8 callers) but
 // keeps every plan true to the tables as they are, where a generic plan
 // would be made once for a table as it looked at its first use.
+//
+// It also makes the batch's transaction commit synchronously
+// (intent.SyncCommitOn), whatever the server, database, role or session
+// says: a claim, a takeover, a retake, the reconciler's take and every
+// failure or review outcome wait for their WAL flush even under
+// ALTER DATABASE ... SET synchronous_commit = off. The asynchronous
+// completions turn it off again for their own transaction, later in the
+// batch (ActionCompleteAsync). Being part of a statement every batch sends
+// anyway, it costs no statement and no round trip.
 const GroupPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
-	set_config('enable_mergejoin', 'off', true)`
+	set_config('enable_mergejoin', 'off', true), ` + intent.SyncCommitOn
 
 // IntentActionClaimNewMany is the first executions' claims group: one
 // statement that freezes the extractions (intent.FreezeManyInsert, $1 to

@@ -328,9 +328,8 @@ func (e *Executor) executeKey(ctx context.Context, tenant, key string, opts *Opt
 			return nil, fmt.Errorf("%w: %q", ErrUnknownTool, in.Action)
 		}
 		c := &claim{}
-		b := &pgx.Batch{}
-		e.queueClaim(b, tenant, in.Ref, in.Action, c)
-		if err := e.cfg.DB.SendBatch(ctx, b).Close(); err != nil {
+		// Under GroupPlans: its plans, and its synchronous commit.
+		if err := e.planned(ctx, func(b *pgx.Batch) { e.queueClaim(b, tenant, in.Ref, in.Action, c) }); err != nil {
 			return nil, fmt.Errorf("executor: claim: %w", err)
 		}
 		out := &Outcome{Tenant: tenant, Ref: in.Ref, Action: in.Action, Key: in.Key}

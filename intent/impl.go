@@ -273,6 +273,7 @@ func (s *Store) freeze(ctx context.Context, db DBTX, p FreezeParams) (*FreezeRes
 		return nil, err
 	}
 	b := &pgx.Batch{}
+	b.Queue(IntentDurable)
 	pf := s.queueFreeze(b, x)
 	if err := db.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("intent: freeze: %w", err)
@@ -349,6 +350,9 @@ func (s *Store) amend(ctx context.Context, db Beginner, p AmendParams) (*AmendRe
 		return nil, fmt.Errorf("intent: amend: begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	if _, err := tx.Exec(ctx, IntentDurable); err != nil {
+		return nil, fmt.Errorf("intent: amend: %w", err)
+	}
 
 	old, err := scanIntent(tx.QueryRow(ctx, IntentLock, p.Tenant, p.Ref, p.Action))
 	if errors.Is(err, pgx.ErrNoRows) {
