@@ -69,6 +69,10 @@ var (
 	ErrUnknownTool = errors.New("executor: no tool for action")
 	// ErrConfig: invalid Config.
 	ErrConfig = errors.New("executor: invalid config")
+	// ErrRefused: the database refused the call's data (SQLSTATE class
+	// 22); nothing was frozen or called, and the same call is refused
+	// again. Not retryable.
+	ErrRefused = errors.New("executor: the database refused the call's data")
 	// ErrNotResolvable: Resolve applies only to actions in review (or,
 	// with Force, started ones whose lease expired).
 	ErrNotResolvable = errors.New("executor: action is not in review")

@@ -275,14 +275,14 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 			// skip the writes when the intent is settled or in flight.
 			queue := func(b *pgx.Batch) { e.queueLookups(b, []*claimUnit{cu}) }
 			if err := e.grouped(ctx, e.lookups, order, queue, cu); err != nil {
-				return nil, fmt.Errorf("executor: lookup: %w", err)
+				return nil, refused(fmt.Errorf("executor: lookup: %w", err))
 			}
 		case x.Err == nil:
 			// First executions are what has been arriving: freeze and
 			// claim what is new in one statement, reading nothing back.
 			queue := func(b *pgx.Batch) { e.queueFresh(b, []*claimUnit{cu}) }
 			if err := e.grouped(ctx, e.fresh, order, queue, cu); err != nil {
-				return nil, fmt.Errorf("executor: freeze and claim: %w", err)
+				return nil, refused(fmt.Errorf("executor: freeze and claim: %w", err))
 			}
 		}
 		if cu.c == nil {
@@ -290,7 +290,7 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 			// calls grouped with this one): freeze, read back, claim,
 			// read the action. Four statements, four snapshots.
 			if err := e.grouped(ctx, e.claims, order, func(b *pgx.Batch) { e.queueOne(b, cu) }, cu); err != nil {
-				return nil, fmt.Errorf("executor: freeze and claim: %w", err)
+				return nil, refused(fmt.Errorf("executor: freeze and claim: %w", err))
 			}
 		}
 		c, pf := cu.c, cu.pf
@@ -695,6 +695,20 @@ func (e *Executor) logOutcome(o *Outcome, replay bool) {
 		return
 	}
 	e.cfg.Logger.Info("executor: action settled", "tenant", o.Tenant, "action", o.Action, "status", string(o.Status), "attempt", o.Attempt)
+}
+
+// refused marks a database refusal of the call's own data (SQLSTATE class
+// 22: a NUL, invalid UTF-8, a value out of range) as ErrRefused: nothing
+// of the call committed, and the same call would be refused again.
+// intent.Storable keeps such values from reaching the database; this is
+// the backstop, so that no caller is told to retry what cannot succeed.
+func refused(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22") {
+		// The code only: the server's message may quote the value.
+		return fmt.Errorf("%w (SQLSTATE %s)", ErrRefused, pgErr.Code)
+	}
+	return err
 }
 
 func isRetryable(err error) bool {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -63,6 +64,33 @@ func checkIDs(tenant, ref, action string) error {
 	case action == "":
 		return fmt.Errorf("%w: empty action", ErrInvalid)
 	}
+	for _, id := range [...]struct{ name, v string }{{"tenant", tenant}, {"intent_ref", ref}, {"action", action}} {
+		if !Storable(id.v) {
+			return fmt.Errorf("%w: %s %s", ErrInvalid, id.name, unstorable)
+		}
+	}
+	return nil
+}
+
+const unstorable = "contains a NUL character or invalid UTF-8, which the database refuses"
+
+// Storable reports whether PostgreSQL stores s in a text or jsonb column
+// of a UTF-8 database: valid UTF-8 without NUL (text refuses a NUL byte
+// with 22021, jsonb "\u0000" with 22P05). Checked before a call is
+// frozen or grouped, so that a value the database refuses never fails the
+// commit group the call would have joined.
+func Storable(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
+// unstorableField is a field error for the first payload value that
+// Storable refuses, nil when there is none.
+func unstorableField(p derive.Payload) error {
+	for _, v := range p {
+		if !Storable(v.Value) || !Storable(v.Name) {
+			return &derive.FieldError{Field: v.Name, Reason: unstorable, Kind: derive.ErrInvalidField}
+		}
+	}
 	return nil
 }
 
@@ -101,7 +129,15 @@ func (s *Store) extract(p FreezeParams) (*Extraction, error) {
 	if err := checkIDs(p.Tenant, p.Ref, p.Action); err != nil {
 		return nil, err
 	}
+	if !Storable(p.SourceRef) {
+		return nil, fmt.Errorf("%w: source_ref %s", ErrInvalid, unstorable)
+	}
 	r, err := s.derive(p.Tenant, p.Ref, p.Action, p.Version, p.Fields)
+	if err == nil {
+		if err = unstorableField(r.Payload); err != nil {
+			r = nil
+		}
+	}
 	x := &Extraction{FreezeParams: p, Result: r}
 	if err != nil {
 		if !isFieldError(err) {
@@ -367,6 +403,9 @@ func (s *Store) amend(ctx context.Context, db Beginner, p AmendParams) (*AmendRe
 	}
 	r, err := s.derive(p.Tenant, p.Ref, p.Action, version, p.Fields)
 	if err != nil {
+		return nil, err
+	}
+	if err := unstorableField(r.Payload); err != nil {
 		return nil, err
 	}
 	if r.Key == old.Key {
