@@ -116,6 +116,21 @@ func (s *Store) withRef(action string, version int, ref string, fields map[strin
 	return out, nil
 }
 
+// movesMoney reports whether the action's schema (at version) has a money
+// field: completing it moved money, and amending it would move more.
+func (s *Store) movesMoney(action string, version int) (bool, error) {
+	schema, err := s.d.Schema(action, version)
+	if err != nil {
+		return false, err
+	}
+	for _, f := range schema.Fields {
+		if f.Rule == derive.RuleMoney {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 func (s *Store) derive(tenant, ref, action string, version int, fields map[string]any) (*derive.Result, error) {
 	f, err := s.withRef(action, version, ref, fields)
 	if err != nil {
@@ -360,7 +375,7 @@ func revisions(ctx context.Context, db DBTX, tenant, ref, action string) ([]Revi
 			r   Revision
 			raw []byte
 		)
-		if err := rows.Scan(&r.Revision, &r.OldVersion, &raw, &r.OldKey, &r.NewKey, &r.Reason, &r.AmendedBy, &r.CreatedAt); err != nil {
+		if err := rows.Scan(&r.Revision, &r.OldVersion, &raw, &r.OldKey, &r.NewKey, &r.Reason, &r.AmendedBy, &r.Overrode, &r.CreatedAt); err != nil {
 			return nil, fmt.Errorf("intent: revisions: %w", err)
 		}
 		if r.OldPayload, err = decodePayload(raw); err != nil {
@@ -380,6 +395,12 @@ func (s *Store) amend(ctx context.Context, db Beginner, p AmendParams) (*AmendRe
 	}
 	if strings.TrimSpace(p.Reason) == "" {
 		return nil, fmt.Errorf("%w: an amendment needs a reason", ErrInvalid)
+	}
+	if p.OverrideCompleted && strings.TrimSpace(p.By) == "" {
+		return nil, fmt.Errorf("%w: an override needs who (By)", ErrInvalid)
+	}
+	if !Storable(p.Reason) || !Storable(p.By) {
+		return nil, fmt.Errorf("%w: reason or by %s", ErrInvalid, unstorable)
 	}
 	tx, err := db.Begin(ctx)
 	if err != nil {
@@ -427,6 +448,19 @@ func (s *Store) amend(ctx context.Context, db Beginner, p AmendParams) (*AmendRe
 	if status == "started" || status == "review" {
 		return nil, fmt.Errorf("%w (status %s)", ErrActionActive, status)
 	}
+	overrode := ""
+	if status == "completed" {
+		money, err := s.movesMoney(p.Action, old.Version)
+		if err != nil {
+			return nil, err
+		}
+		if money && !p.OverrideCompleted {
+			return nil, &CompletedError{Tenant: p.Tenant, Ref: p.Ref, Action: p.Action, Key: old.Key}
+		}
+		if money {
+			overrode = status
+		}
+	}
 	if _, err := tx.Exec(ctx, ActionTombstoneDelete, p.Tenant, r.Key); err != nil {
 		return nil, fmt.Errorf("intent: amend: lift tombstone: %w", err)
 	}
@@ -439,7 +473,7 @@ func (s *Store) amend(ctx context.Context, db Beginner, p AmendParams) (*AmendRe
 		return nil, fmt.Errorf("intent: amend: update: %w", err)
 	}
 	if _, err := tx.Exec(ctx, IntentRevisionInsert, p.Tenant, p.Ref, p.Action, old.Revision, old.Version,
-		encodePayload(old.Payload), old.Key, r.Key, p.Reason, p.By); err != nil {
+		encodePayload(old.Payload), old.Key, r.Key, p.Reason, p.By, overrode); err != nil {
 		return nil, fmt.Errorf("intent: amend: revision: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -447,6 +481,11 @@ func (s *Store) amend(ctx context.Context, db Beginner, p AmendParams) (*AmendRe
 	}
 	changed := r.Payload.Diff(old.Payload)
 	sort.Strings(changed)
-	s.log.Info("intent: amended", "tenant", p.Tenant, "action", p.Action, "revision", in.Revision)
+	if overrode != "" {
+		s.log.Warn("intent: amended past a completed money action by operator override",
+			"tenant", p.Tenant, "action", p.Action, "revision", in.Revision, "by", p.By)
+	} else {
+		s.log.Info("intent: amended", "tenant", p.Tenant, "action", p.Action, "revision", in.Revision)
+	}
 	return &AmendResult{Intent: in, OldKey: old.Key, Changed: changed, Revision: old.Revision}, nil
 }

@@ -78,11 +78,11 @@ RETURNING ` + intentColumns
 
 // IntentRevisionInsert records the replaced payload and key.
 const IntentRevisionInsert = `INSERT INTO intent_revisions
-	(tenant_id, intent_ref, action, revision, old_rules_version, old_payload, old_key, new_key, reason, amended_by)
-VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10)`
+	(tenant_id, intent_ref, action, revision, old_rules_version, old_payload, old_key, new_key, reason, amended_by, overrode)
+VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, nullif($11, ''))`
 
 // IntentRevisionList lists an intent's amendments.
-const IntentRevisionList = `SELECT revision, old_rules_version, old_payload, old_key, new_key, reason, amended_by, created_at
+const IntentRevisionList = `SELECT revision, old_rules_version, old_payload, old_key, new_key, reason, amended_by, coalesce(overrode, ''), created_at
 FROM intent_revisions WHERE tenant_id = $1 AND intent_ref = $2 AND action = $3
 ORDER BY revision`
 
