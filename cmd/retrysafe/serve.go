@@ -119,7 +119,7 @@ token, --metrics-addr moves it to a listener of its own.`)
 	if err := checkMigrations(ctx, d, log); err != nil {
 		return err
 	}
-	if err := checkDurability(ctx, d, cfg.AllowUnsafeDatabase, log); err != nil {
+	if err := checkDurability(ctx, d.Pool, cfg.AllowUnsafeDatabase, log); err != nil {
 		return err
 	}
 	m := metrics.New()
@@ -186,8 +186,8 @@ token, --metrics-addr moves it to a listener of its own.`)
 // fsync=off unless allowed: a crash of the machine can then lose a claim
 // whose key the provider has already seen, and a redelivery could act
 // again under a new key.
-func checkDurability(ctx context.Context, d *database, allow bool, log *slog.Logger) error {
-	st, err := sidecar.ReadDatabaseSettings(ctx, d.Pool)
+func checkDurability(ctx context.Context, db sidecar.DB, allow bool, log *slog.Logger) error {
+	st, err := sidecar.ReadDatabaseSettings(ctx, db)
 	if err != nil {
 		return err
 	}

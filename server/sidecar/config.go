@@ -127,6 +127,8 @@ func (c Config) Validate() (Config, error) {
 		c.MinRetryAfter = time.Second
 	}
 	switch {
+	case strings.ContainsFunc(c.MetricsToken, isControlOrSpace):
+		return c, fmt.Errorf("%w: the metrics token contains white space or control characters", ErrConfig)
 	case c.MaxBodyBytes < 1024:
 		return c, fmt.Errorf("%w: MaxBodyBytes %d is below 1 KiB", ErrConfig, c.MaxBodyBytes)
 	case c.ExecuteTimeout < 0 || c.ReadyTimeout < 0 || c.MinRetryAfter < 0:
