@@ -70,8 +70,8 @@ var (
 	// ErrConfig: invalid Config.
 	ErrConfig = errors.New("executor: invalid config")
 	// ErrRefused: the database refused the call's data (SQLSTATE class
-	// 22); nothing was frozen or called, and the same call is refused
-	// again. Not retryable.
+	// 22 or 54); nothing was frozen or called, and the same call is
+	// refused again. Not retryable.
 	ErrRefused = errors.New("executor: the database refused the call's data")
 	// ErrNotResolvable: Resolve applies only to actions in review (or,
 	// with Force, started ones whose lease expired).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -37,6 +38,7 @@ func TestUnstorableInputNeverReachesTheDatabase(t *testing.T) {
 		{"NUL in the ref", pixCall("t1", "bad-3\x00", okFields(1)), ""},
 		{"invalid UTF-8 in the tenant", pixCall("t\xff", "bad-4", okFields(2)), ""},
 		{"NUL in the source ref", executor.Call{Tenant: "t1", Ref: "bad-5", Action: "pix.charge", Fields: okFields(3), SourceRef: "m\x00"}, ""},
+		{"a ref too long for the index", pixCall("t1", strings.Repeat("r", 3000), okFields(4)), ""},
 	}
 	var wg sync.WaitGroup
 	const goods = 16

@@ -745,13 +745,14 @@ func (e *Executor) logOutcome(o *Outcome, replay bool) {
 }
 
 // refused marks a database refusal of the call's own data (SQLSTATE class
-// 22: a NUL, invalid UTF-8, a value out of range) as ErrRefused: nothing
+// 22: a NUL, invalid UTF-8, a value out of range; class 54: a value too
+// large for an index entry) as ErrRefused: nothing
 // of the call committed, and the same call would be refused again.
 // intent.Storable keeps such values from reaching the database; this is
 // the backstop, so that no caller is told to retry what cannot succeed.
 func refused(err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22") {
+	if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "54")) {
 		// The code only: the server's message may quote the value.
 		return fmt.Errorf("%w (SQLSTATE %s)", ErrRefused, pgErr.Code)
 	}

@@ -68,9 +68,17 @@ func checkIDs(tenant, ref, action string) error {
 		if !Storable(id.v) {
 			return fmt.Errorf("%w: %s %s", ErrInvalid, id.name, unstorable)
 		}
+		if len(id.v) > MaxIDLen {
+			return fmt.Errorf("%w: %s is longer than %d bytes", ErrInvalid, id.name, MaxIDLen)
+		}
 	}
 	return nil
 }
+
+// MaxIDLen bounds a tenant, an intent_ref and an action, in bytes: the
+// three together stay inside what a btree index entry may hold (about
+// 2.7 kB), which PostgreSQL otherwise refuses at insert time (54000).
+const MaxIDLen = 512
 
 const unstorable = "contains a NUL character or invalid UTF-8, which the database refuses"
 
@@ -146,6 +154,9 @@ func (s *Store) extract(p FreezeParams) (*Extraction, error) {
 	}
 	if !Storable(p.SourceRef) {
 		return nil, fmt.Errorf("%w: source_ref %s", ErrInvalid, unstorable)
+	}
+	if len(p.SourceRef) > MaxIDLen {
+		return nil, fmt.Errorf("%w: source_ref is longer than %d bytes", ErrInvalid, MaxIDLen)
 	}
 	r, err := s.derive(p.Tenant, p.Ref, p.Action, p.Version, p.Fields)
 	if err == nil {
