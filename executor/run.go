@@ -328,7 +328,7 @@ func (e *Executor) executeKey(ctx context.Context, tenant, key string, opts *Opt
 		c := &claim{}
 		// Under GroupPlans: its plans, and its synchronous commit.
 		if err := e.planned(ctx, func(b *pgx.Batch) { e.queueClaim(b, tenant, in.Ref, in.Action, c) }); err != nil {
-			return nil, fmt.Errorf("executor: claim: %w", err)
+			return nil, refused(fmt.Errorf("executor: claim: %w", err))
 		}
 		out := &Outcome{Tenant: tenant, Ref: in.Ref, Action: in.Action, Key: in.Key}
 		res, err, again := e.drive(ctx, tool, in, c, out, opts)
