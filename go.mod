@@ -3,6 +3,7 @@ module github.com/retrysafe/retrysafe
 go 1.26.8
 
 require (
+	github.com/go-json-experiment/json v1.27.2
 	github.com/govalues/decimal v0.1.36
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0

@@ -54,6 +54,37 @@
 // act), as does everything for a tool that can neither take the key nor be
 // looked up, and every completion under Config.SyncCompletion.
 //
+// # Durable whatever the server says
+//
+// That the claim waits for its flush is not left to the server's
+// settings: ALTER DATABASE/ROLE ... SET synchronous_commit = off (a common
+// throughput tuning), or a session that set it, would otherwise make a
+// claim whose key the provider has seen disappear in a crash, and a
+// redelivery would freeze the model's new extraction under a new key and
+// act again. Every batch of the executor opens with GroupPlans, whose
+// select list includes intent.SyncCommitOn:
+//
+//	set_config('synchronous_commit', CASE current_setting('synchronous_commit')
+//		WHEN 'remote_apply' THEN 'remote_apply' ELSE 'on' END, true)
+//
+// which holds for that batch's implicit transaction only (nothing leaks
+// into the pooled session; remote_apply, stronger, is kept). So the fresh
+// claim, a claims group, the read-first lookup's follow-up, ExecuteKey's
+// claim, a takeover, a retake, a release, the reconciler's take and every
+// failure and review outcome commit synchronously, at no extra statement
+// and no extra round trip: GroupPlans was sent anyway. A claim batch is
+// still one round trip: GroupPlans (now also forcing the flush) and the
+// fresh claim, or GroupPlans and the four statements. The asynchronous
+// completion turns it off again later in its own batch (its set_config
+// runs after GroupPlans'), which is its documented exception. The intent
+// store does the same for Freeze and Amend (intent.IntentDurable, one more
+// statement in the same round trip or transaction), and Resolve for an
+// operator's decision. TestClaimsCommitSynchronouslyWhateverTheSession
+// checks, on a session whose synchronous_commit is off, that the setting
+// in force inside each writing batch is on and that the WAL is flushed
+// past the batch's writes as soon as it returns. fsync=off defeats all of
+// this; serve refuses it unless told the database is a throwaway.
+//
 // # Group commit
 //
 // Concurrent Executes share those round trips and commits. A claim that
@@ -148,7 +179,22 @@
 // transient or uncertain → the row stays started with its lease cut to a
 // backoff with jitter, and the call is repeated with the same key (in the
 // same Execute unless Opts.NoWait, else by a later caller or the
-// reconciler); after Config.MaxAttempts → review. A tool that neither takes
+// reconciler), after a Lookup by key where the tool can and an earlier
+// attempt may have acted: found, the action completes; not found, the
+// same-key call goes again.
+//
+// Retries end by time, not by how fast callers came back:
+// Config.RetryHorizon (default 6h) after the action's first claim,
+// measured by the database's clock (actions.created_at; the takeover,
+// retake and reconciler statements return the age). Callers that find
+// the action in flight spend nothing; an attempt is spent only by a
+// retry or by a takeover of an expired lease, at most one per backoff.
+// When the horizon is spent (or Config.MaxAttempts, when set), what ends
+// the action is what can be known: if no attempt can have acted (each
+// failed before the provider acted, or a last Lookup finds nothing under
+// the key), it fails with code retries_exhausted, and a new try needs a
+// new intent_ref; if one may have acted and the provider cannot tell, it
+// goes to review for an operator. A tool that neither takes
 // an idempotency key nor can be asked about one goes to review after an
 // uncertain outcome instead of being called twice.
 //

@@ -69,6 +69,10 @@ var (
 	ErrUnknownTool = errors.New("executor: no tool for action")
 	// ErrConfig: invalid Config.
 	ErrConfig = errors.New("executor: invalid config")
+	// ErrRefused: the database refused the call's data (SQLSTATE class
+	// 22 or 54); nothing was frozen or called, and the same call is
+	// refused again. Not retryable.
+	ErrRefused = errors.New("executor: the database refused the call's data")
 	// ErrNotResolvable: Resolve applies only to actions in review (or,
 	// with Force, started ones whose lease expired).
 	ErrNotResolvable = errors.New("executor: action is not in review")
@@ -180,12 +184,24 @@ type Config struct {
 	// exceed 2*Heartbeat + LeaseMargin. A failed extension cancels the
 	// call. Default 0 (off).
 	Heartbeat time.Duration
-	// MaxAttempts is how many times an action is claimed (each claim may
-	// call the provider once) before it goes to review. Default 5.
+	// RetryHorizon is how long after an action was first claimed
+	// (database clock) transient and uncertain failures are retried with
+	// the same key: long enough to ride out a provider's outage, so that
+	// what ends it is time, not how fast callers retried. When it is spent,
+	// an action nothing can have acted on (every attempt failed before the
+	// provider acted, or a Lookup by key found nothing) fails with code
+	// retries_exhausted; one whose outcome nobody can tell goes to review.
+	// Default 6h.
+	RetryHorizon time.Duration
+	// MaxAttempts, when > 0, also bounds the attempts (each may call the
+	// provider once), with the same end as RetryHorizon. Default 0: time
+	// alone decides. Concurrent callers and redeliveries do not spend
+	// attempts: only a takeover of an expired lease (at most one per
+	// backoff) or a retry after one does.
 	MaxAttempts int
 	// BackoffBase and BackoffMax bound the delay before attempt n+1:
 	// min(BackoffMax, BackoffBase*2^(n-1)), of which the upper half is
-	// random (jitter). Defaults 200ms and 10s.
+	// random (jitter). Defaults 200ms and 1m.
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
 	// Clock defaults to the system clock.

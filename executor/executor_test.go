@@ -185,7 +185,7 @@ func TestConfigValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if def.Lease != 30*time.Second || def.Timeout != 10*time.Second || def.MaxAttempts != 5 || def.Owner == "" || def.Clock == nil ||
+	if def.Lease != 30*time.Second || def.Timeout != 10*time.Second || def.MaxAttempts != 0 || def.RetryHorizon != 6*time.Hour || def.BackoffMax != time.Minute || def.Owner == "" || def.Clock == nil ||
 		def.GroupCommit != 32 || def.GroupCommitConns != 2 {
 		t.Fatalf("defaults: %+v", def)
 	}
@@ -216,10 +216,19 @@ func TestUnknownToolAndBadFields(t *testing.T) {
 
 func TestResolve(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, &envOpts{cfg: func(c *executor.Config) { c.MaxAttempts = 2 }})
+	// A provider that takes the key but cannot be asked, answering 500:
+	// nobody can tell whether it acted, so the spent attempts end in
+	// review (a Lookup that found nothing would end them failed).
+	sms := &counted{Func: tools.Func{ToolName: "sms.send", Fields: simpleSchema("sms.send"), HonoursKey: true,
+		Exec: func(context.Context, string, derive.Payload) (json.RawMessage, error) {
+			return nil, &tools.Error{Class: tools.ClassUncertain, Code: "http_500", Status: 500, Message: "Internal Server Error"}
+		}}}
+	e := newEnv(t, &envOpts{extra: []tools.Tool{sms}, cfg: func(c *executor.Config) { c.MaxAttempts = 2 }})
 	ctx := context.Background()
-	e.psp.SetFault(refFault("inv-r", faultFailBefore, func(int) bool { return true }))
-	out, err := e.ex.Execute(ctx, pixCall("t1", "inv-r", extraction(0, testutil.CPF(3))), nil)
+	smsCall := func(to string) executor.Call {
+		return executor.Call{Tenant: "t1", Ref: "inv-r", Action: "sms.send", Fields: map[string]any{"to": to}}
+	}
+	out, err := e.ex.Execute(ctx, smsCall("ana"), nil)
 	if err != nil || out.Status != executor.StatusReview || !errors.Is(out.Err(), executor.ErrNeedsReview) || executor.IsRetryable(out.Err()) {
 		t.Fatalf("want review: %+v %v", out, err)
 	}
@@ -243,12 +252,12 @@ func TestResolve(t *testing.T) {
 	if _, err := executor.Resolve(ctx, e.pool, executor.ResolveParams{Tenant: "t1", Key: out.Key, Status: "failed", Reason: "x"}); !errors.Is(err, executor.ErrNotResolvable) {
 		t.Fatalf("second resolve: %v", err)
 	}
-	again, err := e.ex.Execute(ctx, pixCall("t1", "inv-r", extraction(1, testutil.CPF(3))), nil)
+	again, err := e.ex.Execute(ctx, smsCall(" ana "), nil)
 	if err != nil || again.Status != executor.StatusCompleted || !again.Replayed || chargeID(t, again.Response) != "manual-1" {
 		t.Fatalf("after resolve: %+v %v", again, err)
 	}
-	if e.psp.Count("") != 0 {
-		t.Fatal("charged")
+	if n := sms.calls.Load(); n != 2 {
+		t.Fatalf("%d calls, want 2 (the attempts before review)", n)
 	}
 }
 

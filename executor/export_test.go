@@ -190,3 +190,6 @@ func (e *Executor) CompleteAll(ctx context.Context, cs []CompleteArgs, grouped, 
 	}
 	return matched, nil
 }
+
+// Refused is refused, for the backstop's test.
+var Refused = refused

@@ -42,7 +42,9 @@ func TestProviderMatrix(t *testing.T) {
 		charges int
 	}{
 		{"500-before-executing", toolstest.FailBefore, first, false, executor.StatusCompleted, executor.StatusCompleted, 1},
-		{"500-always", toolstest.FailBefore, always, false, executor.StatusReview, executor.StatusReview, 0},
+		// Every attempt answered 500 and a Lookup by key found nothing:
+		// certain that nothing was charged, so failed, not review.
+		{"500-always", toolstest.FailBefore, always, false, executor.StatusFailed, executor.StatusFailed, 0},
 		{"dropped-response-after-executing", toolstest.DropAfter, first, false, executor.StatusCompleted, executor.StatusCompleted, 1},
 		{"slow-beyond-timeout", toolstest.Slow, first, false, executor.StatusCompleted, executor.StatusCompleted, 1},
 		{"definitive-422", toolstest.Reject, always, false, executor.StatusFailed, executor.StatusFailed, 0},

@@ -199,8 +199,6 @@ func simpleSchema(name string) derive.Schema {
 	}}
 }
 
-const faultFailBefore = toolstest.FailBefore
-
 func extractParams(tenant, ref string, fields map[string]any) intent.FreezeParams {
 	return intent.FreezeParams{Tenant: tenant, Ref: ref, Action: tools.PixChargeName, Fields: fields}
 }

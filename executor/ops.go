@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -70,7 +71,17 @@ func resolve(ctx context.Context, db DBTX, p ResolveParams) (*Action, error) {
 		}
 		resp = string(p.Response)
 	}
-	a, err := scanAction(db.QueryRow(ctx, ActionResolve, p.Tenant, p.Key, p.Status, resp, p.Reason, p.By, p.Force))
+	// An operator's decision commits synchronously, whatever the server
+	// says (intent.IntentDurable, in the same round trip).
+	var a *Action
+	b := &pgx.Batch{}
+	b.Queue(intent.IntentDurable)
+	b.Queue(ActionResolve, p.Tenant, p.Key, p.Status, resp, p.Reason, p.By, p.Force).QueryRow(func(row pgx.Row) error {
+		var err error
+		a, err = scanAction(row)
+		return err
+	})
+	err := db.SendBatch(ctx, b).Close()
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, gerr := get(ctx, db, p.Tenant, p.Key)
 		if gerr != nil {
@@ -106,6 +117,7 @@ type taken struct {
 	tenant, key string
 	attempt     int
 	prev        *ToolFailure
+	age         time.Duration  // since the action was first claimed (database clock)
 	in          *intent.Intent // nil: no intent under the key
 }
 
@@ -115,11 +127,12 @@ func (e *Executor) reconcileOnce(ctx context.Context) (ReconcileResult, error) {
 	err := e.planned(ctx, func(b *pgx.Batch) {
 		b.Queue(ActionReconcileTake, e.cfg.ReconcileBatch, e.cfg.Owner, e.leaseMicros(), toolNames(e.cfg.Tools)).Query(func(rows pgx.Rows) error {
 			var (
-				t   taken
-				raw []byte
+				t    taken
+				raw  []byte
+				secs float64
 			)
-			_, err := pgx.ForEachRow(rows, []any{&t.tenant, &t.key, &t.attempt, &raw}, func() error {
-				t.prev = decodeFailure(raw)
+			_, err := pgx.ForEachRow(rows, []any{&t.tenant, &t.key, &t.attempt, &raw, &secs}, func() error {
+				t.prev, t.age = decodeFailure(raw), seconds(secs)
 				batch = append(batch, t)
 				return nil
 			})
@@ -218,7 +231,7 @@ func (e *Executor) settle(ctx context.Context, t taken) (*Outcome, error) {
 		}
 		return nil, fmt.Errorf("%w: %q", ErrUnknownTool, in.Action)
 	}
-	return e.work(ctx, tool, in, t.attempt, prevUncertain(t.prev, t.attempt), &Opts{NoWait: true}, out)
+	return e.work(ctx, tool, in, t.attempt, t.age, prevUncertain(t.prev, t.attempt), &Opts{NoWait: true}, out)
 }
 
 func (e *Executor) runReconciler(ctx context.Context) error {

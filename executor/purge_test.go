@@ -95,7 +95,7 @@ func TestPurge(t *testing.T) {
 	for _, ref := range []string{"old-amend", "old-amend2"} {
 		exec(ref, 0)
 		if _, err := e.store.Amend(ctx, e.pool, intent.AmendParams{Tenant: "t1", Ref: ref, Action: tools.PixChargeName,
-			Fields: extraction(0, testutil.CPF(72)), Reason: "another CPF"}); err != nil {
+			Fields: extraction(0, testutil.CPF(72)), Reason: "another CPF", OverrideCompleted: true, By: "op"}); err != nil {
 			t.Fatal(err)
 		}
 		if ref == "old-amend2" {

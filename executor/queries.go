@@ -61,8 +61,17 @@ WHERE a.tenant_id = $1 AND a.idem_key = (
 // plan took about 17 % less PostgreSQL time per replay at 8 callers) but
 // keeps every plan true to the tables as they are, where a generic plan
 // would be made once for a table as it looked at its first use.
+//
+// It also makes the batch's transaction commit synchronously
+// (intent.SyncCommitOn), whatever the server, database, role or session
+// says: a claim, a takeover, a retake, the reconciler's take and every
+// failure or review outcome wait for their WAL flush even under
+// ALTER DATABASE ... SET synchronous_commit = off. The asynchronous
+// completions turn it off again for their own transaction, later in the
+// batch (ActionCompleteAsync). Being part of a statement every batch sends
+// anyway, it costs no statement and no round trip.
 const GroupPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
-	set_config('enable_mergejoin', 'off', true)`
+	set_config('enable_mergejoin', 'off', true), ` + intent.SyncCommitOn
 
 // IntentActionClaimNewMany is the first executions' claims group: one
 // statement that freezes the extractions (intent.FreezeManyInsert, $1 to
@@ -217,12 +226,18 @@ const ActionHeartbeat = `UPDATE actions
 SET lease_until = clock_timestamp() + $5::bigint * interval '1 microsecond', updated_at = now()
 WHERE tenant_id = $1 AND idem_key = $2 AND lease_owner = $3 AND attempt = $4 AND lease_until IS NOT NULL`
 
+// actionAge is how long ago, by the database's clock, the action was first
+// claimed (its row created): the retry horizon is measured from there
+// (Config.RetryHorizon), so that neither a worker's clock nor the number
+// of callers decides when retrying stops.
+const actionAge = `extract(epoch FROM now() - created_at)::float8`
+
 // ActionTakeover is the compare-and-set takeover of an expired lease: the
 // attempt the taker saw is in the WHERE, so of two takers one wins.
 const ActionTakeover = `UPDATE actions
 SET attempt = attempt + 1, lease_owner = $4, lease_until = clock_timestamp() + $5::bigint * interval '1 microsecond', updated_at = now()
 WHERE tenant_id = $1 AND idem_key = $2 AND attempt = $3 AND lease_until <= now()
-RETURNING attempt, error`
+RETURNING attempt, error, ` + actionAge
 
 // ActionRetake lets the owner of a released lease take the next attempt at
 // the end of its own backoff without waiting for the database clock to pass
@@ -230,7 +245,7 @@ RETURNING attempt, error`
 const ActionRetake = `UPDATE actions
 SET attempt = attempt + 1, lease_until = clock_timestamp() + $5::bigint * interval '1 microsecond', updated_at = now()
 WHERE tenant_id = $1 AND idem_key = $2 AND attempt = $3 AND lease_owner = $4 AND lease_until IS NOT NULL
-RETURNING attempt, error`
+RETURNING attempt, error, ` + actionAge
 
 // ActionReconcileTake takes over a batch of expired leases in one
 // statement: SKIP LOCKED lets several reconcilers share the work, and the
@@ -255,7 +270,7 @@ UPDATE actions a
 SET attempt = a.attempt + 1, lease_owner = $2, lease_until = clock_timestamp() + $3::bigint * interval '1 microsecond', updated_at = now()
 FROM due
 WHERE a.ctid = due.ctid AND a.tenant_id = due.tenant_id AND a.idem_key = due.idem_key AND a.attempt = due.attempt
-RETURNING a.tenant_id, a.idem_key, a.attempt, a.error`
+RETURNING a.tenant_id, a.idem_key, a.attempt, a.error, extract(epoch FROM now() - a.created_at)::float8`
 
 // ActionResolve applies an operator's decision to an action in review (or,
 // when forced, to a started one whose lease expired).

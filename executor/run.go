@@ -85,11 +85,9 @@ func (c Config) validate() (Config, error) {
 	def(&c.Timeout, 10*time.Second)
 	def(&c.LeaseMargin, 2*time.Second)
 	def(&c.BackoffBase, 200*time.Millisecond)
-	def(&c.BackoffMax, 10*time.Second)
+	def(&c.BackoffMax, time.Minute)
+	def(&c.RetryHorizon, 6*time.Hour)
 	def(&c.ReconcileInterval, 5*time.Second)
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 5
-	}
 	if c.ReconcileBatch == 0 {
 		c.ReconcileBatch = 50
 	}
@@ -103,10 +101,10 @@ func (c Config) validate() (Config, error) {
 		c.Clock = systemClock{}
 	}
 	switch {
-	case c.Lease < 0 || c.Timeout < 0 || c.LeaseMargin < 0 || c.Heartbeat < 0 || c.BackoffBase < 0 || c.BackoffMax < 0 || c.ReconcileInterval < 0:
+	case c.Lease < 0 || c.Timeout < 0 || c.LeaseMargin < 0 || c.Heartbeat < 0 || c.BackoffBase < 0 || c.BackoffMax < 0 || c.ReconcileInterval < 0 || c.RetryHorizon < 0:
 		return bad("durations must not be negative")
-	case c.MaxAttempts < 1:
-		return bad("MaxAttempts must be at least 1")
+	case c.MaxAttempts < 0:
+		return bad("MaxAttempts must not be negative (0: no limit but RetryHorizon)")
 	case c.ReconcileBatch < 1:
 		return bad("ReconcileBatch must be at least 1")
 	case c.GroupCommit < 1:
@@ -275,14 +273,14 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 			// skip the writes when the intent is settled or in flight.
 			queue := func(b *pgx.Batch) { e.queueLookups(b, []*claimUnit{cu}) }
 			if err := e.grouped(ctx, e.lookups, order, queue, cu); err != nil {
-				return nil, fmt.Errorf("executor: lookup: %w", err)
+				return nil, refused(fmt.Errorf("executor: lookup: %w", err))
 			}
 		case x.Err == nil:
 			// First executions are what has been arriving: freeze and
 			// claim what is new in one statement, reading nothing back.
 			queue := func(b *pgx.Batch) { e.queueFresh(b, []*claimUnit{cu}) }
 			if err := e.grouped(ctx, e.fresh, order, queue, cu); err != nil {
-				return nil, fmt.Errorf("executor: freeze and claim: %w", err)
+				return nil, refused(fmt.Errorf("executor: freeze and claim: %w", err))
 			}
 		}
 		if cu.c == nil {
@@ -290,7 +288,7 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 			// calls grouped with this one): freeze, read back, claim,
 			// read the action. Four statements, four snapshots.
 			if err := e.grouped(ctx, e.claims, order, func(b *pgx.Batch) { e.queueOne(b, cu) }, cu); err != nil {
-				return nil, fmt.Errorf("executor: freeze and claim: %w", err)
+				return nil, refused(fmt.Errorf("executor: freeze and claim: %w", err))
 			}
 		}
 		c, pf := cu.c, cu.pf
@@ -328,10 +326,9 @@ func (e *Executor) executeKey(ctx context.Context, tenant, key string, opts *Opt
 			return nil, fmt.Errorf("%w: %q", ErrUnknownTool, in.Action)
 		}
 		c := &claim{}
-		b := &pgx.Batch{}
-		e.queueClaim(b, tenant, in.Ref, in.Action, c)
-		if err := e.cfg.DB.SendBatch(ctx, b).Close(); err != nil {
-			return nil, fmt.Errorf("executor: claim: %w", err)
+		// Under GroupPlans: its plans, and its synchronous commit.
+		if err := e.planned(ctx, func(b *pgx.Batch) { e.queueClaim(b, tenant, in.Ref, in.Action, c) }); err != nil {
+			return nil, refused(fmt.Errorf("executor: claim: %w", err))
 		}
 		out := &Outcome{Tenant: tenant, Ref: in.Ref, Action: in.Action, Key: in.Key}
 		res, err, again := e.drive(ctx, tool, in, c, out, opts)
@@ -359,7 +356,7 @@ func (e *Executor) drive(ctx context.Context, tool tools.Tool, in *intent.Intent
 			in = cur
 			out.Key, out.Divergent = in.Key, nil
 		}
-		res, err := e.work(ctx, tool, in, c.attempt, false, opts, out)
+		res, err := e.work(ctx, tool, in, c.attempt, 0, false, opts, out)
 		return res, err, false
 	}
 	a := c.act
@@ -372,7 +369,7 @@ func (e *Executor) drive(ctx context.Context, tool tools.Tool, in *intent.Intent
 		return res, nil, false
 	}
 	// Started with an expired lease: compare-and-set takeover.
-	attempt, prev, won, err := e.takeover(ctx, a.Tenant, a.Key, a.Attempt)
+	attempt, prev, age, won, err := e.takeover(ctx, a.Tenant, a.Key, a.Attempt)
 	if err != nil {
 		return nil, err, false
 	}
@@ -380,25 +377,30 @@ func (e *Executor) drive(ctx context.Context, tool tools.Tool, in *intent.Intent
 		res, err := e.current(ctx, out)
 		return res, err, false
 	}
-	res, err := e.work(ctx, tool, in, attempt, prevUncertain(prev, attempt), opts, out)
+	res, err := e.work(ctx, tool, in, attempt, age, prevUncertain(prev, attempt), opts, out)
 	return res, err, false
 }
 
-func (e *Executor) takeover(ctx context.Context, tenant, key string, seen int) (attempt int, prev *ToolFailure, won bool, err error) {
-	var raw []byte
+func (e *Executor) takeover(ctx context.Context, tenant, key string, seen int) (attempt int, prev *ToolFailure, age time.Duration, won bool, err error) {
+	var (
+		raw  []byte
+		secs float64
+	)
 	err = e.planned(ctx, func(b *pgx.Batch) {
 		b.Queue(ActionTakeover, tenant, key, seen, e.cfg.Owner, e.leaseMicros()).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&attempt, &raw)
+			return row.Scan(&attempt, &raw, &secs)
 		})
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil, false, nil
+		return 0, nil, 0, false, nil
 	}
 	if err != nil {
-		return 0, nil, false, fmt.Errorf("executor: takeover: %w", err)
+		return 0, nil, 0, false, fmt.Errorf("executor: takeover: %w", err)
 	}
-	return attempt, decodeFailure(raw), true, nil
+	return attempt, decodeFailure(raw), seconds(secs), true, nil
 }
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // current re-reads the action and reports it as stored.
 func (e *Executor) current(ctx context.Context, out *Outcome) (*Outcome, error) {
@@ -413,8 +415,9 @@ func (e *Executor) current(ctx context.Context, out *Outcome) (*Outcome, error) 
 
 // work holds the lease at attempt and drives it to an end: completed,
 // failed, review, or (transient, NoWait) released for a later attempt.
+// age is how long ago the action was first claimed (database clock);
 // prevMayHaveActed says an earlier attempt may have reached the provider.
-func (e *Executor) work(ctx context.Context, tool tools.Tool, in *intent.Intent, attempt int, prevMayHaveActed bool, opts *Opts, out *Outcome) (*Outcome, error) {
+func (e *Executor) work(ctx context.Context, tool tools.Tool, in *intent.Intent, attempt int, age time.Duration, prevMayHaveActed bool, opts *Opts, out *Outcome) (*Outcome, error) {
 	looker, canLookup := tools.CanLookup(tool)
 	h := held{tenant: in.Tenant, key: in.Key, action: in.Action,
 		relearnable: !e.cfg.SyncCompletion && (tool.Idempotent() || canLookup)}
@@ -445,10 +448,12 @@ func (e *Executor) work(ctx context.Context, tool tools.Tool, in *intent.Intent,
 				Message: "an earlier attempt may have acted; the tool takes no idempotency key and cannot be asked, so it is not called twice",
 			}, out)
 		}
-		if fail == nil && attempt > e.cfg.MaxAttempts {
-			return e.finish(ctx, h, RowReview, nil, &ToolFailure{
+		if fail == nil && e.pastBudget(attempt, age) {
+			// Taken over beyond the budget: no new call. A Lookup above
+			// has already settled the doubt where the tool can be asked.
+			return e.giveUp(ctx, h, prevMayHaveActed, &ToolFailure{
 				Class: tools.ClassUncertain, Code: "attempts_exhausted", Attempt: attempt,
-				Message: fmt.Sprintf("taken over after %d attempts", e.cfg.MaxAttempts),
+				Message: e.budgetText(attempt, age),
 			}, out)
 		}
 		if fail == nil {
@@ -470,15 +475,19 @@ func (e *Executor) work(ctx context.Context, tool tools.Tool, in *intent.Intent,
 		if mayHaveActed && !tool.Idempotent() && !canLookup {
 			return e.finish(ctx, h, RowReview, nil, tf, out)
 		}
-		if attempt >= e.cfg.MaxAttempts {
+		delay := e.backoff(attempt)
+		if e.lastTry(attempt, age, delay) {
 			if mayHaveActed && canLookup {
-				if resp, err := e.lookup(ctx, looker, in.Key); err == nil {
+				resp, err := e.lookup(ctx, looker, in.Key)
+				switch {
+				case err == nil:
 					return e.finish(ctx, h, RowCompleted, resp, nil, out)
+				case errors.Is(err, tools.ErrNotFound):
+					mayHaveActed = false // the provider has nothing under the key
 				}
 			}
-			return e.finish(ctx, h, RowReview, nil, tf, out)
+			return e.giveUp(ctx, h, mayHaveActed, tf, out)
 		}
-		delay := e.backoff(attempt)
 		if err := e.release(ctx, h, delay, tf); err != nil {
 			if errors.Is(err, ErrLeaseLost) {
 				res, cerr := e.current(ctx, out)
@@ -498,14 +507,14 @@ func (e *Executor) work(ctx context.Context, tool tools.Tool, in *intent.Intent,
 		if err := e.cfg.Clock.Sleep(ctx, delay); err != nil {
 			return out, err
 		}
-		next, won, err := e.retake(ctx, h)
+		next, nextAge, won, err := e.retake(ctx, h)
 		if err != nil {
 			return nil, err
 		}
 		if !won {
 			return e.current(ctx, out)
 		}
-		attempt = next
+		attempt, age = next, nextAge
 		out.RetryAfter = 0
 		prevMayHaveActed = mayHaveActed
 	}
@@ -617,23 +626,60 @@ func (e *Executor) release(ctx context.Context, h held, delay time.Duration, f *
 	return nil
 }
 
-func (e *Executor) retake(ctx context.Context, h held) (int, bool, error) {
+func (e *Executor) retake(ctx context.Context, h held) (int, time.Duration, bool, error) {
 	var (
 		next int
 		raw  []byte
+		secs float64
 	)
 	err := e.planned(ctx, func(b *pgx.Batch) {
 		b.Queue(ActionRetake, h.tenant, h.key, h.attempt, e.cfg.Owner, e.leaseMicros()).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&next, &raw)
+			return row.Scan(&next, &raw, &secs)
 		})
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, nil
+		return 0, 0, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("executor: retake: %w", err)
+		return 0, 0, false, fmt.Errorf("executor: retake: %w", err)
 	}
-	return next, true, nil
+	return next, seconds(secs), true, nil
+}
+
+// pastBudget reports whether attempt, taken over age after the action was
+// first claimed, is beyond the retry budget: past RetryHorizon, or beyond
+// MaxAttempts when that is set.
+func (e *Executor) pastBudget(attempt int, age time.Duration) bool {
+	return age > e.cfg.RetryHorizon || (e.cfg.MaxAttempts > 0 && attempt > e.cfg.MaxAttempts)
+}
+
+// lastTry reports whether attempt, which failed, is the last: the next
+// one, after delay, would start past RetryHorizon, or MaxAttempts (when
+// set) is reached.
+func (e *Executor) lastTry(attempt int, age, delay time.Duration) bool {
+	return age+delay > e.cfg.RetryHorizon || (e.cfg.MaxAttempts > 0 && attempt >= e.cfg.MaxAttempts)
+}
+
+func (e *Executor) budgetText(attempt int, age time.Duration) string {
+	if e.cfg.MaxAttempts > 0 && attempt > e.cfg.MaxAttempts {
+		return fmt.Sprintf("taken over after %d attempts", e.cfg.MaxAttempts)
+	}
+	return fmt.Sprintf("attempt %d would start %s after the first claim, past the retry horizon of %s", attempt, age.Round(time.Millisecond), e.cfg.RetryHorizon)
+}
+
+// giveUp ends an action whose retries are spent. When nothing can have
+// acted (every attempt failed before reaching the provider, or the
+// provider, asked by key, has nothing) that is certain, and the action
+// fails: a new try needs a new intent_ref. Otherwise nobody can tell
+// whether it acted, and it goes to review with its last failure.
+func (e *Executor) giveUp(ctx context.Context, h held, mayHaveActed bool, last *ToolFailure, out *Outcome) (*Outcome, error) {
+	if mayHaveActed {
+		return e.finish(ctx, h, RowReview, nil, last, out)
+	}
+	return e.finish(ctx, h, RowFailed, nil, &ToolFailure{
+		Class: tools.ClassDefinitive, Code: "retries_exhausted", Status: last.Status, Attempt: h.attempt,
+		Message: fmt.Sprintf("retries spent and the provider never acted (last failure: %s %s)", last.Class, last.Code),
+	}, out)
 }
 
 // finish writes the outcome, fenced by owner and attempt.
@@ -696,6 +742,21 @@ func (e *Executor) logOutcome(o *Outcome, replay bool) {
 		return
 	}
 	e.cfg.Logger.Info("executor: action settled", "tenant", o.Tenant, "action", o.Action, "status", string(o.Status), "attempt", o.Attempt)
+}
+
+// refused marks a database refusal of the call's own data (SQLSTATE class
+// 22: a NUL, invalid UTF-8, a value out of range; class 54: a value too
+// large for an index entry) as ErrRefused: nothing
+// of the call committed, and the same call would be refused again.
+// intent.Storable keeps such values from reaching the database; this is
+// the backstop, so that no caller is told to retry what cannot succeed.
+func refused(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "54")) {
+		// The code only: the server's message may quote the value.
+		return fmt.Errorf("%w (SQLSTATE %s)", ErrRefused, pgErr.Code)
+	}
+	return err
 }
 
 func isRetryable(err error) bool {

@@ -202,3 +202,45 @@ func FuzzExtract(f *testing.F) {
 		}
 	})
 }
+
+// A completed money action is not amended: the new key would be charged
+// again. The refusal is typed and says what to do; an operator's override
+// needs who, and the revision records it.
+func TestAmendCompletedMoney(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.Schema(t, nil)
+	s := newStore(t)
+	ctx := context.Background()
+	first := freeze(t, s, pool, "t1", "inv-c", equivalent(0, testutil.CPF(78)))
+	setAction(t, pool, "t1", first.Intent.Key, "completed")
+	f := equivalent(0, testutil.CPF(78))
+	f["amount"] = "190,00"
+	p := intent.AmendParams{Tenant: "t1", Ref: "inv-c", Action: action, Fields: f, Reason: "customer says 190"}
+	_, err := s.Amend(ctx, pool, p)
+	var ce *intent.CompletedError
+	if !errors.Is(err, intent.ErrCompleted) || !errors.As(err, &ce) || ce.Key != first.Intent.Key {
+		t.Fatalf("amend of a completed charge: %v", err)
+	}
+	p.OverrideCompleted = true
+	if _, err := s.Amend(ctx, pool, p); !errors.Is(err, intent.ErrInvalid) {
+		t.Fatalf("override without who: %v", err)
+	}
+	if in, err := intent.Get(ctx, pool, "t1", "inv-c", action); err != nil || in.Key != first.Intent.Key || in.Revision != 0 {
+		t.Fatalf("refused amendments changed the intent: %+v %v", in, err)
+	}
+	p.By = "op-9"
+	res, err := s.Amend(ctx, pool, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revs, err := intent.Revisions(ctx, pool, "t1", "inv-c", action)
+	if err != nil || len(revs) != 1 || revs[0].Overrode != "completed" || revs[0].AmendedBy != "op-9" || revs[0].NewKey != res.Intent.Key {
+		t.Fatalf("revisions %+v %v", revs, err)
+	}
+	// The completed action under the old key stays as it was (no
+	// tombstone over it).
+	var st string
+	if err := pool.QueryRow(ctx, `SELECT status FROM actions WHERE tenant_id = 't1' AND idem_key = $1`, first.Intent.Key).Scan(&st); err != nil || st != "completed" {
+		t.Fatalf("old action %q %v", st, err)
+	}
+}

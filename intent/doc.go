@@ -40,6 +40,23 @@
 // already exists there: a concurrent claim then conflicts with it, or the
 // amendment sees the committed claim and refuses.
 //
+// Amend refuses an intent whose action completed when the tool moves money
+// (a money field in its schema): the amended intent would be charged again
+// under its new key. The refusal is a *CompletedError (ErrCompleted); a
+// charged wrong amount is corrected by a refund, or by charging the
+// difference under a new intent_ref. AmendParams.OverrideCompleted, with
+// By, amends anyway and records the override in the revision (overrode).
+//
+// Every write commits synchronously whatever the server, database, role or
+// session says (SyncCommitOn, in IntentDurable: one more statement in the
+// same round trip or transaction; the executor puts the expression in the
+// statement its batches open with). A frozen intent whose key a provider
+// has seen must survive a crash.
+//
+// Values PostgreSQL refuses (a NUL, invalid UTF-8: Storable) are refused
+// before anything is sent: in the ids as ErrInvalid, in the normalized
+// payload as a field error, so that no commit group fails for them.
+//
 // Every read is scoped by tenant: a key alone never finds a row.
 //
 // # Imports

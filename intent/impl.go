@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -63,6 +64,41 @@ func checkIDs(tenant, ref, action string) error {
 	case action == "":
 		return fmt.Errorf("%w: empty action", ErrInvalid)
 	}
+	for _, id := range [...]struct{ name, v string }{{"tenant", tenant}, {"intent_ref", ref}, {"action", action}} {
+		if !Storable(id.v) {
+			return fmt.Errorf("%w: %s %s", ErrInvalid, id.name, unstorable)
+		}
+		if len(id.v) > MaxIDLen {
+			return fmt.Errorf("%w: %s is longer than %d bytes", ErrInvalid, id.name, MaxIDLen)
+		}
+	}
+	return nil
+}
+
+// MaxIDLen bounds a tenant, an intent_ref and an action, in bytes: the
+// three together stay inside what a btree index entry may hold (about
+// 2.7 kB), which PostgreSQL otherwise refuses at insert time (54000).
+const MaxIDLen = 512
+
+const unstorable = "contains a NUL character or invalid UTF-8, which the database refuses"
+
+// Storable reports whether PostgreSQL stores s in a text or jsonb column
+// of a UTF-8 database: valid UTF-8 without NUL (text refuses a NUL byte
+// with 22021, jsonb "\u0000" with 22P05). Checked before a call is
+// frozen or grouped, so that a value the database refuses never fails the
+// commit group the call would have joined.
+func Storable(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
+// unstorableField is a field error for the first payload value that
+// Storable refuses, nil when there is none.
+func unstorableField(p derive.Payload) error {
+	for _, v := range p {
+		if !Storable(v.Value) || !Storable(v.Name) {
+			return &derive.FieldError{Field: v.Name, Reason: unstorable, Kind: derive.ErrInvalidField}
+		}
+	}
 	return nil
 }
 
@@ -88,6 +124,21 @@ func (s *Store) withRef(action string, version int, ref string, fields map[strin
 	return out, nil
 }
 
+// movesMoney reports whether the action's schema (at version) has a money
+// field: completing it moved money, and amending it would move more.
+func (s *Store) movesMoney(action string, version int) (bool, error) {
+	schema, err := s.d.Schema(action, version)
+	if err != nil {
+		return false, err
+	}
+	for _, f := range schema.Fields {
+		if f.Rule == derive.RuleMoney {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 func (s *Store) derive(tenant, ref, action string, version int, fields map[string]any) (*derive.Result, error) {
 	f, err := s.withRef(action, version, ref, fields)
 	if err != nil {
@@ -101,7 +152,18 @@ func (s *Store) extract(p FreezeParams) (*Extraction, error) {
 	if err := checkIDs(p.Tenant, p.Ref, p.Action); err != nil {
 		return nil, err
 	}
+	if !Storable(p.SourceRef) {
+		return nil, fmt.Errorf("%w: source_ref %s", ErrInvalid, unstorable)
+	}
+	if len(p.SourceRef) > MaxIDLen {
+		return nil, fmt.Errorf("%w: source_ref is longer than %d bytes", ErrInvalid, MaxIDLen)
+	}
 	r, err := s.derive(p.Tenant, p.Ref, p.Action, p.Version, p.Fields)
+	if err == nil {
+		if err = unstorableField(r.Payload); err != nil {
+			r = nil
+		}
+	}
 	x := &Extraction{FreezeParams: p, Result: r}
 	if err != nil {
 		if !isFieldError(err) {
@@ -273,6 +335,7 @@ func (s *Store) freeze(ctx context.Context, db DBTX, p FreezeParams) (*FreezeRes
 		return nil, err
 	}
 	b := &pgx.Batch{}
+	b.Queue(IntentDurable)
 	pf := s.queueFreeze(b, x)
 	if err := db.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("intent: freeze: %w", err)
@@ -323,7 +386,7 @@ func revisions(ctx context.Context, db DBTX, tenant, ref, action string) ([]Revi
 			r   Revision
 			raw []byte
 		)
-		if err := rows.Scan(&r.Revision, &r.OldVersion, &raw, &r.OldKey, &r.NewKey, &r.Reason, &r.AmendedBy, &r.CreatedAt); err != nil {
+		if err := rows.Scan(&r.Revision, &r.OldVersion, &raw, &r.OldKey, &r.NewKey, &r.Reason, &r.AmendedBy, &r.Overrode, &r.CreatedAt); err != nil {
 			return nil, fmt.Errorf("intent: revisions: %w", err)
 		}
 		if r.OldPayload, err = decodePayload(raw); err != nil {
@@ -344,11 +407,20 @@ func (s *Store) amend(ctx context.Context, db Beginner, p AmendParams) (*AmendRe
 	if strings.TrimSpace(p.Reason) == "" {
 		return nil, fmt.Errorf("%w: an amendment needs a reason", ErrInvalid)
 	}
+	if p.OverrideCompleted && strings.TrimSpace(p.By) == "" {
+		return nil, fmt.Errorf("%w: an override needs who (By)", ErrInvalid)
+	}
+	if !Storable(p.Reason) || !Storable(p.By) {
+		return nil, fmt.Errorf("%w: reason or by %s", ErrInvalid, unstorable)
+	}
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("intent: amend: begin: %w", err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	if _, err := tx.Exec(ctx, IntentDurable); err != nil {
+		return nil, fmt.Errorf("intent: amend: %w", err)
+	}
 
 	old, err := scanIntent(tx.QueryRow(ctx, IntentLock, p.Tenant, p.Ref, p.Action))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -363,6 +435,9 @@ func (s *Store) amend(ctx context.Context, db Beginner, p AmendParams) (*AmendRe
 	}
 	r, err := s.derive(p.Tenant, p.Ref, p.Action, version, p.Fields)
 	if err != nil {
+		return nil, err
+	}
+	if err := unstorableField(r.Payload); err != nil {
 		return nil, err
 	}
 	if r.Key == old.Key {
@@ -384,6 +459,19 @@ func (s *Store) amend(ctx context.Context, db Beginner, p AmendParams) (*AmendRe
 	if status == "started" || status == "review" {
 		return nil, fmt.Errorf("%w (status %s)", ErrActionActive, status)
 	}
+	overrode := ""
+	if status == "completed" {
+		money, err := s.movesMoney(p.Action, old.Version)
+		if err != nil {
+			return nil, err
+		}
+		if money && !p.OverrideCompleted {
+			return nil, &CompletedError{Tenant: p.Tenant, Ref: p.Ref, Action: p.Action, Key: old.Key}
+		}
+		if money {
+			overrode = status
+		}
+	}
 	if _, err := tx.Exec(ctx, ActionTombstoneDelete, p.Tenant, r.Key); err != nil {
 		return nil, fmt.Errorf("intent: amend: lift tombstone: %w", err)
 	}
@@ -396,7 +484,7 @@ func (s *Store) amend(ctx context.Context, db Beginner, p AmendParams) (*AmendRe
 		return nil, fmt.Errorf("intent: amend: update: %w", err)
 	}
 	if _, err := tx.Exec(ctx, IntentRevisionInsert, p.Tenant, p.Ref, p.Action, old.Revision, old.Version,
-		encodePayload(old.Payload), old.Key, r.Key, p.Reason, p.By); err != nil {
+		encodePayload(old.Payload), old.Key, r.Key, p.Reason, p.By, overrode); err != nil {
 		return nil, fmt.Errorf("intent: amend: revision: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -404,6 +492,11 @@ func (s *Store) amend(ctx context.Context, db Beginner, p AmendParams) (*AmendRe
 	}
 	changed := r.Payload.Diff(old.Payload)
 	sort.Strings(changed)
-	s.log.Info("intent: amended", "tenant", p.Tenant, "action", p.Action, "revision", in.Revision)
+	if overrode != "" {
+		s.log.Warn("intent: amended past a completed money action by operator override",
+			"tenant", p.Tenant, "action", p.Action, "revision", in.Revision, "by", p.By)
+	} else {
+		s.log.Info("intent: amended", "tenant", p.Tenant, "action", p.Action, "revision", in.Revision)
+	}
 	return &AmendResult{Intent: in, OldKey: old.Key, Changed: changed, Revision: old.Revision}, nil
 }

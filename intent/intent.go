@@ -41,11 +41,33 @@ var (
 	// ErrActionActive: Amend refused: an action under the current key is
 	// started or in review.
 	ErrActionActive = errors.New("intent: an action under the current key is started or in review")
+	// ErrCompleted: Amend refused: the action under the current key
+	// completed and the tool moves money, so the amended intent would be
+	// charged again. Returned as a *CompletedError.
+	ErrCompleted = errors.New("intent: the action under the current key completed and moves money")
 	// ErrNoChange: Amend's fields normalize to the frozen payload.
 	ErrNoChange = errors.New("intent: amendment does not change the payload")
 	// ErrInvalid: a required argument is empty.
 	ErrInvalid = errors.New("intent: invalid argument")
 )
+
+// CompletedError is Amend's refusal to amend an intent whose money-moving
+// action completed (it matches ErrCompleted). What was charged stays
+// charged: a wrong amount is corrected by a refund, or by charging the
+// difference under a new intent_ref; AmendParams.OverrideCompleted exists
+// for an operator who means a second charge under this intent.
+type CompletedError struct {
+	Tenant, Ref, Action string
+	Key                 string // the completed action's key
+}
+
+func (e *CompletedError) Error() string {
+	return fmt.Sprintf("intent: %s / %s / %s: the action under key %s completed and %s moves money: an amendment would charge again; refund, or charge the difference under a new intent_ref (an operator may override, recorded)",
+		e.Tenant, e.Ref, e.Action, e.Key, e.Action)
+}
+
+// Is makes a *CompletedError match ErrCompleted.
+func (e *CompletedError) Is(target error) bool { return target == ErrCompleted }
 
 // SupersededClass is the error class of the tombstone action Amend writes
 // under a replaced key.
@@ -112,7 +134,10 @@ type Revision struct {
 	NewKey     string
 	Reason     string
 	AmendedBy  string
-	CreatedAt  time.Time
+	// Overrode is the status of the old key's action this amendment
+	// went past by operator override ("completed"), "" when none.
+	Overrode  string
+	CreatedAt time.Time
 }
 
 // FreezeParams is one extraction to freeze.
@@ -251,6 +276,12 @@ type AmendParams struct {
 	By     string // who amended (operator id); audit only
 	// Version selects the rule version; 0 keeps the intent's version.
 	Version int
+	// OverrideCompleted amends even though the action under the current
+	// key completed and the tool moves money (a money field in its
+	// schema): the new key will be charged as a new action, beside the
+	// completed one. For an operator who means it; By is then required,
+	// and the revision records the override.
+	OverrideCompleted bool
 }
 
 // AmendResult is an applied amendment.
@@ -263,7 +294,9 @@ type AmendResult struct {
 
 // Amend replaces a frozen intent's payload and key. It refuses with
 // ErrActionActive while an action under the current key is started or in
-// review, and with ErrNoChange when the payload would not change. It runs
+// review, with a *CompletedError (ErrCompleted) when that action completed
+// and the tool moves money (unless OverrideCompleted), and with
+// ErrNoChange when the payload would not change. It runs
 // in its own transaction (a savepoint when db is a pgx.Tx).
 func (s *Store) Amend(ctx context.Context, db Beginner, p AmendParams) (*AmendResult, error) {
 	return s.amend(ctx, db, p)

@@ -7,6 +7,21 @@ package intent
 const intentColumns = `tenant_id, intent_ref, action, rules_version, payload, idem_key,
 	coalesce(source_ref, ''), revision, created_at, updated_at`
 
+// SyncCommitOn is a select-list expression that makes the transaction it
+// runs in wait for its commit's WAL flush (and, with synchronous standbys,
+// their flush), whatever the server, database, role or session set:
+// set_config(..., true) holds for the current transaction only, so nothing
+// leaks into a pooled session. remote_apply, stronger still, is kept. Every
+// transaction that freezes an intent or claims an action runs it: once a
+// provider has seen a key, the intent and the claim under it must survive a
+// crash, or a redelivery could freeze a new extraction under a new key.
+const SyncCommitOn = `set_config('synchronous_commit',
+	CASE current_setting('synchronous_commit') WHEN 'remote_apply' THEN 'remote_apply' ELSE 'on' END, true)`
+
+// IntentDurable opens every batch or transaction of the intent store that
+// writes: one more statement in the same round trip (see SyncCommitOn).
+const IntentDurable = `SELECT ` + SyncCommitOn
+
 // IntentFreeze inserts a first extraction. ON CONFLICT without a target also
 // absorbs a clash on (tenant_id, idem_key): another ref froze the same key,
 // which the read-back reports as ErrKeyInUse.
@@ -63,11 +78,11 @@ RETURNING ` + intentColumns
 
 // IntentRevisionInsert records the replaced payload and key.
 const IntentRevisionInsert = `INSERT INTO intent_revisions
-	(tenant_id, intent_ref, action, revision, old_rules_version, old_payload, old_key, new_key, reason, amended_by)
-VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10)`
+	(tenant_id, intent_ref, action, revision, old_rules_version, old_payload, old_key, new_key, reason, amended_by, overrode)
+VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $9, $10, nullif($11, ''))`
 
 // IntentRevisionList lists an intent's amendments.
-const IntentRevisionList = `SELECT revision, old_rules_version, old_payload, old_key, new_key, reason, amended_by, created_at
+const IntentRevisionList = `SELECT revision, old_rules_version, old_payload, old_key, new_key, reason, amended_by, coalesce(overrode, ''), created_at
 FROM intent_revisions WHERE tenant_id = $1 AND intent_ref = $2 AND action = $3
 ORDER BY revision`
 

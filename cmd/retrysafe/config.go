@@ -58,6 +58,7 @@ type runtimeFlags struct {
 	owner                     string
 	lease, timeout, heartbeat time.Duration
 	maxAttempts               int
+	retryHorizon, backoffMax  time.Duration
 	reconcileInterval         time.Duration
 	reconcileBatch            int
 	syncCompletion            bool
@@ -79,7 +80,10 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, e *env) {
 	fs.DurationVar(&f.lease, "lease", 30*time.Second, "how long a claim on an action is exclusive; must exceed --timeout plus a 2s margin")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "bound on one provider call")
 	fs.DurationVar(&f.heartbeat, "heartbeat", 0, "extend the lease this often during a call (0: off)")
-	fs.IntVar(&f.maxAttempts, "max-attempts", 5, "claims of one action before it goes to review")
+	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "also bound the attempts of one action (0: only --retry-horizon ends the retries)")
+	fs.DurationVar(&f.retryHorizon, "retry-horizon", 6*time.Hour,
+		"how long after its first claim an action's transient or uncertain failures are retried with the same key; then it fails if the provider provably never acted, else goes to review")
+	fs.DurationVar(&f.backoffMax, "backoff-max", time.Minute, "longest pause between two tries of one action (exponential from 200ms, with jitter)")
 	fs.DurationVar(&f.reconcileInterval, "reconcile-interval", 5*time.Second, "pause between reconciler passes that found little to do")
 	fs.IntVar(&f.reconcileBatch, "reconcile-batch", 50, "expired leases one reconciler pass takes")
 	fs.IntVar(&f.groupCommit, "group-commit", 32, "most concurrent calls that share one claim (or completion) round trip and commit; 1 turns grouping off")
@@ -182,6 +186,8 @@ func (f *runtimeFlags) build(db executor.DBTX, reg *tools.Registry, m *metrics.M
 		Timeout:           f.timeout,
 		Heartbeat:         f.heartbeat,
 		MaxAttempts:       f.maxAttempts,
+		RetryHorizon:      f.retryHorizon,
+		BackoffMax:        f.backoffMax,
 		Logger:            log,
 		ReconcileBatch:    f.reconcileBatch,
 		ReconcileInterval: f.reconcileInterval,
@@ -190,7 +196,7 @@ func (f *runtimeFlags) build(db executor.DBTX, reg *tools.Registry, m *metrics.M
 		GroupCommitConns:  f.groupCommitConns,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("executor settings (--lease, --timeout, --heartbeat, --max-attempts, --group-commit, --group-commit-conns): %w", err)
+		return nil, fmt.Errorf("executor settings (--lease, --timeout, --heartbeat, --max-attempts, --retry-horizon, --backoff-max, --group-commit, --group-commit-conns): %w", err)
 	}
 	return &toolRuntime{Tools: reg, Deriver: d, Intents: store, Executor: ex, Metrics: m}, nil
 }

@@ -229,6 +229,19 @@ func printIntent(w io.Writer, tenant string, v *sidecar.IntentView) {
 	fmt.Fprintln(w, "revisions:")
 	for _, r := range v.Revisions {
 		fmt.Fprintf(w, "  #%d %s by %s: %q\n    old key %s -> new key %s\n", r.Revision, r.CreatedAt.UTC().Format(time.RFC3339), orUnknown(r.AmendedBy), r.Reason, r.OldKey, r.NewKey)
+		if r.Overrode != "" {
+			fmt.Fprintf(w, "    OVERRIDE: amended past a %s action (a second effect under the new key)\n", r.Overrode)
+		}
+	}
+	if len(v.EarlierActions) > 0 {
+		fmt.Fprintln(w, "earlier actions (under replaced keys):")
+		for _, a := range v.EarlierActions {
+			fmt.Fprintf(w, "  %s  %s attempt %d", a.IdempotencyKey, a.Status, a.Attempt)
+			if len(a.Response) > 0 {
+				fmt.Fprintf(w, "  response %s", compactJSON(a.Response))
+			}
+			fmt.Fprintln(w)
+		}
 	}
 }
 

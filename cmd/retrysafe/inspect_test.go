@@ -158,7 +158,9 @@ func TestInspect(t *testing.T) {
 func TestResolve(t *testing.T) {
 	t.Parallel()
 	f := newOpsFixture(t, 1)
+	// A 500 and no way to ask by key: nobody can tell.
 	f.psp.SetFault(func(toolstest.Request) toolstest.Fault { return toolstest.FailBefore })
+	f.psp.LookupDown.Store(true)
 	o := f.charge("tenant-a", "inv-r")
 	if o.Status != executor.StatusReview {
 		t.Fatalf("%+v", o)

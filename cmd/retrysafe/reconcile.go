@@ -19,8 +19,10 @@ func runReconcile(ctx context.Context, e *env, args []string) error {
 		`Finds started actions whose lease expired (a worker crashed or timed out
 mid-call), takes each over with a compare-and-set on its attempt, and settles
 it: asks the provider by key where the tool can (a Pix charge found under the
-key completes the action), else calls again with the same key. After
---max-attempts claims an action goes to review ('retrysafe resolve').
+key completes the action), else calls again with the same key. Past
+--retry-horizon (or --max-attempts, when set) an action the provider provably
+never acted on fails; one nobody can tell about goes to review ('retrysafe
+resolve').
 
 Without --loop, runs one pass and prints what it settled. With --loop, runs
 until SIGTERM/SIGINT and prints every pass that found something.

@@ -20,7 +20,7 @@ func init() {
 func runResolve(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet(e, "resolve", "resolve --tenant T (--key KEY | --ref REF --action A) --status completed|failed --reason TEXT [--response JSON]",
 		`Settles an action in review: the executor could not tell whether the
-provider acted (uncertain failures until --max-attempts, or a tool that can
+provider acted (uncertain failures until --retry-horizon, or a tool that can
 neither take a key nor be asked). Check at the provider first (its dashboard,
 or its lookup by the key 'retrysafe inspect' shows), then:
 

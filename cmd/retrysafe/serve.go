@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/retrysafe/retrysafe/migrations"
@@ -24,7 +28,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
         400 bad fields (nothing frozen or called), 401, 404 unknown action
   GET  /v1/intents/{intent_ref}/{action}   frozen intent, key, action state, revisions
   GET  /v1/tools                      tools and their model-facing parameters
-  GET  /healthz, /readyz, /metrics
+  GET  /healthz, /readyz (database, migrations, durability settings), /metrics
 
 Every /v1 request needs "Authorization: Bearer <token>"; the token names the
 tenant. Tokens come from RETRYSAFE_API_TOKENS="tenant-a=token1,tenant-b=token2".
@@ -37,7 +41,13 @@ Also runs the reconciler in the background (--reconcile=false to leave it to
 another process: 'retrysafe reconcile --loop'). Prints one line,
 "retrysafe: listening on http://HOST:PORT", on stdout when ready (--addr
 with port 0 picks a free port). SIGTERM or SIGINT: stop accepting, finish
-the requests in progress (up to --shutdown-timeout), exit 0.`)
+the requests in progress (up to --shutdown-timeout), exit 0.
+
+Refuses to start on a database running with fsync=off unless
+--allow-unsafe-database says it is a throwaway; logs fsync,
+synchronous_commit, full_page_writes and synchronous_standby_names at
+start-up. /metrics names tenants: --metrics-token puts it behind a bearer
+token, --metrics-addr moves it to a listener of its own.`)
 	var (
 		db  dbFlags
 		rt  runtimeFlags
@@ -54,6 +64,14 @@ the requests in progress (up to --shutdown-timeout), exit 0.`)
 	reconcile := fs.Bool("reconcile", true, "run the reconciler loop in this process")
 	fs.DurationVar(&cfg.ExecuteTimeout, "execute-timeout", 30*time.Second, "bound on one execution (freeze, provider call, record), independent of the client")
 	fs.Int64Var(&cfg.MaxBodyBytes, "max-body", 1<<20, "largest accepted execute body, in bytes")
+	allowUnsafeEnv := e.getenv("RETRYSAFE_ALLOW_UNSAFE_DATABASE")
+	allowUnsafeDefault, _ := strconv.ParseBool(allowUnsafeEnv)
+	fs.BoolVar(&cfg.AllowUnsafeDatabase, "allow-unsafe-database", allowUnsafeDefault,
+		"serve on a database running with fsync=off, which a crash can make lose committed claims: only for a throwaway database (env RETRYSAFE_ALLOW_UNSAFE_DATABASE=true)")
+	fs.StringVar(&cfg.MetricsToken, "metrics-token", e.getenv("RETRYSAFE_METRICS_TOKEN"),
+		"require Authorization: Bearer <token> on /metrics, which names tenants (env RETRYSAFE_METRICS_TOKEN; prefer the env)")
+	metricsAddr := fs.String("metrics-addr", e.getenv("RETRYSAFE_METRICS_ADDR"),
+		"serve /metrics on this address of its own instead of --addr (env RETRYSAFE_METRICS_ADDR)")
 	var (
 		wa  whatsappFlags
 		pay paymentFlags
@@ -81,6 +99,17 @@ the requests in progress (up to --shutdown-timeout), exit 0.`)
 	if err := lf.check(); err != nil {
 		return err
 	}
+	if v := allowUnsafeEnv; v != "" {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("RETRYSAFE_ALLOW_UNSAFE_DATABASE=%q: want true or false", v)
+		}
+	}
+	if *metricsAddr != "" {
+		if _, err := net.ResolveTCPAddr("tcp", *metricsAddr); err != nil {
+			return fmt.Errorf("--metrics-addr %q: %w", *metricsAddr, err)
+		}
+		cfg.NoMetrics = true
+	}
 
 	d, err := db.open(ctx, e, *migrate)
 	if err != nil {
@@ -88,6 +117,9 @@ the requests in progress (up to --shutdown-timeout), exit 0.`)
 	}
 	defer d.Close()
 	if err := checkMigrations(ctx, d, log); err != nil {
+		return err
+	}
+	if err := checkDurability(ctx, d.Pool, cfg.AllowUnsafeDatabase, log); err != nil {
 		return err
 	}
 	m := metrics.New()
@@ -116,11 +148,61 @@ the requests in progress (up to --shutdown-timeout), exit 0.`)
 		shutdownAttrs: []any{"timeout", lf.shutdown},
 		errKey:        "error",
 	}
+	var bg []func(context.Context)
 	if *reconcile {
 		r := &sidecar.Reconciler{Executor: rtm.Executor, Metrics: m, Logger: log, Interval: rt.reconcileInterval, Batch: rt.reconcileBatch}
-		s.background = func(ctx context.Context) { r.Run(ctx) } //nolint:errcheck // Run returns nil when stopped
+		bg = append(bg, func(ctx context.Context) { r.Run(ctx) }) //nolint:errcheck // Run returns nil when stopped
+	}
+	if *metricsAddr != "" {
+		ln, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", srv.MetricsHandler())
+		ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		log.Info("serve: metrics", "addr", "http://"+ln.Addr().String()+"/metrics", "token", cfg.MetricsToken != "")
+		bg = append(bg, func(ctx context.Context) {
+			go func() {
+				<-ctx.Done()
+				ms.Close() //nolint:errcheck
+			}()
+			ms.Serve(ln) //nolint:errcheck // ErrServerClosed once stopped
+		})
+	}
+	if len(bg) > 0 {
+		s.background = func(ctx context.Context) {
+			var wg sync.WaitGroup
+			for _, f := range bg {
+				wg.Go(func() { f(ctx) })
+			}
+			wg.Wait()
+		}
 	}
 	return lf.serveHTTP(ctx, e, s)
+}
+
+// checkDurability reports the database's durability settings and refuses
+// fsync=off unless allowed: a crash of the machine can then lose a claim
+// whose key the provider has already seen, and a redelivery could act
+// again under a new key.
+func checkDurability(ctx context.Context, db sidecar.DB, allow bool, log *slog.Logger) error {
+	st, err := sidecar.ReadDatabaseSettings(ctx, db)
+	if err != nil {
+		return err
+	}
+	log.Info("serve: database durability", "fsync", st.Fsync, "synchronous_commit", st.SynchronousCommit,
+		"full_page_writes", st.FullPageWrites, "synchronous_standby_names", st.SynchronousStandbyNames, "standbys", st.Standbys)
+	for _, w := range st.Warnings() {
+		log.Warn("serve: database: " + w)
+	}
+	if err := st.Check(); err != nil {
+		if !allow {
+			return fmt.Errorf("%w; pass --allow-unsafe-database (env RETRYSAFE_ALLOW_UNSAFE_DATABASE=true) only for a throwaway database", err)
+		}
+		log.Warn("serve: serving on a database with fsync=off (--allow-unsafe-database): a crash can lose committed claims")
+	}
+	return nil
 }
 
 // checkMigrations refuses to serve on a schema older than the binary (its

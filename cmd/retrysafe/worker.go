@@ -190,6 +190,7 @@ RETRYSAFE_FAILPOINTS (see package agent).`)
 	ex, err := executor.New(executor.Config{
 		DB: d.Pool, Intents: store, Tools: agent.WithFailpoints(reg, failpoint.Hit),
 		Owner: rt.owner, Lease: rt.lease, Timeout: rt.timeout, Heartbeat: rt.heartbeat, MaxAttempts: rt.maxAttempts,
+		RetryHorizon: rt.retryHorizon, BackoffMax: rt.backoffMax,
 		Logger: log, ReconcileBatch: rt.reconcileBatch, ReconcileInterval: rt.reconcileInterval,
 	})
 	if err != nil {

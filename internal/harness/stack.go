@@ -173,6 +173,11 @@ func (s *Stack) env() []string {
 		"RETRYSAFE_WHATSAPP_TENANTS=" + s.Cfg.PhoneNumberID + "=" + s.Cfg.Tenant,
 		"OPENAI_API_KEY=",
 	}
+	if s.Cluster != nil {
+		// A private cluster is a throwaway: serve may run on it even
+		// with fsync off.
+		env = append(env, "RETRYSAFE_ALLOW_UNSAFE_DATABASE=true")
+	}
 	if s.PSP != nil {
 		env = append(env, "RETRYSAFE_PSP_URL="+s.PSP.Ready)
 	}

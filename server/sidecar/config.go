@@ -67,6 +67,15 @@ type Config struct {
 	// MinRetryAfter is the least Retry-After given with a 409, in whole
 	// seconds as HTTP requires. Default 1s.
 	MinRetryAfter time.Duration
+	// AllowUnsafeDatabase keeps /readyz ready on a database with fsync
+	// off: a throwaway one (tests, the demo's private cluster).
+	AllowUnsafeDatabase bool
+	// MetricsToken, when set, is required as "Authorization: Bearer
+	// <token>" on GET /metrics (the metrics name tenants).
+	MetricsToken string
+	// NoMetrics leaves /metrics off this handler: the caller serves
+	// MetricsHandler on a listener of its own.
+	NoMetrics bool
 }
 
 // ErrConfig marks an invalid Config.
@@ -118,6 +127,8 @@ func (c Config) Validate() (Config, error) {
 		c.MinRetryAfter = time.Second
 	}
 	switch {
+	case strings.ContainsFunc(c.MetricsToken, isControlOrSpace):
+		return c, fmt.Errorf("%w: the metrics token contains white space or control characters", ErrConfig)
 	case c.MaxBodyBytes < 1024:
 		return c, fmt.Errorf("%w: MaxBodyBytes %d is below 1 KiB", ErrConfig, c.MaxBodyBytes)
 	case c.ExecuteTimeout < 0 || c.ReadyTimeout < 0 || c.MinRetryAfter < 0:

@@ -9,8 +9,11 @@
 //	GET  /v1/intents/{intent_ref}/{action}
 //	GET  /v1/tools                    the tools and their model-facing parameters
 //	GET  /healthz                     the process answers
-//	GET  /readyz                      the database answers and migrations are current
-//	GET  /metrics                     Prometheus
+//	GET  /readyz                      the database answers, migrations are current, fsync is on
+//	                                  (reports fsync, synchronous_commit, full_page_writes,
+//	                                  synchronous_standby_names and the standbys)
+//	GET  /metrics                     Prometheus; behind Config.MetricsToken when set, or
+//	                                  left off (Config.NoMetrics) for MetricsHandler elsewhere
 //
 // The /v1 routes need "Authorization: Bearer <token>". The token names the
 // tenant; nothing in the request body or path does, so one tenant's token
@@ -21,6 +24,16 @@
 // nor which tenant's token was close.
 //
 // # Execute
+//
+// Before it is decoded, the body is checked by internal/strictjson: a
+// duplicate member (encoding/json keeps the last: "amount":"1,00",
+// "amount":"9999,00" would charge 9999,00), invalid UTF-8 or an unpaired
+// surrogate escape (replaced by U+FFFD) and a NUL anywhere (PostgreSQL
+// refuses it, and would fail the commit group the call joined) are a 400
+// naming the field as a dotted path ("fields.amount"), with nothing frozen
+// and nothing called. A value the database still refuses
+// (executor.ErrRefused) is a 400 too: the same call would be refused
+// again, so it is never answered "retrying is safe".
 //
 // The body is decoded with json.Decoder.UseNumber: an amount such as 180.1
 // reaches derive as the literal "180.1", never as a float64, so it is
@@ -57,6 +70,6 @@
 //
 // # Imports
 //
-// sidecar imports derive, intent, executor, tools, migrations and
-// server/metrics. It knows nothing of cmd/ or sandbox/.
+// sidecar imports derive, intent, executor, tools, migrations,
+// server/metrics and internal/strictjson. It knows nothing of cmd/ or sandbox/.
 package sidecar

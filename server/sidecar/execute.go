@@ -16,6 +16,7 @@ import (
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/strictjson"
 	"github.com/retrysafe/retrysafe/server/metrics"
 	"github.com/retrysafe/retrysafe/tools"
 )
@@ -154,6 +155,23 @@ func (s *Server) decodeExecute(w http.ResponseWriter, r *http.Request) (*Execute
 		}
 		return bad("The request body could not be read.")
 	}
+	// Before encoding/json reads it: a duplicate member (the last would
+	// win), invalid UTF-8 or an unpaired surrogate (each would become
+	// U+FFFD) and a NUL (PostgreSQL refuses it) are refused here, naming
+	// where, so that nothing is frozen or sent.
+	if err := strictjson.Check(body); err != nil {
+		var se *strictjson.Error
+		if errors.As(err, &se) {
+			p := &Problem{Type: ProblemBadRequest, Title: "Bad request", Status: http.StatusBadRequest,
+				Detail: fmt.Sprintf("The body was refused (%s); nothing was frozen and nothing was called.", se.Reason)}
+			if f := se.Field(); f != "" {
+				p.Detail = fmt.Sprintf("The body was refused: %s at %s; nothing was frozen and nothing was called.", se.Reason, f)
+				p.Errors = []FieldProblem{{Field: f, Reason: se.Reason}}
+			}
+			return nil, p
+		}
+		return bad("The body is not valid JSON.")
+	}
 	// A pointer, to tell a missing member from an empty one.
 	var raw struct {
 		IntentRef *string        `json:"intent_ref"`
@@ -238,6 +256,11 @@ func (s *Server) executeError(w http.ResponseWriter, note *requestNote, tenant, 
 		note.outcome = metrics.OutcomeInvalid
 		s.count(tenant, action, metrics.OutcomeInvalid)
 		writeProblem(w, Problem{Type: ProblemBadRequest, Title: "Bad request", Status: http.StatusBadRequest, Detail: err.Error()})
+	case errors.Is(err, executor.ErrRefused):
+		note.outcome, note.err = metrics.OutcomeInvalid, err
+		s.count(tenant, action, metrics.OutcomeInvalid)
+		writeProblem(w, Problem{Type: ProblemBadRequest, Title: "Bad request", Status: http.StatusBadRequest,
+			Detail: "The database refused a value of this call: nothing was frozen and nothing was called, and the same call would be refused again. Fix the input."})
 	case errors.Is(err, executor.ErrUnknownTool), errors.Is(err, tools.ErrUnknownTool), errors.Is(err, derive.ErrUnknownAction), errors.Is(err, derive.ErrUnknownVersion):
 		note.err = err
 		writeProblem(w, Problem{Type: ProblemUnknownAction, Title: "Unknown action", Status: http.StatusNotFound, Detail: err.Error()})

@@ -189,7 +189,9 @@ func TestExecuteFailedAndReview(t *testing.T) {
 	t.Run("review", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, &harnessOpts{exec: func(c *executor.Config) { c.MaxAttempts = 1 }})
+		// A 500 and no way to ask by key: nobody can tell.
 		h.psp.SetFault(func(toolstest.Request) toolstest.Fault { return toolstest.FailBefore })
+		h.psp.LookupDown.Store(true)
 		r := h.execute(tokenA, "inv-review", chargeFields(`180`, cpfDigits))
 		o := r.exec(t)
 		if r.status != http.StatusAccepted || o.Status != "review" || o.Error == nil {

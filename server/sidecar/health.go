@@ -16,6 +16,11 @@ type Health struct {
 		Current int    `json:"current"`
 		Latest  int    `json:"latest"`
 	} `json:"migrations"`
+	// Settings are the database's durability settings; Warnings what they
+	// put at risk. fsync=off makes the sidecar not ready unless
+	// Config.AllowUnsafeDatabase says the database is a throwaway.
+	Settings *DatabaseSettings `json:"settings,omitempty"`
+	Warnings []string          `json:"warnings,omitempty"`
 }
 
 // healthz says the process serves HTTP; it touches nothing, so an
@@ -28,7 +33,8 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // readyz says the sidecar can answer executions: the database answers and
 // its schema is at exactly the version this binary embeds (older: tables or
 // columns missing; newer: a later binary migrated and this one may not
-// understand the rows).
+// understand the rows), and it does not run with fsync off (unless
+// Config.AllowUnsafeDatabase). It reports the durability settings.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ReadyTimeout)
 	defer cancel()
@@ -45,6 +51,15 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		h.Migrations.Current = v
 		if v != h.Migrations.Latest {
 			h.Status = "unavailable"
+		}
+		if st, err := ReadDatabaseSettings(ctx, s.cfg.DB); err != nil {
+			h.Status, h.Database = "unavailable", "error"
+			s.log.Warn("sidecar: not ready: database settings unreadable", "error", err)
+		} else {
+			h.Settings, h.Warnings = &st, st.Warnings()
+			if st.Check() != nil && !s.cfg.AllowUnsafeDatabase {
+				h.Status, h.Database = "unavailable", "unsafe"
+			}
 		}
 	}
 	code := http.StatusOK

@@ -51,6 +51,7 @@ type harnessOpts struct {
 	maxConns int32
 	exec     func(*executor.Config)
 	schema   string // override Config.Schema (readyz tests)
+	side     func(*sidecar.Config)
 }
 
 func newHarness(t *testing.T, o *harnessOpts) *harness {
@@ -100,10 +101,14 @@ func newHarness(t *testing.T, o *harnessOpts) *harness {
 	if o.schema != "" {
 		schema = o.schema
 	}
-	srv, err := sidecar.New(sidecar.Config{
+	scfg := sidecar.Config{
 		DB: pool, Schema: schema, Executor: ex, Tools: reg, Metrics: m, Logger: log,
 		Credentials: []sidecar.Credential{{Tenant: "tenant-a", Token: tokenA}, {Tenant: "tenant-b", Token: tokenB}},
-	})
+	}
+	if o.side != nil {
+		o.side(&scfg)
+	}
+	srv, err := sidecar.New(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,11 @@ type IntentView struct {
 	Action *ActionJSON `json:"action"`
 	// Revisions are the intent's amendments, oldest first.
 	Revisions []RevisionJSON `json:"revisions"`
+	// EarlierActions are the actions under the keys amendments replaced
+	// (a charge completed before an operator's override, a definitive
+	// failure before a fix), oldest first; amendments' tombstones are left
+	// out.
+	EarlierActions []*ActionJSON `json:"earlier_actions,omitempty"`
 }
 
 // IntentJSON is a frozen intent.
@@ -64,7 +69,10 @@ type RevisionJSON struct {
 	NewKey          string            `json:"new_key"`
 	Reason          string            `json:"reason"`
 	AmendedBy       string            `json:"amended_by,omitempty"`
-	CreatedAt       time.Time         `json:"created_at"`
+	// Overrode is the status of the old key's action that an operator's
+	// override went past ("completed"), empty when none.
+	Overrode  string    `json:"overrode,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 func (s *Server) getIntent(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -143,8 +151,17 @@ func viewOf(ctx context.Context, db executor.DBTX, in *intent.Intent) (*IntentVi
 	for _, r := range revs {
 		v.Revisions = append(v.Revisions, RevisionJSON{
 			Revision: r.Revision, OldRulesVersion: r.OldVersion, OldPayload: payloadMap(r.OldPayload),
-			OldKey: r.OldKey, NewKey: r.NewKey, Reason: r.Reason, AmendedBy: r.AmendedBy, CreatedAt: r.CreatedAt,
+			OldKey: r.OldKey, NewKey: r.NewKey, Reason: r.Reason, AmendedBy: r.AmendedBy, Overrode: r.Overrode, CreatedAt: r.CreatedAt,
 		})
+		old, err := executor.Get(ctx, db, in.Tenant, r.OldKey)
+		switch {
+		case errors.Is(err, executor.ErrNotFound):
+		case err != nil:
+			return nil, err
+		case old.Failure != nil && old.Failure.Class == intent.SupersededClass:
+		default:
+			v.EarlierActions = append(v.EarlierActions, ActionView(old))
+		}
 	}
 	return v, nil
 }

@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -37,8 +38,30 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/tools", s.authed(s.listTools))
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.HandleFunc("GET /readyz", s.readyz)
-	s.mux.Handle("GET /metrics", cfg.Metrics.Handler())
+	if !cfg.NoMetrics {
+		s.mux.Handle("GET /metrics", s.MetricsHandler())
+	}
 	return s, nil
+}
+
+// MetricsHandler serves the metrics, behind Config.MetricsToken when set.
+// Mounted on the API's handler unless Config.NoMetrics; serve it on a
+// listener of its own then.
+func (s *Server) MetricsHandler() http.Handler {
+	h := s.cfg.Metrics.Handler()
+	if s.cfg.MetricsToken == "" {
+		return h
+	}
+	want := []byte("Bearer " + s.cfg.MetricsToken)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="retrysafe-metrics"`)
+			writeProblem(w, Problem{Type: ProblemUnauthenticated, Title: "Unauthenticated", Status: http.StatusUnauthorized,
+				Detail: "The metrics need Authorization: Bearer <metrics token>."})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Config returns the validated configuration (defaults filled in).

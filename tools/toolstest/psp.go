@@ -67,6 +67,10 @@ type Provider struct {
 	seq      int
 	requests atomic.Int64
 	replays  atomic.Int64
+
+	// LookupDown, when true, answers every lookup 503: the provider
+	// cannot be asked, so an uncertain outcome stays uncertain.
+	LookupDown atomic.Bool
 }
 
 type record struct {
@@ -166,6 +170,10 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Provider) lookup(w http.ResponseWriter, r *http.Request) {
+	if p.LookupDown.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "lookup unavailable"})
+		return
+	}
 	key := r.URL.Query().Get("idempotency_key")
 	p.mu.Lock()
 	rec := p.records[r.URL.Path+" "+key]
