@@ -293,7 +293,9 @@ func TestInFlightReviewFailed(t *testing.T) {
 	t.Run("review", func(t *testing.T) {
 		t.Parallel()
 		h := newHarness(t, &harnessOpts{exec: func(c *executor.Config) { c.MaxAttempts = 1 }})
+		// A 500 and no way to ask by key: nobody can tell.
 		h.psp.SetFault(func(toolstest.Request) toolstest.Fault { return toolstest.FailBefore })
+		h.psp.LookupDown.Store(true)
 		cs := h.connect("tenant-a", nil)
 		res, r := call(t, cs, callParams("inv-rv", charge(180, cpfDigits)))
 		if !res.IsError || r.Status != "review" || r.Error == nil || !strings.HasPrefix(r.Message, "Do not retry") {
