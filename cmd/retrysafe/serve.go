@@ -25,6 +25,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
   GET  /v1/intents/{intent_ref}/{action}   frozen intent, key, action state, revisions
   GET  /v1/tools                      tools and their model-facing parameters
   GET  /healthz, /readyz, /metrics
+  GET  /console/                     the operator console (--console=false: off)
 
 Every /v1 request needs "Authorization: Bearer <token>"; the token names the
 tenant. Tokens come from RETRYSAFE_API_TOKENS="tenant-a=token1,tenant-b=token2".
@@ -57,9 +58,11 @@ the requests in progress (up to --shutdown-timeout), exit 0.`)
 	var (
 		wa  whatsappFlags
 		pay paymentFlags
+		con consoleFlags
 	)
 	wa.register(fs, e)
 	pay.register(fs, e)
+	con.register(fs, e)
 	if err := parseNoArgs(e, fs, args); err != nil {
 		return err
 	}
@@ -103,6 +106,9 @@ the requests in progress (up to --shutdown-timeout), exit 0.`)
 	}
 	handler, err := mountWebhooks(srv, &wa, &pay, d, rtm.Intents, log)
 	if err != nil {
+		return err
+	}
+	if handler, err = mountConsole(handler, &con, d, reg, log); err != nil {
 		return err
 	}
 
