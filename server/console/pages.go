@@ -178,12 +178,12 @@ type turnRow struct {
 }
 
 type modelCallRow struct {
-	ID                   int64
-	Step                 int
-	Model                string
-	Prompt, Completion   int64
-	Replayed             bool
-	At                   time.Time
+	ID                 int64
+	Step               int
+	Model              string
+	Prompt, Completion int64
+	Replayed           bool
+	At                 time.Time
 }
 
 type storyView struct {
@@ -807,12 +807,12 @@ type spendDay struct {
 }
 
 type spendView struct {
-	Days               []spendDay
-	DupSVG, AvSVG      template.HTML
-	Defaulted          []string
-	Currency           string
-	DupTotal, AvTotal  decimal.Decimal
-	DefaultIn, DefOut  decimal.Decimal
+	Days              []spendDay
+	DupSVG, AvSVG     template.HTML
+	Defaulted         []string
+	Currency          string
+	DupTotal, AvTotal decimal.Decimal
+	DefaultIn, DefOut decimal.Decimal
 }
 
 // spend measures the model ledger per day with internal/tokens (the figures
