@@ -327,3 +327,51 @@ func TestConfig(t *testing.T) {
 		t.Fatal("no DB: want an error")
 	}
 }
+
+// When the provider did act (here: the charge is made under the key after
+// the executor gave up), the lookup shows the provider's reference and
+// status, and settling as completed stores it.
+func TestLookupFindsCharge(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	key := e.inReview("tenant-a", "NF-L", testutil.CPF(8))
+	e.psp.SetFault(nil)
+	req, _ := http.NewRequest(http.MethodPost, e.psp.URL+"/v1/pix/charges", strings.NewReader(`{"amount_cents":18000,"pix_key":"x"}`))
+	req.Header.Set("Idempotency-Key", key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var charge map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&charge)
+	res.Body.Close()
+	id, _ := charge["id"].(string)
+	if res.StatusCode != http.StatusCreated || id == "" {
+		t.Fatalf("charge at the PSP: %d %v", res.StatusCode, charge)
+	}
+	b := e.browser()
+	b.signIn(e.tokenA)
+	intent := "/console/intent?" + url.Values{"tenant": {"tenant-a"}, "key": {key}}.Encode()
+	if res, _ := b.post("/console/lookup", b.form("tenant", "tenant-a", "key", key, "back", intent), nil); res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != intent {
+		t.Fatalf("lookup: %d %s", res.StatusCode, res.Header.Get("Location"))
+	}
+	_, q := b.get("/console/")
+	if !strings.Contains(q, "found") || !strings.Contains(q, id) || !strings.Contains(q, "paid") {
+		t.Fatalf("the queue does not show the charge the lookup found")
+	}
+	_, story := b.get(intent)
+	if !strings.Contains(story, "provider lookup: found ("+id+"), provider status paid") {
+		t.Fatalf("the history lacks the lookup")
+	}
+	if res, _ := b.post("/console/settle", b.form("tenant", "tenant-a", "key", key, "status", "completed", "reference", id, "reason", "the lookup found it", "confirm", "yes"), nil); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("settle: %d", res.StatusCode)
+	}
+	if a := actionRow(t, e.pool, "tenant-a", key); a.Status != executor.RowCompleted || !strings.Contains(string(a.Response), id) {
+		t.Fatalf("after settling: %s %s", a.Status, a.Response)
+	}
+	// A back link that leaves the console is not followed.
+	key2 := e.inReview("tenant-a", "NF-L2", testutil.CPF(9))
+	if res, _ := b.post("/console/lookup", b.form("tenant", "tenant-a", "key", key2, "back", "https://evil.example/"), nil); res.Header.Get("Location") != "/console/" {
+		t.Fatalf("lookup redirected to %q", res.Header.Get("Location"))
+	}
+}

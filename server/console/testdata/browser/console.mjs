@@ -1,0 +1,93 @@
+// Drives the operator console in headless Chromium (Debian's, through
+// playwright-core): sign in, find the action in review, ask the provider,
+// settle it with confirmation, read its history. Run by TestBrowser
+// (browser_test.go), which gives it the server and the action through the
+// environment and checks the database afterwards. Exits non-zero on the
+// first thing that is not as expected.
+import { chromium } from "playwright-core";
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set`);
+  return v;
+};
+const base = env("CONSOLE_URL");
+const token = env("CONSOLE_TOKEN");
+const key = env("CONSOLE_KEY");
+const ref = env("CONSOLE_REF");
+const shot = env("CONSOLE_SCREENSHOT");
+const phoneShot = process.env.CONSOLE_PHONE_SCREENSHOT;
+
+const problems = [];
+const check = (ok, what) => {
+  if (!ok) throw new Error("browser test: " + what);
+  console.log("ok  " + what);
+};
+
+const ctx = await chromium.launchPersistentContext(env("CONSOLE_PROFILE"), {
+  executablePath: env("CHROMIUM"),
+  headless: true,
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  viewport: { width: 1100, height: 900 },
+});
+try {
+  const page = ctx.pages()[0] ?? (await ctx.newPage());
+  page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
+  page.on("pageerror", (e) => problems.push(String(e)));
+
+  let res = await page.goto(base + "/console/");
+  check(res.status() === 401, "without a session the console answers 401");
+  check(await page.locator("h1", { hasText: "Operator sign-in" }).isVisible(), "and shows the sign-in page");
+
+  await page.fill("#token", token);
+  await Promise.all([page.waitForURL(base + "/console/"), page.click("button:has-text('Sign in')")]);
+  check(await page.locator("h1", { hasText: "Review queue" }).isVisible(), "signed in: the review queue");
+  problems.length = 0; // the 401 of the first page was expected
+
+  const item = page.locator(`article[data-key="${key}"]`);
+  check(await item.count() === 1, "the action in review is in the queue");
+  const text = await item.innerText();
+  check(text.includes(ref) && text.includes("pix.charge"), "with its tool and intent ref");
+  check((await item.locator(".attempts").innerText()).trim() === "2", "with its attempts");
+  check(text.includes("uncertain") && text.includes("HTTP 500"), "with its last error and class");
+  check(text.includes("not asked from the console yet"), "not looked up yet");
+
+  await Promise.all([page.waitForLoadState("load"), item.locator("button.lookup-btn").click()]);
+  await page.waitForSelector(`article[data-key="${key}"] .outcome`);
+  const look = await page.locator(`article[data-key="${key}"] .lookup`).innerText();
+  check(look.includes("not_found") && look.includes("by alice"), "the lookup ran: the provider has no record of the key");
+
+  await page.screenshot({ path: shot, fullPage: true });
+  console.log("screenshot " + shot);
+  if (phoneShot) {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.screenshot({ path: phoneShot, fullPage: true });
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    check(overflow <= 1, `no sideways scrolling on a phone (overflow ${overflow}px)`);
+    await page.setViewportSize({ width: 1100, height: 900 });
+  }
+
+  const it = page.locator(`article[data-key="${key}"]`);
+  await it.locator("summary", { hasText: "Settle" }).click();
+  await it.locator("input[name=status][value=failed]").check();
+  await it.locator("input[name=reason]").fill("PSP dashboard: no charge under this key");
+  await Promise.all([page.waitForLoadState("load"), it.locator("button:has-text('Review and confirm')").click()]);
+  await page.waitForSelector("#confirm-settle");
+  const confirm = await page.locator("section.confirm").innerText();
+  check(confirm.includes("did not happen") && confirm.includes(key), "settling asks for confirmation first");
+
+  await Promise.all([page.waitForURL(/\/console\/intent\?/), page.click("#confirm-settle")]);
+  check(await page.locator(".notice", { hasText: "Settled" }).isVisible(), "settled");
+  const history = await page.locator("ol.timeline").innerText();
+  check(history.includes("settled by an operator as failed: PSP dashboard: no charge under this key"), "the history shows the settlement and its reason");
+  check(history.includes("— alice"), "and who settled it");
+  check((await page.locator(".status").first().innerText()).trim() === "failed", "the action is failed");
+
+  await page.goto(base + "/console/");
+  check(await page.locator(`article[data-key="${key}"]`).count() === 0, "and it left the review queue");
+
+  check(problems.length === 0, "no script errors or refused resources: " + problems.join("; "));
+} finally {
+  await ctx.close();
+}
