@@ -375,3 +375,44 @@ func TestLookupFindsCharge(t *testing.T) {
 		t.Fatalf("lookup redirected to %q", res.Header.Get("Location"))
 	}
 }
+
+// A session ends when its time is up (on the database's clock), and at
+// once when its operator is disabled.
+func TestSessionsExpire(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	b := e.browser()
+	b.signIn(e.tokenA)
+	var ttl float64
+	if err := e.pool.QueryRow(ctx, `SELECT extract(epoch FROM expires_at - created_at) FROM console_sessions WHERE operator = 'alice'`).Scan(&ttl); err != nil || ttl != 8*3600 {
+		t.Fatalf("session lasts %vs (%v), want the default 8h", ttl, err)
+	}
+	if _, err := e.pool.Exec(ctx, `UPDATE console_sessions SET created_at = now() - interval '9 hours', expires_at = now() - interval '1 hour' WHERE operator = 'alice'`); err != nil {
+		t.Fatal(err)
+	}
+	if res, body := b.get("/console/"); res.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "Operator sign-in") {
+		t.Fatalf("expired session: %d", res.StatusCode)
+	}
+	b.signIn(e.tokenA)
+	if err := console.DisableOperator(ctx, e.pool, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := b.get("/console/"); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("disabled operator's session: %d", res.StatusCode)
+	}
+	if res, _ := b.post("/console/signin", url.Values{"token": {e.tokenA}}, nil); res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("disabled operator signs in: %d", res.StatusCode)
+	}
+	// The cookie is what a browser must keep from other sites.
+	res, _ := e.browser().post("/console/signin", url.Values{"token": {e.tokenB}}, nil)
+	var cookie *http.Cookie
+	for _, c := range res.Cookies() {
+		if c.Name == console.CookieName {
+			cookie = c
+		}
+	}
+	if cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || cookie.Path != "/console/" || cookie.MaxAge != 8*3600 {
+		t.Fatalf("session cookie %+v", cookie)
+	}
+}

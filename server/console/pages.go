@@ -187,31 +187,30 @@ type modelCallRow struct {
 }
 
 type storyView struct {
-	Tenant, Key    string
-	In             *intent.Intent
-	Fields         []fieldView
-	Revealed       bool
-	Action         *executor.Action
-	Reference      string
-	Response       string
-	Revisions      []revisionView
-	Timeline       []event
-	Lookup         *lookupView
-	CanLookup      bool
-	Requests       []ProviderRequest
-	RequestsOn     bool
-	RequestsErr    string
-	Effects        []effectRow
-	Turns          []turnRow
-	ModelCalls     []modelCallRow
-	PromptTotal    int64
-	CompleteTotal  int64
-	Settled        bool
-	Back           string
-	HasSourceRef   bool
-	UnknownSchema  bool
-	ActionMissing  bool
-	AttemptsBefore int
+	Tenant, Key   string
+	In            *intent.Intent
+	Fields        []fieldView
+	Revealed      bool
+	Action        *executor.Action
+	Reference     string
+	Response      string
+	Revisions     []revisionView
+	Timeline      []event
+	Lookup        *lookupView
+	CanLookup     bool
+	Requests      []ProviderRequest
+	RequestsOn    bool
+	RequestsErr   string
+	Effects       []effectRow
+	Turns         []turnRow
+	ModelCalls    []modelCallRow
+	PromptTotal   int64
+	CompleteTotal int64
+	Settled       bool
+	Back          string
+	HasSourceRef  bool
+	UnknownSchema bool
+	ActionMissing bool
 }
 
 func (h *Handler) loadStory(ctx context.Context, tenant, key string, revealed bool) (*storyView, error) {
