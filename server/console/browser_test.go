@@ -15,8 +15,8 @@ import (
 )
 
 // TestBrowser drives the console in headless Chromium under playwright-core
-// (testdata/browser/console.mjs), against an action a real provider fault
-// put in review. It fails, never skips, when node, chromium or
+// (testdata/browser/console.mjs), against an action the sandbox PSP's fault
+// injector put in review (every charge answered 500 without acting). It fails, never skips, when node, chromium or
 // playwright-core is missing: ./scripts/console-browser.sh installs them
 // (./scripts/test runs it).
 //
@@ -41,7 +41,7 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("playwright-core is not installed in %s: %s", dir, install)
 	}
 
-	e := newEnv(t)
+	e := newEnvWith(t, true)
 	cpf := testutil.CPF(11)
 	key := e.inReview("tenant-a", "NF-2026-000123", cpf)
 	// Two more, so that the queue reads as a queue.

@@ -19,6 +19,8 @@ import (
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/sandbox/fault"
+	sandboxpsp "github.com/retrysafe/retrysafe/sandbox/psp"
 	"github.com/retrysafe/retrysafe/server/console"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/toolstest"
@@ -48,15 +50,41 @@ type env struct {
 	handler *console.Handler
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvWith(t, false) }
+
+// newEnvWith, with sandbox, charges through the sandbox PSP (sandbox/psp,
+// on the test's schema) whose fault injector answers 500 to every charge
+// without acting, and gives the console its request log; without, through
+// tools/toolstest, whose faults each test picks.
+func newEnvWith(t *testing.T, sandbox bool) *env {
 	t.Helper()
-	pool, _ := pgtest.Schema(t, nil)
-	psp := toolstest.NewProvider()
-	t.Cleanup(psp.Close)
+	pool, schema := pgtest.Schema(t, nil)
 	// Fresh connections: net/http retries a request with an
 	// Idempotency-Key on a reused connection, which would hide faults.
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	pix, err := tools.NewPixCharge(tools.HTTPConfig{BaseURL: psp.URL, Client: client})
+	var (
+		psp      *toolstest.Provider
+		pixCfg   tools.HTTPConfig
+		requests console.RequestLog
+	)
+	if sandbox {
+		if err := sandboxpsp.Migrate(context.Background(), pool, schema); err != nil {
+			t.Fatal(err)
+		}
+		s, err := sandboxpsp.New(pool, sandboxpsp.Config{Fault: fault.Spec{FailBefore: true}, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(s.Handler())
+		t.Cleanup(hs.Close)
+		pixCfg = tools.HTTPConfig{BaseURL: hs.URL, Token: "merchant-console", Client: client}
+		requests = &console.HTTPRequestLog{URL: hs.URL + "/_sandbox/requests"}
+	} else {
+		psp = toolstest.NewProvider()
+		t.Cleanup(psp.Close)
+		pixCfg = tools.HTTPConfig{BaseURL: psp.URL, Client: client}
+	}
+	pix, err := tools.NewPixCharge(pixCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +108,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	logs := &syncWriter{}
-	h, err := console.New(console.Config{DB: pool, Tools: reg, Logger: slog.New(slog.NewTextHandler(logs, nil)), LookupTimeout: 5 * time.Second})
+	h, err := console.New(console.Config{DB: pool, Tools: reg, Logger: slog.New(slog.NewTextHandler(logs, nil)), LookupTimeout: 5 * time.Second, Requests: requests})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,11 +126,13 @@ func newEnv(t *testing.T) *env {
 }
 
 // inReview charges ref for tenant through a PSP that answers 500 to every
-// charge under this ref, until the executor gives up and puts the action
+// charge, until the executor gives up and puts the action
 // in review. It returns the action's key.
 func (e *env) inReview(tenant, ref, cpf string) string {
 	e.t.Helper()
-	e.psp.SetFault(func(toolstest.Request) toolstest.Fault { return toolstest.FailBefore })
+	if e.psp != nil {
+		e.psp.SetFault(func(toolstest.Request) toolstest.Fault { return toolstest.FailBefore })
+	}
 	out, err := e.ex.Execute(context.Background(), executor.Call{
 		Tenant: tenant, Ref: ref, Action: tools.PixChargeName, SourceRef: "wamid.test-" + ref,
 		Fields: map[string]any{"customer_id": "C-42", "amount": "R$ 180,00", "pix_key": cpf},

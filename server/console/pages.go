@@ -336,7 +336,11 @@ func (h *Handler) loadStory(ctx context.Context, tenant, key string, revealed bo
 		rctx, cancel := context.WithTimeout(ctx, h.cfg.LookupTimeout)
 		reqs, err := h.cfg.Requests.Requests(rctx, action, key)
 		cancel()
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrNotRecorded):
+			v.RequestsOn = false
+		case err != nil:
+			h.cfg.Logger.Warn("console: provider request log", "action", action, "err", err)
 			v.RequestsErr = "the provider's request log did not answer"
 		}
 		v.Requests = reqs

@@ -79,6 +79,10 @@ try {
 
   await Promise.all([page.waitForURL(/\/console\/intent\?/), page.click("#confirm-settle")]);
   check(await page.locator(".notice", { hasText: "Settled" }).isVisible(), "settled");
+  const reqs = await page.locator("table.provider-requests").innerText();
+  const posts = (reqs.match(/POST \/v1\/pix\/charges\s+500/g) || []).length;
+  const gets = (reqs.match(/GET \/v1\/pix\/charges\s+404/g) || []).length;
+  check(posts === 2 && gets >= 2, `the provider's own log shows the requests that carried the key (${posts} charges answered 500, ${gets} lookups answered 404)`);
   const history = await page.locator("ol.timeline").innerText();
   check(history.includes("settled by an operator as failed: PSP dashboard: no charge under this key"), "the history shows the settlement and its reason");
   check(history.includes("— alice"), "and who settled it");
