@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -147,13 +148,16 @@ func runOperatorDisable(ctx context.Context, e *env, args []string) error {
 
 // consoleFlags configure the console that serve mounts at /console.
 type consoleFlags struct {
-	enabled bool
-	ttl     time.Duration
+	enabled    bool
+	ttl        time.Duration
+	requestLog string
 }
 
 func (c *consoleFlags) register(fs *flag.FlagSet, e *env) {
 	fs.BoolVar(&c.enabled, "console", e.getenv("RETRYSAFE_CONSOLE") != "off", "serve the operator console at /console (env RETRYSAFE_CONSOLE=off turns it off); operators come from 'retrysafe operator add'")
 	fs.DurationVar(&c.ttl, "console-session", 8*time.Hour, "how long an operator's sign-in lasts")
+	fs.StringVar(&c.requestLog, "console-request-log", e.getenv("RETRYSAFE_CONSOLE_REQUEST_LOG"),
+		"URL of the PSP's request log in the sandbox PSP's shape (e.g. http://127.0.0.1:8081/_sandbox/requests; env RETRYSAFE_CONSOLE_REQUEST_LOG): the console then shows the requests that carried a key")
 }
 
 // mountConsole puts the console in front of api at /console/ when enabled.
@@ -161,9 +165,17 @@ func mountConsole(api http.Handler, c *consoleFlags, d *database, reg *tools.Reg
 	if !c.enabled {
 		return api, nil
 	}
-	h, err := console.New(console.Config{DB: d.Pool, Tools: reg, Logger: log, SessionTTL: c.ttl})
+	cfg := console.Config{DB: d.Pool, Tools: reg, Logger: log, SessionTTL: c.ttl}
+	if c.requestLog != "" {
+		u, err := url.Parse(c.requestLog)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--console-request-log %q: want an http(s) URL", c.requestLog)
+		}
+		cfg.Requests = &console.HTTPRequestLog{URL: c.requestLog}
+	}
+	h, err := console.New(cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("console: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
