@@ -88,7 +88,7 @@ func TestBrowser(t *testing.T) {
 		key).Scan(&kinds); err != nil {
 		t.Fatal(err)
 	}
-	if kinds != "lookup:alice:not_found,settle:alice:failed" {
+	if kinds != "lookup:alice:not_found,lookup:alice:not_found,settle:alice:failed" {
 		t.Fatalf("audit %q", kinds)
 	}
 	// And in the intent's history, as the next operator reads it.

@@ -64,6 +64,12 @@ type Config struct {
 	SessionTTL time.Duration
 	// LookupTimeout bounds one provider lookup. Default 10s.
 	LookupTimeout time.Duration
+	// FreshLookup: showing the queue asks the provider about each action
+	// (that it can ask) whose latest lookup is older than this, or that
+	// was never looked up, so that the queue says what the provider says
+	// now; at most 8 per page, 4 at a time, each within 3s (the button
+	// asks again with LookupTimeout). Default 5m; negative turns it off.
+	FreshLookup time.Duration
 	// QueueLimit is the most actions in review shown per tenant. Default 200.
 	QueueLimit int
 	// Prices price the model ledger's tokens for the spend chart, per
@@ -97,6 +103,9 @@ func (c Config) validate() (Config, error) {
 	}
 	if c.LookupTimeout == 0 {
 		c.LookupTimeout = 10 * time.Second
+	}
+	if c.FreshLookup == 0 {
+		c.FreshLookup = 5 * time.Minute
 	}
 	if c.QueueLimit == 0 {
 		c.QueueLimit = 200

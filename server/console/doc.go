@@ -6,10 +6,12 @@
 //
 //	/console/          the review queue: per tenant, actions in review,
 //	                   oldest first, with the tool, the attempts, the last
-//	                   error and its class, what the provider's lookup said
-//	                   last (a button asks again, through the tool's
-//	                   tools.Looker) and the age; settling goes through a
-//	                   confirmation page
+//	                   error and its class, what the provider says now
+//	                   (the tool's tools.Looker, asked when the queue is
+//	                   shown about actions whose last answer is older than
+//	                   Config.FreshLookup, and again by a button; every
+//	                   answer recorded) and the age; settling goes through
+//	                   a confirmation page
 //	/console/intent    an intent's story: the frozen payload (personal data
 //	                   masked until revealed, and the reveal is recorded),
 //	                   the key and provider reference, amendments, the
@@ -61,6 +63,6 @@
 // naming its owner, to be moved there.
 //
 // This package imports derive, intent, executor, tools, internal/tokens,
-// pgx and the standard library. Its assets (templates, CSS, a few lines of
+// pgx, govalues/decimal and the standard library. Its assets (templates, CSS, a few lines of
 // JavaScript) are embedded: it needs no network and no build step.
 package console

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/govalues/decimal"
@@ -137,7 +138,48 @@ func (h *Handler) queue(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		qs = append(qs, tenantQueue{Tenant: t, Items: items})
 	}
+	h.refreshLookups(r.Context(), s, qs)
 	h.render(w, r, s, "queue", map[string]any{"Queues": qs, "Back": r.URL.RequestURI()})
+}
+
+// refreshLookups asks the provider about the queue's oldest actions whose
+// latest lookup is stale (Config.FreshLookup), and records each answer as
+// the button would, so that the queue shows what the provider says now.
+func (h *Handler) refreshLookups(ctx context.Context, s *session, qs []tenantQueue) {
+	if h.cfg.FreshLookup < 0 {
+		return
+	}
+	const most, parallel = 8, 4
+	var stale []*queueItem
+	for i := range qs {
+		for j := range qs[i].Items {
+			it := &qs[i].Items[j]
+			if it.CanLookup && (it.Lookup == nil || time.Since(it.Lookup.At) > h.cfg.FreshLookup) && len(stale) < most {
+				stale = append(stale, it)
+			}
+		}
+	}
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for _, it := range stale {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			lctx, cancel := context.WithTimeout(ctx, min(3*time.Second, h.cfg.LookupTimeout))
+			defer cancel()
+			lv := h.ask(lctx, &executor.Action{Tenant: it.Tenant, Key: it.Key, Action: it.Action})
+			detail, _ := json.Marshal(lv)
+			var at time.Time
+			if err := h.cfg.DB.QueryRow(ctx, auditInsertSQL+` RETURNING created_at`, it.Tenant, it.Key, s.Name, "lookup", detail).Scan(&at); err != nil {
+				h.cfg.Logger.Error("console: recording a lookup", "operator", s.Name, "tenant", it.Tenant, "key", it.Key, "err", err)
+				return
+			}
+			h.cfg.Logger.Info("console: provider lookup", "operator", s.Name, "tenant", it.Tenant, "action", it.Action, "key", it.Key, "outcome", lv.Outcome, "fresh", true)
+			lv.Operator, lv.At, lv.Response = s.Name, at, nil
+			it.Lookup = &lv
+		})
+	}
+	wg.Wait()
 }
 
 // --- an intent's story ---

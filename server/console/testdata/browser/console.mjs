@@ -51,13 +51,25 @@ try {
   check(text.includes(ref) && text.includes("pix.charge"), "with its tool and intent ref");
   check((await item.locator(".attempts").innerText()).trim() === "2", "with its attempts");
   check(text.includes("uncertain") && text.includes("HTTP 500"), "with its last error and class");
-  check(text.includes("not asked from the console yet"), "not looked up yet");
+  const first = await item.locator(".lookup").innerText();
+  check(first.includes("not_found") && first.includes("by alice"), "showing the queue asked the provider: it has no record of the key");
 
-  await Promise.all([page.waitForLoadState("load"), item.locator("button.lookup-btn").click()]);
-  await page.waitForSelector(`article[data-key="${key}"] .outcome`);
+  // The form posts, is redirected back to the queue, and a new document
+  // commits: wait for that one, not the queue already on screen.
+  const [lookup] = await Promise.all([
+    page.waitForResponse((r) => r.url() === base + "/console/lookup" && r.request().method() === "POST"),
+    page.waitForEvent("framenavigated", (f) => f === page.mainFrame()),
+    item.locator("button.lookup-btn").click(),
+  ]);
+  check(lookup.status() === 303, "the button asked the provider again");
+  await page.waitForLoadState("load");
   const look = await page.locator(`article[data-key="${key}"] .lookup`).innerText();
-  check(look.includes("not_found") && look.includes("by alice"), "the lookup ran: the provider has no record of the key");
+  check(look.includes("not_found") && look.includes("by alice"), "and the queue shows its answer: still no record of the key");
 
+  const it = page.locator(`article[data-key="${key}"]`);
+  await it.locator("summary", { hasText: "Settle" }).click();
+  await it.locator("input[name=status][value=failed]").check();
+  await it.locator("input[name=reason]").fill("PSP dashboard: no charge under this key");
   await page.screenshot({ path: shot, fullPage: true });
   console.log("screenshot " + shot);
   if (phoneShot) {
@@ -68,10 +80,6 @@ try {
     await page.setViewportSize({ width: 1100, height: 900 });
   }
 
-  const it = page.locator(`article[data-key="${key}"]`);
-  await it.locator("summary", { hasText: "Settle" }).click();
-  await it.locator("input[name=status][value=failed]").check();
-  await it.locator("input[name=reason]").fill("PSP dashboard: no charge under this key");
   await Promise.all([page.waitForLoadState("load"), it.locator("button:has-text('Review and confirm')").click()]);
   await page.waitForSelector("#confirm-settle");
   const confirm = await page.locator("section.confirm").innerText();
