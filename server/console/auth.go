@@ -245,7 +245,16 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 	id := randomText()
 	idHash := sha256.Sum256([]byte(id))
 	var expires time.Time
-	if err := h.cfg.DB.QueryRow(r.Context(), sessionInsertSQL, idHash[:], name, randomText(), h.cfg.SessionTTL.Seconds()).Scan(&expires); err != nil {
+	err = pgx.BeginFunc(r.Context(), h.cfg.DB, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(r.Context(), plansOff); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(r.Context(), sessionPurgeSQL); err != nil {
+			return err
+		}
+		return tx.QueryRow(r.Context(), sessionInsertSQL, idHash[:], name, randomText(), h.cfg.SessionTTL.Seconds()).Scan(&expires)
+	})
+	if err != nil {
 		h.cfg.Logger.Error("console: sign-in", "err", err)
 		h.fail(w, r, nil, http.StatusServiceUnavailable, "The database did not answer.")
 		return

@@ -33,15 +33,20 @@ const operatorListSQL = `SELECT name, tenants, created_at, disabled_at FROM cons
 
 const operatorByTokenSQL = `SELECT name, tenants FROM console_operators WHERE token_hash = $1 AND disabled_at IS NULL`
 
-// sessionInsertSQL also deletes a few expired sessions: sign-ins keep the
-// table small without a purge job.
-const sessionInsertSQL = `WITH gone AS (
-	DELETE FROM console_sessions WHERE id_hash IN (
-		SELECT id_hash FROM console_sessions WHERE expires_at <= now() ORDER BY expires_at LIMIT 100)
-)
-INSERT INTO console_sessions (id_hash, operator, csrf_token, expires_at)
+const sessionInsertSQL = `INSERT INTO console_sessions (id_hash, operator, csrf_token, expires_at)
 VALUES ($1, $2, $3, now() + make_interval(secs => $4))
 RETURNING expires_at`
+
+// sessionPurgeSQL deletes a few expired sessions, oldest first: each
+// sign-in runs it, which keeps the table small without a purge job. It
+// runs after plansOff, so that the plan cached on a new table walks
+// console_sessions_expires_idx instead of the table.
+const sessionPurgeSQL = `DELETE FROM console_sessions WHERE id_hash IN (
+	SELECT id_hash FROM console_sessions WHERE expires_at <= now() ORDER BY expires_at LIMIT 100)`
+
+// plansOff keeps a statement's transaction off sequential scans and hash
+// and merge joins (the executor's GroupPlans, for the same reason).
+const plansOff = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
 
 const sessionGetSQL = `SELECT s.operator, o.tenants, s.csrf_token, s.expires_at
 FROM console_sessions s JOIN console_operators o ON o.name = s.operator
@@ -74,8 +79,11 @@ ORDER BY a.updated_at, a.idem_key
 LIMIT $2`
 
 // actionByRefSQL finds the actions frozen under an intent_ref, for search.
-const actionByRefSQL = `SELECT i.intent_ref, i.action, i.idem_key, coalesce(a.status, ''), i.created_at
-FROM intents i LEFT JOIN actions a ON a.tenant_id = i.tenant_id AND a.idem_key = i.idem_key
+// The action's status is a scalar subquery, which the planner does not
+// flatten into a join: each intent's action is one primary-key lookup.
+const actionByRefSQL = `SELECT i.intent_ref, i.action, i.idem_key,
+	coalesce((SELECT a.status FROM actions a WHERE a.tenant_id = i.tenant_id AND a.idem_key = i.idem_key), ''), i.created_at
+FROM intents i
 WHERE i.tenant_id = $1 AND i.intent_ref = $2
 ORDER BY i.action`
 
