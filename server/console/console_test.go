@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/server/console"
 )
@@ -418,4 +419,83 @@ func TestSessionsExpire(t *testing.T) {
 	if cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode || cookie.Path != "/console/" || cookie.MaxAge != 8*3600 {
 		t.Fatalf("session cookie %+v", cookie)
 	}
+}
+
+// An intent's story gathers what every owner recorded about it: the
+// amendment that replaced its payload, the payment webhook's effect and
+// the receipt it owed (outbox), the agent turn whose tool call carried the
+// key and its reply, and the model calls of the message that froze it,
+// with their tokens. Personal values stay masked, old payloads included.
+func TestStory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	oldCPF, newCPF := testutil.CPF(20), testutil.CPF(21)
+	oldKey := e.inReview("tenant-a", "NF-STORY", oldCPF)
+	b := e.browser()
+	b.signIn(e.tokenA)
+	if res, _ := b.post("/console/settle", b.form("tenant", "tenant-a", "key", oldKey, "status", "failed", "reason", "wrong Pix key", "confirm", "yes"), nil); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("settle: %d", res.StatusCode)
+	}
+	am, err := e.store.Amend(ctx, e.pool, intent.AmendParams{Tenant: "tenant-a", Ref: "NF-STORY", Action: "pix.charge",
+		Fields: map[string]any{"customer_id": "C-42", "amount": "R$ 180,00", "pix_key": newCPF}, Reason: "customer gave another key", By: "ops-lead"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.psp.SetFault(nil)
+	out, err := e.ex.Execute(ctx, executor.Call{Tenant: "tenant-a", Ref: "NF-STORY", Action: "pix.charge", SourceRef: "wamid.test-NF-STORY",
+		Fields: map[string]any{"customer_id": "C-42", "amount": "R$ 180,00", "pix_key": newCPF}}, nil)
+	if err != nil || out.Status != executor.StatusCompleted || out.Key != am.Intent.Key {
+		t.Fatalf("after the amendment: %+v %v", out, err)
+	}
+	chargeID := strings.Trim(string(mustJSONField(t, out.Response, "id")), `"`)
+	// What the other packages record, as they record it.
+	for _, q := range []string{
+		`INSERT INTO processed_effects (tenant_id, effect_key, provider, transition, order_ref, payment_ref, event_id, event_type, event_at, outcome)
+		 VALUES ('tenant-a', repeat('e', 64), 'sandbox', 'order.paid', 'NF-STORY', '` + chargeID + `', 'evt_1', 'payment_intent.succeeded', now(), 'applied')`,
+		`INSERT INTO payment_notifications (tenant_id, effect_key, order_ref, action, intent_ref, idem_key, status, attempt, sent_at)
+		 VALUES ('tenant-a', repeat('e', 64), 'NF-STORY', 'whatsapp.send_template', repeat('e', 64) || ':notify', 'k-notify', 'sent', 1, now())`,
+		`INSERT INTO conversations (tenant_id, conversation_id, customer_id) VALUES ('tenant-a', '5511999999999', 'C-42')`,
+		`INSERT INTO messages (tenant_id, message_id, conversation_id, direction, body) VALUES ('tenant-a', 'wamid.test-NF-STORY', '5511999999999', 'in', 'pagar')`,
+		`INSERT INTO agent_turns (tenant_id, message_id, conversation_id, status, steps, tools, reply_ref, reply_key, reply_status)
+		 VALUES ('tenant-a', 'wamid.test-NF-STORY', '5511999999999', 'answered', 2,
+		         jsonb_build_array(jsonb_build_object('action', 'pix.charge', 'status', 'completed', 'key', '` + out.Key + `', 'replayed', true, 'divergent', jsonb_build_array('amount'))),
+		         'wamid.test-NF-STORY:reply', 'k-reply', 'sent')`,
+		`INSERT INTO model_calls (tenant_id, source_ref, step, model, prompt_tokens, completion_tokens, replayed)
+		 VALUES ('tenant-a', 'wamid.test-NF-STORY', 0, 'gpt-4o-mini', 812, 41, false), ('tenant-a', 'wamid.test-NF-STORY', 1, 'gpt-4o-mini', 901, 12, false),
+		        ('tenant-a', 'wamid.test-NF-STORY', 0, 'gpt-4o-mini', 812, 41, true), ('tenant-a', 'wamid.other', 0, 'gpt-4o-mini', 5, 5, false)`,
+	} {
+		if _, err := e.pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, story := b.get("/console/intent?" + url.Values{"tenant": {"tenant-a"}, "key": {out.Key}}.Encode())
+	for _, want := range []string{
+		chargeID, "completed",
+		"amended (revision 0)", "customer gave another key", "— ops-lead",
+		"sandbox payment_intent.succeeded → order.paid (applied)", "whatsapp.send_template: sent",
+		"wamid.test-NF-STORY", "answered, 2 steps", "completed, replayed, 1 divergent fields",
+		"<td>812 / 41</td>", "<td>901 / 12</td>", "replayed (not paid)", "<th>2525 / 94</th>",
+	} {
+		if !strings.Contains(story, want) {
+			t.Errorf("the story lacks %q", want)
+		}
+	}
+	if strings.Contains(story, oldCPF) || strings.Contains(story, newCPF) {
+		t.Error("the story shows a CPF unmasked")
+	}
+	// The old key's story is the settled action, under the amended intent.
+	_, old := b.get("/console/intent?" + url.Values{"tenant": {"tenant-a"}, "key": {oldKey}}.Encode())
+	if !strings.Contains(old, "settled by an operator as failed: wrong Pix key") || !strings.Contains(old, "amended") {
+		t.Error("the old key's story lacks its settlement or the amendment")
+	}
+}
+
+func mustJSONField(t *testing.T, raw json.RawMessage, name string) json.RawMessage {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m[name] == nil {
+		t.Fatalf("no %q in %s", name, raw)
+	}
+	return m[name]
 }

@@ -43,6 +43,7 @@ type env struct {
 	pool    *pgxpool.Pool
 	psp     *toolstest.Provider
 	ex      *executor.Executor
+	store   *intent.Store
 	srv     *httptest.Server
 	logs    *syncWriter
 	tokenA  string // alice: tenant-a
@@ -114,7 +115,7 @@ func newEnvWith(t *testing.T, sandbox bool) *env {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	e := &env{t: t, pool: pool, psp: psp, ex: ex, srv: srv, logs: logs, handler: h}
+	e := &env{t: t, pool: pool, psp: psp, ex: ex, store: store, srv: srv, logs: logs, handler: h}
 	ctx := context.Background()
 	if e.tokenA, err = console.AddOperator(ctx, pool, "alice", []string{"tenant-a"}, false); err != nil {
 		t.Fatal(err)
