@@ -63,7 +63,7 @@ func TestBrowser(t *testing.T) {
 	cmd := exec.CommandContext(ctx, node, "console.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
-		"CONSOLE_URL="+e.srv.URL, "CONSOLE_TOKEN="+e.tokenA, "CONSOLE_KEY="+key, "CONSOLE_REF=NF-2026-000123",
+		"CONSOLE_URL="+e.srv.URL, "CONSOLE_TOKEN="+e.tokenA, "CONSOLE_CPF="+cpf, "CONSOLE_KEY="+key, "CONSOLE_REF=NF-2026-000123",
 		"CONSOLE_SCREENSHOT="+shot, "CONSOLE_PHONE_SCREENSHOT="+phone,
 		"CONSOLE_PROFILE="+t.TempDir(), "CHROMIUM="+chromium)
 	var out bytes.Buffer
@@ -84,11 +84,11 @@ func TestBrowser(t *testing.T) {
 	}
 	var kinds string
 	if err := e.pool.QueryRow(context.Background(),
-		`SELECT string_agg(kind || ':' || operator || ':' || coalesce(detail->>'outcome', detail->>'status'), ',' ORDER BY id) FROM console_audit WHERE tenant_id = 'tenant-a' AND idem_key = $1`,
+		`SELECT string_agg(kind || ':' || operator || ':' || coalesce(detail->>'outcome', detail->>'status', ''), ',' ORDER BY id) FROM console_audit WHERE tenant_id = 'tenant-a' AND idem_key = $1`,
 		key).Scan(&kinds); err != nil {
 		t.Fatal(err)
 	}
-	if kinds != "lookup:alice:not_found,lookup:alice:not_found,settle:alice:failed" {
+	if kinds != "lookup:alice:not_found,lookup:alice:not_found,settle:alice:failed,reveal:alice:" {
 		t.Fatalf("audit %q", kinds)
 	}
 	// And in the intent's history, as the next operator reads it.

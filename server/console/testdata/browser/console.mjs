@@ -96,8 +96,21 @@ try {
   check(history.includes("— alice"), "and who settled it");
   check((await page.locator(".status").first().innerText()).trim() === "failed", "the action is failed");
 
+  const cpf = env("CONSOLE_CPF");
+  check(!(await page.content()).includes(cpf) && await page.locator("td.masked").count() > 0, "the payload's personal data is masked");
+  await Promise.all([
+    page.waitForEvent("framenavigated", (f) => f === page.mainFrame()),
+    page.click("button:has-text('Reveal personal data')"),
+  ]);
+  await page.waitForLoadState("load");
+  check((await page.locator("table.payload").innerText()).includes(cpf), "and shown when the operator asks (the reveal is recorded)");
+
   await page.goto(base + "/console/");
   check(await page.locator(`article[data-key="${key}"]`).count() === 0, "and it left the review queue");
+
+  await page.goto(base + "/console/now");
+  check(await page.locator(".chart svg").count() === 2, "Now: the spend charts render");
+  check((await page.locator("table.counts").first().innerText()).includes("not recorded"), "and the counts say which are not recorded");
 
   check(problems.length === 0, "no script errors or refused resources: " + problems.join("; "));
 } finally {
