@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -151,6 +153,8 @@ type consoleFlags struct {
 	enabled    bool
 	ttl        time.Duration
 	requestLog string
+	prices     string
+	currency   string
 }
 
 func (c *consoleFlags) register(fs *flag.FlagSet, e *env) {
@@ -158,6 +162,9 @@ func (c *consoleFlags) register(fs *flag.FlagSet, e *env) {
 	fs.DurationVar(&c.ttl, "console-session", 8*time.Hour, "how long an operator's sign-in lasts")
 	fs.StringVar(&c.requestLog, "console-request-log", e.getenv("RETRYSAFE_CONSOLE_REQUEST_LOG"),
 		"URL of the PSP's request log in the sandbox PSP's shape (e.g. http://127.0.0.1:8081/_sandbox/requests; env RETRYSAFE_CONSOLE_REQUEST_LOG): the console then shows the requests that carried a key")
+	fs.StringVar(&c.prices, "console-prices", e.getenv("RETRYSAFE_CONSOLE_PRICES"),
+		`JSON file of model prices for the console's spend chart, as 'tokens measure --prices' reads it ({"MODEL":{"input_per_1k":"0.015","output_per_1k":"0.075"}}); models without one are priced at those defaults, and the page says so`)
+	fs.StringVar(&c.currency, "console-currency", "BRL", "currency of --console-prices")
 }
 
 // mountConsole puts the console in front of api at /console/ when enabled.
@@ -173,6 +180,16 @@ func mountConsole(api http.Handler, c *consoleFlags, d *database, reg *tools.Reg
 		}
 		cfg.Requests = &console.HTTPRequestLog{URL: c.requestLog}
 	}
+	if c.prices != "" {
+		raw, err := os.ReadFile(c.prices)
+		if err != nil {
+			return nil, fmt.Errorf("--console-prices: %w", err)
+		}
+		if err := json.Unmarshal(raw, &cfg.Prices); err != nil {
+			return nil, fmt.Errorf("--console-prices %s: %w", c.prices, err)
+		}
+	}
+	cfg.Currency = c.currency
 	h, err := console.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)

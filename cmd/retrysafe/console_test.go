@@ -9,6 +9,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -182,5 +183,45 @@ func TestOperatorCommand(t *testing.T) {
 	}
 	if code, out, _ := f.run("operator", "add", "--help"); code != 0 || !strings.Contains(out, "--tenants") {
 		t.Errorf("add --help: %d %s", code, out)
+	}
+}
+
+func TestMountConsoleFlags(t *testing.T) {
+	t.Parallel()
+	f := newOpsFixture(t, 5)
+	reg, _ := tools.NewRegistry()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	d := &database{Pool: f.pool, Schema: f.schema}
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		flags consoleFlags
+		want  string
+	}{
+		{consoleFlags{enabled: true, ttl: time.Hour, requestLog: "not a url"}, "--console-request-log"},
+		{consoleFlags{enabled: true, ttl: time.Hour, requestLog: "ftp://x/y"}, "--console-request-log"},
+		{consoleFlags{enabled: true, ttl: time.Second}, "SessionTTL"},
+		{consoleFlags{enabled: true, ttl: time.Hour, prices: dir + "/missing.json"}, "--console-prices"},
+		{consoleFlags{enabled: true, ttl: time.Hour, prices: write("bad.json", `{"m":`)}, "--console-prices"},
+		{consoleFlags{enabled: true, ttl: time.Hour, prices: write("neg.json", `{"m":{"input_per_1k":"-1","output_per_1k":"0"}}`)}, "negative"},
+	} {
+		if _, err := mountConsole(http.NotFoundHandler(), &c.flags, d, reg, quiet); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error about %s", c.flags, err, c.want)
+		}
+	}
+	ok := consoleFlags{enabled: true, ttl: time.Hour, currency: "USD", requestLog: "http://127.0.0.1:1/_sandbox/requests",
+		prices: write("ok.json", `{"gpt-4o-mini":{"input_per_1k":"0.00015","output_per_1k":"0.0006"}}`)}
+	if _, err := mountConsole(http.NotFoundHandler(), &ok, d, reg, quiet); err != nil {
+		t.Fatal(err)
+	}
+	api := http.NotFoundHandler()
+	if h, err := mountConsole(api, &consoleFlags{}, d, reg, quiet); err != nil || h == nil {
+		t.Fatalf("--console=false: %v", err)
 	}
 }

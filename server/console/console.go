@@ -119,6 +119,11 @@ func (c Config) validate() (Config, error) {
 	if c.ChartDays == 0 {
 		c.ChartDays = 14
 	}
+	for m, p := range c.Prices {
+		if p.InputPer1K.IsNeg() || p.OutputPer1K.IsNeg() {
+			return c, fmt.Errorf("%w: the price of %s is negative", ErrConfig, m)
+		}
+	}
 	switch {
 	case c.SessionTTL < time.Minute || c.SessionTTL > 7*24*time.Hour:
 		return c, fmt.Errorf("%w: SessionTTL must be between 1m and 7 days", ErrConfig)
