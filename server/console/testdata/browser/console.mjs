@@ -96,6 +96,11 @@ try {
   check(history.includes("— alice"), "and who settled it");
   check((await page.locator(".status").first().innerText()).trim() === "failed", "the action is failed");
 
+  await page.setViewportSize({ width: 390, height: 844 });
+  const storyOverflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  check(storyOverflow <= 1, `the intent's page fits a phone too (overflow ${storyOverflow}px)`);
+  await page.setViewportSize({ width: 1100, height: 900 });
+
   const cpf = env("CONSOLE_CPF");
   check(!(await page.content()).includes(cpf) && await page.locator("td.masked").count() > 0, "the payload's personal data is masked");
   await Promise.all([
