@@ -7,3 +7,12 @@ document.addEventListener("submit", function (e) {
   var b = f.querySelector("button[type=submit]");
   if (b) { b.setAttribute("aria-busy", "true"); }
 });
+// A page restored from the back-forward cache keeps its forms usable.
+window.addEventListener("pageshow", function (e) {
+  if (!e.persisted) { return; }
+  document.querySelectorAll("form[data-sent]").forEach(function (f) {
+    delete f.dataset.sent;
+    var b = f.querySelector("button[type=submit]");
+    if (b) { b.removeAttribute("aria-busy"); }
+  });
+});
