@@ -367,6 +367,9 @@ func TestLookupFindsCharge(t *testing.T) {
 	if !strings.Contains(story, "provider lookup: found ("+id+"), provider status paid") {
 		t.Fatalf("the history lacks the lookup")
 	}
+	if !strings.Contains(story, `name="reference" value="`+id+`"`) {
+		t.Fatalf("the settle form does not offer the reference the lookup found")
+	}
 	if res, _ := b.post("/console/settle", b.form("tenant", "tenant-a", "key", key, "status", "completed", "reference", id, "reason", "the lookup found it", "confirm", "yes"), nil); res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("settle: %d", res.StatusCode)
 	}

@@ -34,8 +34,14 @@ var funcs = template.FuncMap{
 		return *n
 	},
 	"intentURL": intentURL,
-	"settleArgs": func(op *session, tenant, key string) map[string]any {
-		return map[string]any{"Op": op, "Tenant": tenant, "Key": key}
+	// settleArgs is the settle form's data; a lookup that found the
+	// action offers its reference.
+	"settleArgs": func(op *session, tenant, key string, l *lookupView) map[string]any {
+		ref := ""
+		if l != nil && l.Outcome == "found" {
+			ref = l.Reference
+		}
+		return map[string]any{"Op": op, "Tenant": tenant, "Key": key, "Reference": ref}
 	},
 }
 
