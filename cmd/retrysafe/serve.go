@@ -29,6 +29,7 @@ func runServe(ctx context.Context, e *env, args []string) error {
   GET  /v1/intents/{intent_ref}/{action}   frozen intent, key, action state, revisions
   GET  /v1/tools                      tools and their model-facing parameters
   GET  /healthz, /readyz (database, migrations, durability settings), /metrics
+  GET  /console/                     the operator console (--console=false: off)
 
 Every /v1 request needs "Authorization: Bearer <token>"; the token names the
 tenant. Tokens come from RETRYSAFE_API_TOKENS="tenant-a=token1,tenant-b=token2".
@@ -75,9 +76,11 @@ token, --metrics-addr moves it to a listener of its own.`)
 	var (
 		wa  whatsappFlags
 		pay paymentFlags
+		con consoleFlags
 	)
 	wa.register(fs, e)
 	pay.register(fs, e)
+	con.register(fs, e)
 	if err := parseNoArgs(e, fs, args); err != nil {
 		return err
 	}
@@ -135,6 +138,9 @@ token, --metrics-addr moves it to a listener of its own.`)
 	}
 	handler, err := mountWebhooks(srv, &wa, &pay, d, rtm.Intents, log)
 	if err != nil {
+		return err
+	}
+	if handler, err = mountConsole(handler, &con, d, reg, log); err != nil {
 		return err
 	}
 

@@ -1,0 +1,932 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/govalues/decimal"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/retrysafe/retrysafe/derive"
+	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/tokens"
+	"github.com/retrysafe/retrysafe/tools"
+)
+
+var errNotFound = errors.New("console: not found")
+
+// page is what every template gets.
+type page struct {
+	Op    *session
+	Title string
+	D     any
+}
+
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, s *session, name string, d any) {
+	var b bytes.Buffer
+	title := map[string]string{"signin": "Sign in", "queue": "Review queue", "intent": "Intent", "confirm": "Confirm settlement",
+		"search": "Search", "now": "Now", "error": "Error"}[name]
+	if err := h.tmpl.ExecuteTemplate(&b, name, page{Op: s, Title: title, D: d}); err != nil {
+		h.cfg.Logger.Error("console: render", "page", name, "err", err)
+		http.Error(w, "console: page failed to render", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(b.Bytes())
+}
+
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, s *session, status int, msg string) {
+	w.WriteHeader(status)
+	h.render(w, r, s, "error", map[string]any{"Status": status, "Message": msg})
+}
+
+func (h *Handler) dbFail(w http.ResponseWriter, r *http.Request, s *session, what string, err error) {
+	h.cfg.Logger.Error("console: "+what, "operator", s.Name, "err", err)
+	h.fail(w, r, s, http.StatusServiceUnavailable, "The database did not answer ("+what+"). Nothing was changed.")
+}
+
+// --- the review queue ---
+
+type lookupView struct {
+	Operator       string          `json:"-"`
+	At             time.Time       `json:"-"`
+	Outcome        string          `json:"outcome"` // found, not_found, unsupported, error
+	Reference      string          `json:"reference,omitempty"`
+	ProviderStatus string          `json:"provider_status,omitempty"`
+	Message        string          `json:"message,omitempty"`
+	Response       json.RawMessage `json:"response,omitempty"`
+}
+
+type queueItem struct {
+	Tenant, Key, Ref, Action string
+	Attempt                  int
+	Failure                  *executor.ToolFailure
+	CreatedAt, UpdatedAt     time.Time
+	Age                      time.Duration
+	Lookup                   *lookupView
+	CanLookup                bool
+}
+
+type tenantQueue struct {
+	Tenant string
+	Items  []queueItem
+}
+
+func (h *Handler) loadQueue(ctx context.Context, tenant string) ([]queueItem, error) {
+	rows, err := h.cfg.DB.Query(ctx, queueSQL, tenant, h.cfg.QueueLimit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (queueItem, error) {
+		var (
+			it         queueItem
+			errJSON    []byte
+			age        float64
+			lookOp     *string
+			lookDetail []byte
+			lookAt     *time.Time
+		)
+		if err := row.Scan(&it.Tenant, &it.Key, &it.Ref, &it.Action, &it.Attempt, &errJSON, &it.CreatedAt, &it.UpdatedAt, &age, &lookOp, &lookDetail, &lookAt); err != nil {
+			return it, err
+		}
+		it.Age = time.Duration(age * float64(time.Second))
+		if len(errJSON) > 0 {
+			var f executor.ToolFailure
+			if json.Unmarshal(errJSON, &f) == nil {
+				it.Failure = &f
+			}
+		}
+		if lookOp != nil {
+			var lv lookupView
+			_ = json.Unmarshal(lookDetail, &lv)
+			lv.Operator, lv.At, lv.Response = *lookOp, *lookAt, nil
+			it.Lookup = &lv
+		}
+		if t, ok := h.cfg.Tools.Tool(it.Action); ok {
+			_, it.CanLookup = tools.CanLookup(t)
+		}
+		return it, nil
+	})
+}
+
+func (h *Handler) queue(w http.ResponseWriter, r *http.Request, s *session) {
+	tenants := s.Tenants
+	if t := r.URL.Query().Get("tenant"); t != "" {
+		if !s.can(t) {
+			h.fail(w, r, s, http.StatusForbidden, "That tenant is not one of yours.")
+			return
+		}
+		tenants = []string{t}
+	}
+	var qs []tenantQueue
+	for _, t := range tenants {
+		items, err := h.loadQueue(r.Context(), t)
+		if err != nil {
+			h.dbFail(w, r, s, "review queue", err)
+			return
+		}
+		qs = append(qs, tenantQueue{Tenant: t, Items: items})
+	}
+	h.refreshLookups(r.Context(), s, qs)
+	h.render(w, r, s, "queue", map[string]any{"Queues": qs, "Back": r.URL.RequestURI()})
+}
+
+// refreshLookups asks the provider about the queue's oldest actions whose
+// latest lookup is stale (Config.FreshLookup), and records each answer as
+// the button would, so that the queue shows what the provider says now.
+func (h *Handler) refreshLookups(ctx context.Context, s *session, qs []tenantQueue) {
+	if h.cfg.FreshLookup < 0 {
+		return
+	}
+	const most, parallel = 8, 4
+	var stale []*queueItem
+	for i := range qs {
+		for j := range qs[i].Items {
+			it := &qs[i].Items[j]
+			if it.CanLookup && (it.Lookup == nil || time.Since(it.Lookup.At) > h.cfg.FreshLookup) && len(stale) < most {
+				stale = append(stale, it)
+			}
+		}
+	}
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for _, it := range stale {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			lctx, cancel := context.WithTimeout(ctx, min(3*time.Second, h.cfg.LookupTimeout))
+			defer cancel()
+			lv := h.ask(lctx, &executor.Action{Tenant: it.Tenant, Key: it.Key, Action: it.Action})
+			detail, _ := json.Marshal(lv)
+			var at time.Time
+			if err := h.cfg.DB.QueryRow(ctx, auditInsertSQL+` RETURNING created_at`, it.Tenant, it.Key, s.Name, "lookup", detail).Scan(&at); err != nil {
+				h.cfg.Logger.Error("console: recording a lookup", "operator", s.Name, "tenant", it.Tenant, "key", it.Key, "err", err)
+				return
+			}
+			h.cfg.Logger.Info("console: provider lookup", "operator", s.Name, "tenant", it.Tenant, "action", it.Action, "key", it.Key, "outcome", lv.Outcome, "fresh", true)
+			lv.Operator, lv.At, lv.Response = s.Name, at, nil
+			it.Lookup = &lv
+		})
+	}
+	wg.Wait()
+}
+
+// --- an intent's story ---
+
+type event struct {
+	At   time.Time
+	What string
+	Who  string
+}
+
+type revisionView struct {
+	intent.Revision
+	Fields []fieldView
+}
+
+type auditRow struct {
+	ID       int64
+	Operator string
+	Kind     string
+	Detail   json.RawMessage
+	At       time.Time
+}
+
+type effectRow struct {
+	EffectKey, Provider, Transition, OrderRef, PaymentRef, EventID, EventType, Outcome string
+	EventAt, CreatedAt                                                                 time.Time
+	NotifyAction, NotifyStatus, NotifyKey                                              *string
+	NotifyAttempt                                                                      *int
+	NotifyError                                                                        string
+	SentAt                                                                             *time.Time
+}
+
+type turnRow struct {
+	MessageID, Status, ReplyRef, ReplyKey, ReplyStatus, ToolStatus string
+	Steps, Divergent                                               int
+	Replayed                                                       bool
+	At                                                             time.Time
+}
+
+type modelCallRow struct {
+	ID                 int64
+	Step               int
+	Model              string
+	Prompt, Completion int64
+	Replayed           bool
+	At                 time.Time
+}
+
+type storyView struct {
+	Tenant, Key   string
+	In            *intent.Intent
+	Fields        []fieldView
+	Revealed      bool
+	Action        *executor.Action
+	Reference     string
+	Response      string
+	Revisions     []revisionView
+	Timeline      []event
+	Lookup        *lookupView
+	CanLookup     bool
+	Requests      []ProviderRequest
+	RequestsOn    bool
+	RequestsErr   string
+	Effects       []effectRow
+	Turns         []turnRow
+	ModelCalls    []modelCallRow
+	PromptTotal   int64
+	CompleteTotal int64
+	Settled       bool
+	Back          string
+	HasSourceRef  bool
+	UnknownSchema bool
+	ActionMissing bool
+}
+
+func (h *Handler) loadStory(ctx context.Context, tenant, key string, revealed bool) (*storyView, error) {
+	db := h.cfg.DB
+	v := &storyView{Tenant: tenant, Key: key, Revealed: revealed}
+	a, err := executor.Get(ctx, db, tenant, key)
+	switch {
+	case errors.Is(err, executor.ErrNotFound):
+		v.ActionMissing = true
+	case err != nil:
+		return nil, err
+	default:
+		v.Action = a
+	}
+	in, err := intent.GetByKey(ctx, db, tenant, key)
+	if errors.Is(err, intent.ErrNotFound) && a != nil {
+		// An amendment moved the intent to a new key; this is the old one.
+		in, err = intent.Get(ctx, db, tenant, a.Ref, a.Action)
+	}
+	switch {
+	case errors.Is(err, intent.ErrNotFound) || errors.Is(err, intent.ErrInvalid):
+		if a == nil {
+			return nil, errNotFound
+		}
+	case err != nil:
+		return nil, err
+	default:
+		v.In = in
+	}
+	action, ref := "", ""
+	var pl derive.Payload
+	if v.In != nil {
+		pl = v.In.Payload
+		action, ref = v.In.Action, v.In.Ref
+		v.Fields = h.maskPayload(action, v.In.Payload, revealed)
+		_, known := h.personalFields(action)
+		v.UnknownSchema = !known
+		v.HasSourceRef = v.In.SourceRef != ""
+	} else {
+		action, ref = a.Action, a.Ref
+	}
+	if t, ok := h.cfg.Tools.Tool(action); ok {
+		_, v.CanLookup = tools.CanLookup(t)
+	}
+	if a != nil {
+		v.Reference = reference(a.Response)
+		v.Response = h.maskJSON(action, pl, a.Response, revealed)
+	}
+	// Amendments.
+	revs, err := intent.Revisions(ctx, db, tenant, ref, action)
+	if err != nil && !errors.Is(err, intent.ErrNotFound) {
+		return nil, err
+	}
+	for _, rv := range revs {
+		v.Revisions = append(v.Revisions, revisionView{Revision: rv, Fields: h.maskPayload(action, rv.OldPayload, revealed)})
+	}
+	// What the console did with this key.
+	rows, err := db.Query(ctx, auditByKeySQL, tenant, key)
+	if err != nil {
+		return nil, err
+	}
+	audit, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (auditRow, error) {
+		var ar auditRow
+		err := row.Scan(&ar.ID, &ar.Operator, &ar.Kind, &ar.Detail, &ar.At)
+		return ar, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Webhook effects and their notifications (outbox).
+	rows, err = db.Query(ctx, effectsSQL, tenant, ref, v.Reference)
+	if err != nil {
+		return nil, err
+	}
+	v.Effects, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (effectRow, error) {
+		var e effectRow
+		err := row.Scan(&e.EffectKey, &e.Provider, &e.Transition, &e.OrderRef, &e.PaymentRef, &e.EventID, &e.EventType,
+			&e.EventAt, &e.Outcome, &e.CreatedAt, &e.NotifyAction, &e.NotifyStatus, &e.NotifyAttempt, &e.NotifyError, &e.NotifyKey, &e.SentAt)
+		return e, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Agent turns whose tool calls carried the key, and their replies.
+	src := ""
+	if v.In != nil {
+		src = v.In.SourceRef
+	}
+	rows, err = db.Query(ctx, turnsSQL, tenant, key, src)
+	if err != nil {
+		return nil, err
+	}
+	v.Turns, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (turnRow, error) {
+		var t turnRow
+		err := row.Scan(&t.MessageID, &t.Status, &t.Steps, &t.ReplyRef, &t.ReplyKey, &t.ReplyStatus, &t.At, &t.ToolStatus, &t.Replayed, &t.Divergent)
+		return t, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Model calls behind it: the ledger rows of the message that froze it.
+	if src != "" {
+		rows, err = db.Query(ctx, modelCallsSQL, tenant, src, v.In.CreatedAt)
+		if err != nil {
+			return nil, err
+		}
+		v.ModelCalls, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (modelCallRow, error) {
+			var m modelCallRow
+			err := row.Scan(&m.ID, &m.Step, &m.Model, &m.Prompt, &m.Completion, &m.Replayed, &m.At)
+			return m, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range v.ModelCalls {
+			v.PromptTotal += m.Prompt
+			v.CompleteTotal += m.Completion
+		}
+	}
+	// The provider's own log of requests that carried the key.
+	if h.cfg.Requests != nil {
+		v.RequestsOn = true
+		rctx, cancel := context.WithTimeout(ctx, h.cfg.LookupTimeout)
+		reqs, err := h.cfg.Requests.Requests(rctx, action, key)
+		cancel()
+		switch {
+		case errors.Is(err, ErrNotRecorded):
+			v.RequestsOn = false
+		case err != nil:
+			h.cfg.Logger.Warn("console: provider request log", "action", action, "err", err)
+			v.RequestsErr = "the provider's request log did not answer"
+		}
+		v.Requests = reqs
+	}
+	v.Timeline = h.timeline(v, audit)
+	return v, nil
+}
+
+// timeline orders what the rows record about the action. The actions row
+// keeps its first claim, its attempt count, its last failure and how it
+// ended; the times of each attempt and takeover are not stored (the page
+// says so), only counted.
+func (h *Handler) timeline(v *storyView, audit []auditRow) []event {
+	var ev []event
+	if v.In != nil {
+		what := "intent frozen"
+		if v.In.SourceRef != "" {
+			what += " (from message " + v.In.SourceRef + ")"
+		}
+		ev = append(ev, event{At: v.In.CreatedAt, What: what})
+	}
+	for _, rv := range v.Revisions {
+		ev = append(ev, event{At: rv.CreatedAt, What: fmt.Sprintf("amended (revision %d): key %s → %s: %s", rv.Revision.Revision, short(rv.OldKey), short(rv.NewKey), rv.Reason), Who: rv.AmendedBy})
+	}
+	if a := v.Action; a != nil {
+		ev = append(ev, event{At: a.CreatedAt, What: "claimed: attempt 1"})
+		if a.Attempt > 1 {
+			ev = append(ev, event{At: a.UpdatedAt, What: fmt.Sprintf("claimed %d times in all: %d retries or takeovers (their times are not recorded)", a.Attempt, a.Attempt-1)})
+		}
+		if f := a.Failure; f != nil && f.Resolution == nil && a.Status != executor.RowCompleted {
+			ev = append(ev, event{At: a.UpdatedAt, What: fmt.Sprintf("last failure at attempt %d: %s %s %s", f.Attempt, f.Class, f.Code, statusText(f.Status))})
+		}
+		switch {
+		case a.Failure != nil && a.Failure.Resolution != nil:
+			res := a.Failure.Resolution
+			ev = append(ev, event{At: res.At, What: "settled by an operator as " + res.Status + ": " + res.Reason, Who: res.By})
+		case a.Status == executor.RowReview:
+			ev = append(ev, event{At: a.UpdatedAt, What: "put in review: nobody can tell whether the provider acted"})
+		case a.Status == executor.RowCompleted && a.FinishedAt != nil:
+			ev = append(ev, event{At: *a.FinishedAt, What: "completed"})
+		case a.Status == executor.RowFailed && a.FinishedAt != nil:
+			ev = append(ev, event{At: *a.FinishedAt, What: "failed"})
+		}
+	}
+	for _, ar := range audit {
+		var d map[string]any
+		_ = json.Unmarshal(ar.Detail, &d)
+		what := ar.Kind
+		switch ar.Kind {
+		case "lookup":
+			what = fmt.Sprintf("provider lookup: %v", d["outcome"])
+			if ref, _ := d["reference"].(string); ref != "" {
+				what += " (" + ref + ")"
+			}
+			if st, _ := d["provider_status"].(string); st != "" {
+				what += ", provider status " + st
+			}
+			if m, _ := d["message"].(string); m != "" {
+				what += ": " + m
+			}
+			if v.Lookup == nil || ar.At.After(v.Lookup.At) || ar.At.Equal(v.Lookup.At) {
+				var lv lookupView
+				_ = json.Unmarshal(ar.Detail, &lv)
+				lv.Operator, lv.At = ar.Operator, ar.At
+				v.Lookup = &lv
+			}
+		case "reveal":
+			what = "personal data revealed in the console"
+		case "settle":
+			what = fmt.Sprintf("settled in the console as %v", d["status"])
+			if ref, _ := d["reference"].(string); ref != "" {
+				what += " (reference " + ref + ")"
+			}
+		}
+		ev = append(ev, event{At: ar.At, What: what, Who: ar.Operator})
+	}
+	slices.SortStableFunc(ev, func(a, b event) int { return a.At.Compare(b.At) })
+	return ev
+}
+
+func statusText(code int) string {
+	if code == 0 {
+		return ""
+	}
+	return fmt.Sprintf("HTTP %d", code)
+}
+
+func short(k string) string {
+	if len(k) > 12 {
+		return k[:12] + "…"
+	}
+	return k
+}
+
+func (h *Handler) story(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	h.showStory(w, r, s, q.Get("tenant"), q.Get("key"), false, q.Get("settled") != "")
+}
+
+func (h *Handler) showStory(w http.ResponseWriter, r *http.Request, s *session, tenant, key string, revealed, settled bool) {
+	if !s.can(tenant) || key == "" {
+		// Another tenant's intent and a missing one look the same.
+		h.fail(w, r, s, http.StatusNotFound, "No such intent among your tenants.")
+		return
+	}
+	v, err := h.loadStory(r.Context(), tenant, key, revealed)
+	if errors.Is(err, errNotFound) {
+		h.fail(w, r, s, http.StatusNotFound, "No such intent among your tenants.")
+		return
+	}
+	if err != nil {
+		h.dbFail(w, r, s, "intent", err)
+		return
+	}
+	v.Settled = settled
+	v.Back = intentURL(tenant, key)
+	h.render(w, r, s, "intent", v)
+}
+
+func intentURL(tenant, key string) string {
+	return Prefix + "/intent?" + url.Values{"tenant": {tenant}, "key": {key}}.Encode()
+}
+
+func (h *Handler) reveal(w http.ResponseWriter, r *http.Request, s *session) {
+	tenant, key := r.PostFormValue("tenant"), r.PostFormValue("key")
+	if !s.can(tenant) || key == "" {
+		h.fail(w, r, s, http.StatusNotFound, "No such intent among your tenants.")
+		return
+	}
+	v, err := h.loadStory(r.Context(), tenant, key, true)
+	if errors.Is(err, errNotFound) {
+		h.fail(w, r, s, http.StatusNotFound, "No such intent among your tenants.")
+		return
+	}
+	if err != nil {
+		h.dbFail(w, r, s, "intent", err)
+		return
+	}
+	var names []string
+	for _, f := range h.maskPayload(fieldAction(v), payloadOf(v), false) {
+		if f.Masked {
+			names = append(names, f.Name)
+		}
+	}
+	detail, _ := json.Marshal(map[string]any{"fields": names})
+	if _, err := h.cfg.DB.Exec(r.Context(), auditInsertSQL, tenant, key, s.Name, "reveal", detail); err != nil {
+		// No record, no reveal.
+		h.dbFail(w, r, s, "recording the reveal", err)
+		return
+	}
+	h.cfg.Logger.Info("console: personal data revealed", "operator", s.Name, "tenant", tenant, "key", key, "fields", len(names))
+	v.Back = intentURL(tenant, key)
+	v.Timeline = append(v.Timeline, event{At: time.Now(), What: "personal data revealed in the console (this page)", Who: s.Name})
+	h.render(w, r, s, "intent", v)
+}
+
+func fieldAction(v *storyView) string {
+	if v.In != nil {
+		return v.In.Action
+	}
+	return v.Action.Action
+}
+
+func payloadOf(v *storyView) derive.Payload {
+	if v.In != nil {
+		return v.In.Payload
+	}
+	return nil
+}
+
+// --- lookups ---
+
+func (h *Handler) lookup(w http.ResponseWriter, r *http.Request, s *session) {
+	tenant, key := r.PostFormValue("tenant"), r.PostFormValue("key")
+	back := safeNext(r.PostFormValue("back"))
+	if !s.can(tenant) || key == "" {
+		h.fail(w, r, s, http.StatusNotFound, "No such action among your tenants.")
+		return
+	}
+	a, err := executor.Get(r.Context(), h.cfg.DB, tenant, key)
+	if errors.Is(err, executor.ErrNotFound) {
+		h.fail(w, r, s, http.StatusNotFound, "No such action among your tenants.")
+		return
+	}
+	if err != nil {
+		h.dbFail(w, r, s, "lookup", err)
+		return
+	}
+	lv := h.ask(r.Context(), a)
+	detail, _ := json.Marshal(lv)
+	if _, err := h.cfg.DB.Exec(r.Context(), auditInsertSQL, tenant, key, s.Name, "lookup", detail); err != nil {
+		h.dbFail(w, r, s, "recording the lookup", err)
+		return
+	}
+	h.cfg.Logger.Info("console: provider lookup", "operator", s.Name, "tenant", tenant, "action", a.Action, "key", key, "outcome", lv.Outcome)
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// ask runs the tool's Looker for the action's key, as the reconciler does
+// before it calls again.
+func (h *Handler) ask(ctx context.Context, a *executor.Action) lookupView {
+	t, ok := h.cfg.Tools.Tool(a.Action)
+	if !ok {
+		return lookupView{Outcome: "unsupported", Message: "no tool " + a.Action + " is configured in this process"}
+	}
+	l, ok := tools.CanLookup(t)
+	if !ok {
+		return lookupView{Outcome: "unsupported", Message: "this provider cannot be asked about a key: check its dashboard"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.LookupTimeout)
+	defer cancel()
+	resp, err := l.Lookup(ctx, a.Key)
+	switch {
+	case err == nil:
+		lv := lookupView{Outcome: "found", Reference: reference(resp), Response: resp}
+		var m map[string]any
+		if json.Unmarshal(resp, &m) == nil {
+			if st, ok := m["status"].(string); ok {
+				lv.ProviderStatus = st
+			}
+		}
+		return lv
+	case errors.Is(err, tools.ErrNotFound):
+		return lookupView{Outcome: "not_found", Message: "the provider has no record of this key"}
+	default:
+		msg := "the provider could not be asked"
+		var te *tools.Error
+		if errors.As(err, &te) {
+			msg += fmt.Sprintf(" (%s %s)", te.Class, te.Code)
+		} else if errors.Is(err, context.DeadlineExceeded) {
+			msg += " (timed out)"
+		}
+		return lookupView{Outcome: "error", Message: msg}
+	}
+}
+
+// --- settling ---
+
+type settleForm struct {
+	Tenant, Key, Status, Reference, Response, Reason string
+	Action                                           *executor.Action
+	Errors                                           []string
+	Stored                                           string
+}
+
+func (h *Handler) settle(w http.ResponseWriter, r *http.Request, s *session) {
+	f := settleForm{
+		Tenant: r.PostFormValue("tenant"), Key: r.PostFormValue("key"), Status: r.PostFormValue("status"),
+		Reference: strings.TrimSpace(r.PostFormValue("reference")), Response: strings.TrimSpace(r.PostFormValue("response")),
+		Reason: strings.TrimSpace(r.PostFormValue("reason")),
+	}
+	if !s.can(f.Tenant) || f.Key == "" {
+		h.fail(w, r, s, http.StatusNotFound, "No such action among your tenants.")
+		return
+	}
+	a, err := executor.Get(r.Context(), h.cfg.DB, f.Tenant, f.Key)
+	if errors.Is(err, executor.ErrNotFound) {
+		h.fail(w, r, s, http.StatusNotFound, "No such action among your tenants.")
+		return
+	}
+	if err != nil {
+		h.dbFail(w, r, s, "settle", err)
+		return
+	}
+	f.Action = a
+	resp, errs := f.check()
+	f.Errors = errs
+	if len(resp) > 0 {
+		f.Stored = string(resp)
+	}
+	if len(errs) > 0 || r.PostFormValue("confirm") != "yes" {
+		if len(errs) > 0 {
+			w.WriteHeader(http.StatusBadRequest)
+		}
+		h.render(w, r, s, "confirm", f)
+		return
+	}
+	tx, err := h.cfg.DB.Begin(r.Context())
+	if err != nil {
+		h.dbFail(w, r, s, "settle", err)
+		return
+	}
+	defer tx.Rollback(r.Context()) //nolint:errcheck // no-op after commit
+	// The same call as `retrysafe resolve`: the resolution is recorded in
+	// the action's row by the executor, with who and why.
+	_, err = executor.Resolve(r.Context(), tx, executor.ResolveParams{
+		Tenant: f.Tenant, Key: f.Key, Status: f.Status, Response: resp, Reason: f.Reason, By: s.Name,
+	})
+	if errors.Is(err, executor.ErrNotResolvable) {
+		h.fail(w, r, s, http.StatusConflict, "This action is no longer in review: nothing changed. Reload its page to see how it ended.")
+		return
+	}
+	if err != nil {
+		h.dbFail(w, r, s, "settle", err)
+		return
+	}
+	detail, _ := json.Marshal(map[string]string{"status": f.Status, "reference": f.Reference})
+	if _, err := tx.Exec(r.Context(), auditInsertSQL, f.Tenant, f.Key, s.Name, "settle", detail); err != nil {
+		h.dbFail(w, r, s, "settle", err)
+		return
+	}
+	if err := tx.Commit(r.Context()); err != nil {
+		h.dbFail(w, r, s, "settle", err)
+		return
+	}
+	h.cfg.Logger.Info("console: action settled", "operator", s.Name, "tenant", f.Tenant, "action", a.Action, "key", f.Key, "status", f.Status)
+	http.Redirect(w, r, intentURL(f.Tenant, f.Key)+"&settled=1", http.StatusSeeOther)
+}
+
+// check validates the form as `retrysafe resolve` validates its flags, and
+// returns the response to store (completed).
+func (f *settleForm) check() (json.RawMessage, []string) {
+	var errs []string
+	if f.Action.Status != executor.RowReview {
+		errs = append(errs, "The action is "+f.Action.Status+", not in review: only an action in review can be settled here.")
+	}
+	if len(f.Reason) > 2000 {
+		errs = append(errs, "The reason is longer than 2000 characters.")
+	}
+	if f.Reason == "" {
+		errs = append(errs, "Say why: the reason is recorded with the action.")
+	}
+	var resp json.RawMessage
+	switch f.Status {
+	case executor.RowCompleted:
+		switch {
+		case f.Response != "":
+			var obj map[string]any
+			if json.Unmarshal([]byte(f.Response), &obj) != nil {
+				errs = append(errs, "The provider's response must be a JSON object.")
+			} else {
+				resp = json.RawMessage(f.Response)
+			}
+		case f.Reference != "":
+			resp, _ = json.Marshal(map[string]string{"id": f.Reference})
+		default:
+			errs = append(errs, "Completed needs the provider's reference (or its whole response): callers will be given it.")
+		}
+	case executor.RowFailed:
+		if f.Response != "" {
+			errs = append(errs, "A failed action stores no response.")
+		}
+	default:
+		errs = append(errs, "Choose completed (it happened) or failed (it did not).")
+	}
+	return resp, errs
+}
+
+// --- search ---
+
+type hit struct {
+	Ref, Action, Key, Status string
+	At                       time.Time
+	Why                      string
+}
+
+func (h *Handler) search(w http.ResponseWriter, r *http.Request, s *session) {
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	tenant := r.URL.Query().Get("tenant")
+	if tenant == "" {
+		tenant = s.Tenants[0]
+	}
+	if !s.can(tenant) {
+		h.fail(w, r, s, http.StatusForbidden, "That tenant is not one of yours.")
+		return
+	}
+	d := map[string]any{"Tenant": tenant, "Q": q}
+	if q == "" || len(q) > 255 {
+		h.render(w, r, s, "search", d)
+		return
+	}
+	var hits []hit
+	add := func(sql, why string) error {
+		rows, err := h.cfg.DB.Query(r.Context(), sql, tenant, q)
+		if err != nil {
+			return err
+		}
+		got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (hit, error) {
+			var x hit
+			err := row.Scan(&x.Ref, &x.Action, &x.Key, &x.Status, &x.At)
+			x.Why = why
+			return x, err
+		})
+		for _, g := range got {
+			if !slices.ContainsFunc(hits, func(o hit) bool { return o.Key == g.Key }) {
+				hits = append(hits, g)
+			}
+		}
+		return err
+	}
+	for _, st := range []struct{ sql, why string }{
+		{searchKeySQL, "key"}, {actionByRefSQL, "intent ref"}, {searchReferenceSQL, "provider reference"},
+	} {
+		if err := add(st.sql, st.why); err != nil {
+			h.dbFail(w, r, s, "search", err)
+			return
+		}
+	}
+	if len(hits) == 1 {
+		http.Redirect(w, r, intentURL(tenant, hits[0].Key), http.StatusSeeOther)
+		return
+	}
+	d["Hits"] = hits
+	d["Searched"] = true
+	h.render(w, r, s, "search", d)
+}
+
+// --- now ---
+
+type count struct {
+	Name      string
+	Hour, Day int64
+	Recorded  bool
+	Note      string
+}
+
+type tenantNow struct {
+	Tenant string
+	Counts []count
+}
+
+func (h *Handler) now(w http.ResponseWriter, r *http.Request, s *session) {
+	ctx := r.Context()
+	var out []tenantNow
+	for _, t := range s.Tenants {
+		var a [13]int64
+		if err := h.cfg.DB.QueryRow(ctx, nowActionsSQL, t).Scan(&a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7], &a[8], &a[9], &a[10], &a[11], &a[12]); err != nil {
+			h.dbFail(w, r, s, "counts", err)
+			return
+		}
+		var ag [4]int64
+		if err := h.cfg.DB.QueryRow(ctx, nowAgentSQL, t).Scan(&ag[0], &ag[1], &ag[2], &ag[3]); err != nil {
+			h.dbFail(w, r, s, "counts", err)
+			return
+		}
+		var wh [2]int64
+		if err := h.cfg.DB.QueryRow(ctx, nowWebhookSQL, t).Scan(&wh[0], &wh[1]); err != nil {
+			h.dbFail(w, r, s, "counts", err)
+			return
+		}
+		out = append(out, tenantNow{Tenant: t, Counts: []count{
+			{Name: "executions (actions first claimed)", Hour: a[0], Day: a[1], Recorded: true},
+			{Name: "completed", Hour: a[2], Day: a[3], Recorded: true},
+			{Name: "failed", Hour: a[4], Day: a[5], Recorded: true},
+			{Name: "replays", Hour: ag[0], Day: ag[1], Recorded: true, Note: "agent turns only; the sidecar's and library calls' replays are counted in /metrics (retrysafe_replays_total), not stored"},
+			{Name: "divergent re-extractions", Hour: ag[2], Day: ag[3], Recorded: true, Note: "agent turns only; all of them: /metrics retrysafe_divergences_total"},
+			{Name: "in-flight conflicts", Note: "not recorded in the database: /metrics retrysafe_in_flight_conflicts_total"},
+			{Name: "takeovers", Note: "not recorded in the database: /metrics retrysafe_takeovers_total"},
+			{Name: "actions that needed more than one attempt", Hour: a[6], Day: a[7], Recorded: true, Note: "retries and takeovers together, by last update"},
+			{Name: "put in review (still in review)", Hour: a[8], Day: a[9], Recorded: true, Note: fmt.Sprintf("%d in review now; once settled, when an action went to review is not kept", a[10])},
+			{Name: "settled by an operator", Hour: a[11], Day: a[12], Recorded: true},
+			{Name: "duplicate payment webhooks absorbed", Hour: wh[0], Day: wh[1], Recorded: true},
+		}})
+	}
+	chart, err := h.spend(ctx, s.Tenants)
+	if err != nil {
+		h.dbFail(w, r, s, "token spend", err)
+		return
+	}
+	h.render(w, r, s, "now", map[string]any{"Tenants": out, "Chart": chart})
+}
+
+type spendDay struct {
+	Day                time.Time
+	Duplicate, Avoided tokens.Usage
+	DupCost, AvCost    decimal.Decimal
+}
+
+type spendView struct {
+	Days              []spendDay
+	DupSVG, AvSVG     template.HTML
+	Defaulted         []string
+	Currency          string
+	DupTotal, AvTotal decimal.Decimal
+	DefaultIn, DefOut decimal.Decimal
+}
+
+// spend measures the model ledger per day with internal/tokens (the figures
+// of `retrysafe tokens measure`), one day and tenant at a time, and draws
+// duplicate and avoided spend with its chart.
+func (h *Handler) spend(ctx context.Context, tenants []string) (*spendView, error) {
+	n := h.cfg.ChartDays
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	since := today.AddDate(0, 0, -(n - 1))
+	until := today.AddDate(0, 0, 1)
+	rows, err := h.cfg.DB.Query(ctx, modelsInWindowSQL, since, until, tenants)
+	if err != nil {
+		return nil, err
+	}
+	models, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	prices := map[string]tokens.Price{}
+	for m, p := range h.cfg.Prices {
+		prices[m] = p
+	}
+	v := &spendView{Currency: h.cfg.Currency, DefaultIn: h.cfg.DefaultPrice.InputPer1K, DefOut: h.cfg.DefaultPrice.OutputPer1K}
+	for _, m := range models {
+		if _, ok := prices[m]; !ok {
+			prices[m] = *h.cfg.DefaultPrice
+			v.Defaulted = append(v.Defaulted, m)
+		}
+	}
+	var dupSeries, avSeries tokens.Series
+	for d := since; d.Before(until); d = d.AddDate(0, 0, 1) {
+		day := spendDay{Day: d}
+		for _, t := range tenants {
+			rep, err := tokens.Measure(ctx, h.cfg.DB, tokens.MeasureParams{Since: d, Until: d.AddDate(0, 0, 1), Tenant: t, Prices: prices})
+			if err != nil {
+				return nil, err
+			}
+			day.Duplicate.Calls += rep.Total.Duplicate.Calls
+			day.Duplicate.PromptTokens += rep.Total.Duplicate.PromptTokens
+			day.Duplicate.CompletionTokens += rep.Total.Duplicate.CompletionTokens
+			day.Avoided.Calls += rep.Total.Avoided.Calls
+			day.Avoided.PromptTokens += rep.Total.Avoided.PromptTokens
+			day.Avoided.CompletionTokens += rep.Total.Avoided.CompletionTokens
+			day.DupCost, _ = day.DupCost.Add(rep.Total.DuplicateCost)
+			day.AvCost, _ = day.AvCost.Add(rep.Total.AvoidedCost)
+		}
+		v.DupTotal, _ = v.DupTotal.Add(day.DupCost)
+		v.AvTotal, _ = v.AvTotal.Add(day.AvCost)
+		v.Days = append(v.Days, day)
+		label := d.Format("01-02")
+		dupSeries.Labels, dupSeries.Values = append(dupSeries.Labels, label), append(dupSeries.Values, day.DupCost)
+		avSeries.Labels, avSeries.Values = append(avSeries.Labels, label), append(avSeries.Values, day.AvCost)
+	}
+	loc := tokens.Locales["en-US"]
+	for _, c := range []struct {
+		s     *tokens.Series
+		title string
+		out   *template.HTML
+	}{
+		{&dupSeries, "Duplicate model spend per day (paid twice)", &v.DupSVG},
+		{&avSeries, "Model spend avoided per day (journal replays)", &v.AvSVG},
+	} {
+		c.s.Title, c.s.XLabel, c.s.YLabel, c.s.Bars = c.title, "day (UTC)", h.cfg.Currency, true
+		var b bytes.Buffer
+		if err := tokens.WriteSVG(&b, *c.s, loc); err != nil {
+			return nil, err
+		}
+		// WriteSVG escapes every label it writes.
+		*c.out = template.HTML(b.String()) //nolint:gosec // generated markup, escaped labels
+	}
+	return v, nil
+}
