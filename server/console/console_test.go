@@ -166,7 +166,7 @@ func TestReviewLookupSettle(t *testing.T) {
 
 	_, q := b.get("/console/")
 	// Showing the queue asked the provider what it says now.
-	for _, want := range []string{"NF-2026-000123", "pix.charge", `class="attempts">2<`, "uncertain", "HTTP 500", "not_found", "by alice", "Ask the provider now"} {
+	for _, want := range []string{"NF-2026-000123", "pix.charge", `class="attempts">2<`, "uncertain", "HTTP 503", "not_found", "by alice", "Ask the provider now"} {
 		if !strings.Contains(q, want) {
 			t.Errorf("queue lacks %q", want)
 		}

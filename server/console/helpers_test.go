@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,6 +50,9 @@ type env struct {
 	tokenA  string // alice: tenant-a
 	tokenB  string // bob: tenant-b
 	handler *console.Handler
+	// lookupDown makes the provider's lookup by key unavailable while an
+	// action is driven to review (see inReview).
+	lookupDown *atomic.Bool
 }
 
 func newEnv(t *testing.T) *env { return newEnvWith(t, false) }
@@ -64,9 +68,10 @@ func newEnvWith(t *testing.T, sandbox bool) *env {
 	// Idempotency-Key on a reused connection, which would hide faults.
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	var (
-		psp      *toolstest.Provider
-		pixCfg   tools.HTTPConfig
-		requests console.RequestLog
+		psp        *toolstest.Provider
+		pixCfg     tools.HTTPConfig
+		requests   console.RequestLog
+		lookupDown = new(atomic.Bool)
 	)
 	if sandbox {
 		if err := sandboxpsp.Migrate(context.Background(), pool, schema); err != nil {
@@ -76,7 +81,17 @@ func newEnvWith(t *testing.T, sandbox bool) *env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hs := httptest.NewServer(s.Handler())
+		// The PSP's lookup is down while inReview drives the executor (a
+		// 500 to a charge that cannot be looked up: nobody can tell); it
+		// is back when the operator asks.
+		inner := s.Handler()
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if lookupDown.Load() && r.Method == http.MethodGet && r.URL.Path == "/v1/pix/charges" {
+				http.Error(w, `{"error":"lookup unavailable"}`, http.StatusServiceUnavailable)
+				return
+			}
+			inner.ServeHTTP(w, r)
+		}))
 		t.Cleanup(hs.Close)
 		pixCfg = tools.HTTPConfig{BaseURL: hs.URL, Token: "merchant-console", Client: client}
 		requests = &console.HTTPRequestLog{URL: hs.URL + "/_sandbox/requests"}
@@ -115,7 +130,7 @@ func newEnvWith(t *testing.T, sandbox bool) *env {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	e := &env{t: t, pool: pool, psp: psp, ex: ex, store: store, srv: srv, logs: logs, handler: h}
+	e := &env{t: t, pool: pool, psp: psp, ex: ex, store: store, srv: srv, logs: logs, handler: h, lookupDown: lookupDown}
 	ctx := context.Background()
 	if e.tokenA, err = console.AddOperator(ctx, pool, "alice", []string{"tenant-a"}, false); err != nil {
 		t.Fatal(err)
@@ -127,13 +142,19 @@ func newEnvWith(t *testing.T, sandbox bool) *env {
 }
 
 // inReview charges ref for tenant through a PSP that answers 500 to every
-// charge, until the executor gives up and puts the action
-// in review. It returns the action's key.
+// charge and cannot be asked by key meanwhile, until the executor gives up
+// and puts the action in review (a lookup that found nothing would fail
+// it instead). The lookup is back when it returns. It returns the
+// action's key.
 func (e *env) inReview(tenant, ref, cpf string) string {
 	e.t.Helper()
 	if e.psp != nil {
 		e.psp.SetFault(func(toolstest.Request) toolstest.Fault { return toolstest.FailBefore })
+		e.psp.LookupDown.Store(true)
+		defer e.psp.LookupDown.Store(false)
 	}
+	e.lookupDown.Store(true)
+	defer e.lookupDown.Store(false)
 	out, err := e.ex.Execute(context.Background(), executor.Call{
 		Tenant: tenant, Ref: ref, Action: tools.PixChargeName, SourceRef: "wamid.test-" + ref,
 		Fields: map[string]any{"customer_id": "C-42", "amount": "R$ 180,00", "pix_key": cpf},
