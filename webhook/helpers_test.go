@@ -200,6 +200,24 @@ func (r reply) verdict() string {
 	return v.Status
 }
 
+func (r reply) reason() string {
+	var v struct {
+		Reason string `json:"reason"`
+	}
+	_ = json.Unmarshal([]byte(r.body), &v)
+	return v.Reason
+}
+
+// expectReason delivers body and checks it is answered 200 with verdict
+// and reason.
+func (h *harness) expectReason(body []byte, verdict, reason string) {
+	h.t.Helper()
+	r := h.post(body)
+	if r.status != http.StatusOK || r.verdict() != verdict || r.reason() != reason {
+		h.t.Fatalf("delivery answered %d %s, want 200 %s (%s)", r.status, r.body, verdict, reason)
+	}
+}
+
 // post delivers body signed now (by the handler's clock) with the
 // provider's secret.
 func (h *harness) post(body []byte) reply {
