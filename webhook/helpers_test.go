@@ -61,6 +61,8 @@ type harness struct {
 	hook   *webhook.Handler
 	mux    *http.ServeMux
 	relay  *webhook.Relay
+	name   string // the provider's name, in the path
+	header string // its signature header
 
 	mu  sync.Mutex
 	now time.Time // the handler's clock
@@ -76,6 +78,7 @@ type harnessOpts struct {
 	waURL    string // a WhatsApp stand-in other than the sandbox one
 	pspURL   string // the PSP pix.charge calls
 	provider webhook.Provider
+	name     string // the provider's name; default provider
 	notify   webhook.Notifier
 	attempts int // executor MaxAttempts
 }
@@ -154,13 +157,18 @@ func newHarness(t testing.TB, o *harnessOpts) *harness {
 	if p.Tenant == "" && p.Accounts == nil {
 		p.Tenant = tenant
 	}
+	h.name = o.name
+	if h.name == "" {
+		h.name = provider
+	}
 	h.hook, err = webhook.New(webhook.Config{
-		DB: pool, Queue: h.queue, Intents: h.store, Providers: map[string]webhook.Provider{provider: p},
+		DB: pool, Queue: h.queue, Intents: h.store, Providers: map[string]webhook.Provider{h.name: p},
 		Notify: o.notify, Clock: h.clock, Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.header = h.hook.Config().Providers[h.name].SignatureHeader
 	h.mux = http.NewServeMux()
 	h.mux.Handle("POST "+webhook.Pattern, h.hook)
 	if h.relay, err = webhook.NewRelay(webhook.RelayConfig{DB: pool, Executor: h.ex, Logger: log, Failpoint: h.crash.Hit}); err != nil {
@@ -225,10 +233,15 @@ func (h *harness) post(body []byte) reply {
 }
 
 func (h *harness) postSigned(body []byte, sig string) reply {
-	req := httptest.NewRequest(http.MethodPost, webhook.PathPrefix+provider, strings.NewReader(string(body)))
+	return h.postHeader(body, h.header, sig)
+}
+
+// postHeader delivers body with sig in the named header.
+func (h *harness) postHeader(body []byte, header, sig string) reply {
+	req := httptest.NewRequest(http.MethodPost, webhook.PathPrefix+h.name, strings.NewReader(string(body)))
 	req.Header.Set("Content-Type", "application/json")
 	if sig != "" {
-		req.Header.Set(webhook.DefaultSignatureHeader, sig)
+		req.Header.Set(header, sig)
 	}
 	rec := httptest.NewRecorder()
 	h.mux.ServeHTTP(rec, req)
