@@ -324,15 +324,53 @@ func (c Config) Validate() (Config, error) {
 // serve reads them from RETRYSAFE_PAYMENT_WEBHOOK_SECRETS
 // ("sandbox=whsec_1,stripe=whsec_2") and RETRYSAFE_PAYMENT_WEBHOOK_TENANTS
 // ("sandbox=acme,stripe=acme"). Every provider needs both. The other fields
-// keep their defaults.
+// keep their preset's defaults (see ParseProviderLists).
 func ParseProviders(secrets, tenants string) (map[string]Provider, error) {
-	sec, err := parsePairs("secrets", secrets)
+	return ParseProviderLists(ProviderLists{Secrets: secrets, Tenants: tenants})
+}
+
+// ProviderLists are "name=value,..." lists, one per Provider field, as
+// serve reads them from its flags and environment.
+type ProviderLists struct {
+	// Secrets and Tenants: every provider needs both.
+	Secrets, Tenants string
+	// Presets: "stripe=stripe,psp=generic". A provider not listed takes
+	// PresetStripe when it is named "stripe", else PresetGeneric.
+	Presets string
+	// Headers: the signature header, "psp=X-Psp-Signature".
+	Headers string
+	// OrderKeys: the metadata keys naming the order, separated by "|":
+	// "stripe=order_ref|order_id|pedido".
+	OrderKeys string
+}
+
+// ParseProviderLists builds Providers from l. An entry of an optional list
+// that names a provider without a secret is an error (a typo would
+// otherwise pass unnoticed).
+func ParseProviderLists(l ProviderLists) (map[string]Provider, error) {
+	sec, err := parsePairs("secrets", l.Secrets)
 	if err != nil {
 		return nil, err
 	}
-	ten, err := parsePairs("tenants", tenants)
+	ten, err := parsePairs("tenants", l.Tenants)
 	if err != nil {
 		return nil, err
+	}
+	optional := map[string]map[string]string{}
+	for what, list := range map[string]string{"presets": l.Presets, "headers": l.Headers, "order keys": l.OrderKeys} {
+		if strings.TrimSpace(list) == "" {
+			continue
+		}
+		m, err := parsePairs(what, list)
+		if err != nil {
+			return nil, err
+		}
+		for name := range m {
+			if _, ok := sec[name]; !ok {
+				return nil, fmt.Errorf("%w: %s: provider %q has no secret", ErrConfig, what, name)
+			}
+		}
+		optional[what] = m
 	}
 	out := make(map[string]Provider, len(sec))
 	for name, s := range sec {
@@ -340,7 +378,16 @@ func ParseProviders(secrets, tenants string) (map[string]Provider, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: provider %q has a secret but no tenant", ErrConfig, name)
 		}
-		p, err := Provider{Secret: s, Tenant: t}.validate(name)
+		p := Provider{Secret: s, Tenant: t, Preset: optional["presets"][name], SignatureHeader: optional["headers"][name]}
+		if p.Preset == "" && name == PresetStripe {
+			p.Preset = PresetStripe
+		}
+		if keys := optional["order keys"][name]; keys != "" {
+			for k := range strings.SplitSeq(keys, "|") {
+				p.OrderRefKeys = append(p.OrderRefKeys, strings.TrimSpace(k))
+			}
+		}
+		p, err := p.validate(name)
 		if err != nil {
 			return nil, err
 		}

@@ -236,6 +236,33 @@ func TestParseProviders(t *testing.T) {
 		ps["sandbox"].Tolerance != webhook.DefaultTolerance || ps["stripe"].Events["charge.refunded"] != webhook.OrderRefunded {
 		t.Fatalf("providers %+v", ps)
 	}
+	// A provider named stripe takes the stripe preset; others the generic.
+	if s, g := ps["stripe"], ps["sandbox"]; s.Preset != webhook.PresetStripe || s.SignatureHeader != "Stripe-Signature" ||
+		strings.Join(s.OrderRefKeys, ",") != "order_ref,order_id" || s.Events["invoice.paid"] != webhook.OrderPaid ||
+		g.Preset != webhook.PresetGeneric || g.SignatureHeader != "Retrysafe-Signature" || strings.Join(g.OrderRefKeys, ",") != "order_ref" {
+		t.Fatalf("presets: stripe %+v, sandbox %+v", s, g)
+	}
+	ps, err = webhook.ParseProviderLists(webhook.ProviderLists{
+		Secrets: "stripe=whsec_1,relay=whsec_2", Tenants: "stripe=acme,relay=acme",
+		Presets: "stripe=generic,relay=stripe", Headers: "relay=X-Relay-Signature", OrderKeys: "relay=pedido | order_id",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, r := ps["stripe"], ps["relay"]; s.Preset != webhook.PresetGeneric || r.Preset != webhook.PresetStripe ||
+		r.SignatureHeader != "X-Relay-Signature" || strings.Join(r.OrderRefKeys, ",") != "pedido,order_id" {
+		t.Fatalf("lists: stripe %+v, relay %+v", s, r)
+	}
+	for name, l := range map[string]webhook.ProviderLists{
+		"preset of no provider": {Secrets: "a=s", Tenants: "a=t", Presets: "b=stripe"},
+		"unknown preset":        {Secrets: "a=s", Tenants: "a=t", Presets: "a=paypal"},
+		"bad header":            {Secrets: "a=s", Tenants: "a=t", Headers: "a=Bad Header"},
+		"empty order key":       {Secrets: "a=s", Tenants: "a=t", OrderKeys: "a=order_ref||x"},
+	} {
+		if _, err := webhook.ParseProviderLists(l); !errors.Is(err, webhook.ErrConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 	for name, c := range map[string][2]string{
 		"empty":          {"", "sandbox=acme"},
 		"no value":       {"sandbox", "sandbox=acme"},
