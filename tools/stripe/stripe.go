@@ -137,7 +137,9 @@ func (t *Tool) Schema() derive.Schema { return Schema() }
 func (t *Tool) SystemFields() []string { return []string{tools.RefField} }
 
 // Parameters implements tools.Tool.
-func (t *Tool) Parameters() json.RawMessage { return tools.ParametersFromSchema(t.Schema(), tools.RefField) }
+func (t *Tool) Parameters() json.RawMessage {
+	return tools.ParametersFromSchema(t.Schema(), tools.RefField)
+}
 
 // Idempotent implements tools.Tool: Stripe honours Idempotency-Key.
 func (t *Tool) Idempotent() bool { return true }
