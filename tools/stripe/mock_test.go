@@ -1,80 +1,15 @@
 package stripe_test
 
 import (
-	"bufio"
 	"context"
-	"go/build"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 )
-
-// stripeMock starts stripe-mock (installed by scripts/stripe-mock.sh) on a
-// free port and returns its base URL. It fails, never skips, when the
-// binary is missing.
-func stripeMock(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("STRIPE_MOCK")
-	if bin == "" {
-		var dirs []string
-		if gobin := os.Getenv("GOBIN"); gobin != "" {
-			dirs = append(dirs, gobin)
-		}
-		for _, p := range filepath.SplitList(build.Default.GOPATH) {
-			dirs = append(dirs, filepath.Join(p, "bin"))
-		}
-		for _, d := range dirs {
-			if _, err := os.Stat(filepath.Join(d, "stripe-mock")); err == nil {
-				bin = filepath.Join(d, "stripe-mock")
-				break
-			}
-		}
-	}
-	if bin == "" {
-		if p, err := exec.LookPath("stripe-mock"); err == nil {
-			bin = p
-		}
-	}
-	if bin == "" {
-		t.Fatal("stripe-mock is not installed: run scripts/stripe-mock.sh (or set STRIPE_MOCK to its path)")
-	}
-	cmd := exec.Command(bin, "-http-addr", "127.0.0.1:0", "-https-addr", "127.0.0.1:0")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "Listening for HTTP at address: "); ok {
-				addr <- a
-			}
-		}
-	}()
-	select {
-	case a := <-addr:
-		return "http://" + a
-	case <-time.After(30 * time.Second):
-		t.Fatal("stripe-mock did not say where it listens within 30s")
-	}
-	return ""
-}
 
 // recorder is an http.RoundTripper that keeps what stripe-go sent.
 type recorder struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/stripe"
+	"github.com/retrysafe/retrysafe/tools/stripe/stripetest"
 )
 
 const (
@@ -58,7 +59,7 @@ func mustTool(t *testing.T, cfg stripe.Config) *stripe.Tool {
 // off).
 func TestAgainstStripeMock(t *testing.T) {
 	t.Parallel()
-	base := stripeMock(t)
+	base := stripetest.Start(t)
 	rec := &recorder{}
 	tool := mustTool(t, stripe.Config{APIKey: apiKey, BaseURL: base, HTTPClient: &http.Client{Transport: rec}})
 	p := payload(t)
@@ -168,9 +169,9 @@ func stripeError(typ, code, message string, extra string) string {
 	return e + extra + `}}`
 }
 
-// intent is a PaymentIntent as the API returns it (the fields the tool
+// paymentIntent is a PaymentIntent as the API returns it (the fields the tool
 // reads; Stripe sends more, which stripe-go ignores the same way).
-func intent(id, status, metaKey string) string {
+func paymentIntent(id, status, metaKey string) string {
 	return `{"id":"` + id + `","object":"payment_intent","amount":18000,"amount_received":18000,"currency":"brl",` +
 		`"status":"` + status + `","latest_charge":"ch_3Qrec","livemode":false,"confirmation_method":"automatic",` +
 		`"capture_method":"automatic","created":1715335200,"customer":"cus_NffrFeUfNV2Hib",` +
@@ -186,7 +187,7 @@ func search(data ...string) string {
 func TestErrorClasses(t *testing.T) {
 	t.Parallel()
 	declined := stripeError("card_error", "card_declined", "Your card has insufficient funds.",
-		`,"decline_code":"insufficient_funds","payment_intent":`+intent("pi_3Qdecl", "requires_payment_method", key))
+		`,"decline_code":"insufficient_funds","payment_intent":`+paymentIntent("pi_3Qdecl", "requires_payment_method", key))
 	cases := []struct {
 		name   string
 		answer answer
@@ -251,7 +252,7 @@ func TestLookupSettlesUncertain(t *testing.T) {
 	t.Parallel()
 	base := replay(t, map[string]answer{
 		"POST /v1/payment_intents":       {500, stripeError("api_error", "", "An unknown error occurred", "")},
-		"GET /v1/payment_intents/search": {200, search(intent("pi_3Qother", "succeeded", "another-key"), intent("pi_3Qours", "succeeded", key))},
+		"GET /v1/payment_intents/search": {200, search(paymentIntent("pi_3Qother", "succeeded", "another-key"), paymentIntent("pi_3Qours", "succeeded", key))},
 	})
 	tool := mustTool(t, stripe.Config{APIKey: apiKey, BaseURL: base})
 	_, err := tool.Execute(ctx(t), key, payload(t))
@@ -274,8 +275,8 @@ func TestLookupSettlesUncertain(t *testing.T) {
 	// that id, finds it did not charge, and says so (not found).
 	base = replay(t, map[string]answer{
 		"POST /v1/payment_intents": {402, stripeError("card_error", "card_declined", "Your card was declined.",
-			`,"decline_code":"generic_decline","payment_intent":`+intent("pi_3Qdecl", "requires_payment_method", key))},
-		"GET /v1/payment_intents/pi_3Qdecl": {200, intent("pi_3Qdecl", "requires_payment_method", key)},
+			`,"decline_code":"generic_decline","payment_intent":`+paymentIntent("pi_3Qdecl", "requires_payment_method", key))},
+		"GET /v1/payment_intents/pi_3Qdecl": {200, paymentIntent("pi_3Qdecl", "requires_payment_method", key)},
 	})
 	tool = mustTool(t, stripe.Config{APIKey: apiKey, BaseURL: base})
 	if _, err := tool.Execute(ctx(t), key, payload(t)); tools.Classify(err).Class != tools.ClassDefinitive {
