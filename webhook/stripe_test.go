@@ -14,7 +14,11 @@ import (
 	"github.com/stripe/stripe-go/v82"
 	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
 
+	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/tools"
+	stripetool "github.com/retrysafe/retrysafe/tools/stripe"
+	"github.com/retrysafe/retrysafe/tools/stripe/stripetest"
 	"github.com/retrysafe/retrysafe/webhook"
 )
 
@@ -390,5 +394,82 @@ func TestStripeShapesNotUnderstood(t *testing.T) {
 	}
 	if got, want := h.counts(), "effects=0 orders=0 stale=0 notifications=0 intents=0 jobs=0 log="+itoa(len(cases)+1); got != want {
 		t.Fatalf("stored %s, want %s", got, want)
+	}
+}
+
+// A charge retrysafe made with the stripe.payment tool (through the
+// executor, against stripe-mock): Stripe's events about it carry no
+// metadata the merchant set, yet find the order: the success by the frozen
+// key Stripe echoes in request.idempotency_key, a later partial refund by
+// the PaymentIntent the action's stored response names.
+func TestStripeChargeRetrysafeMade(t *testing.T) {
+	t.Parallel()
+	h := newStripeHarness(t)
+	tool, err := stripetool.New(stripetool.Config{APIKey: "sk_test_123", BaseURL: stripetest.Start(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry(tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := reg.Deriver([]byte(hmacKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := intent.New(intent.Config{Deriver: d, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := executor.New(executor.Config{DB: h.pool, Intents: store, Tools: reg, Logger: quiet(),
+		Lease: 10 * time.Second, Timeout: 3 * time.Second, MaxAttempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := ex.Execute(h.ctx, executor.Call{Tenant: tenant, Ref: "NF-2026-000777", Action: stripetool.Name, Fields: map[string]any{
+		"customer": "cus_NffrFeUfNV2Hib", "payment_method": "pm_card_visa", "amount": "180,00", "currency": "BRL"}}, nil)
+	if err != nil || out.Status != executor.StatusCompleted {
+		t.Fatalf("charge: %+v %v", out, err)
+	}
+	var charged stripetool.Response
+	if err := json.Unmarshal(out.Response, &charged); err != nil || charged.PaymentIntent == "" {
+		t.Fatalf("stored %s: %v", out.Response, err)
+	}
+
+	// payment_intent.succeeded caused by that request: metadata as Stripe
+	// would send it back is left out on purpose (a merchant's own
+	// metadata keys may differ); the frozen key in request finds the order.
+	pi := succeededIntent(t, obj{})
+	pi["id"], pi["latest_charge"] = charged.PaymentIntent, nil
+	if r := h.stripeDeliver(stripeEvent(t, "evt_1", "payment_intent.succeeded", t0, pi, out.Key)); r.verdict() != "processed" ||
+		h.order("NF-2026-000777").Status != webhook.StatusPaid {
+		t.Fatalf("succeeded: %s", r.body)
+	}
+	// A partial refund made from the Dashboard (request: another key, or
+	// none), of a charge the success event did not name.
+	ch := fixture(t, "charge", obj{"id": "ch_3Qdash", "payment_intent": charged.PaymentIntent, "amount": 18000,
+		"amount_refunded": 5000, "refunded": false, "metadata": obj{}})
+	if r := h.stripeDeliver(stripeEvent(t, "evt_2", "charge.refunded", t0.Add(time.Hour), ch, "dashboard-key")); r.verdict() != "processed" ||
+		h.order("NF-2026-000777").Status != webhook.StatusPartiallyRefunded {
+		t.Fatalf("partial refund: %s", r.body)
+	}
+
+	// Another charge, whose success event never came: its dispute
+	// (metadata {}) finds the order through the action's stored response.
+	out2, err := ex.Execute(h.ctx, executor.Call{Tenant: tenant, Ref: "NF-2026-000888", Action: stripetool.Name, Fields: map[string]any{
+		"customer": "cus_NffrFeUfNV2Hib", "payment_method": "pm_card_visa", "amount": "99,90", "currency": "brl"}}, nil)
+	if err != nil || out2.Status != executor.StatusCompleted {
+		t.Fatalf("second charge: %+v %v", out2, err)
+	}
+	var charged2 stripetool.Response
+	if err := json.Unmarshal(out2.Response, &charged2); err != nil {
+		t.Fatal(err)
+	}
+	dp := fixture(t, "dispute", obj{"charge": "ch_3Qother", "payment_intent": charged2.PaymentIntent})
+	body := stripeEvent(t, "evt_3", "charge.dispute.created", t0.Add(2*time.Hour), dp, nil)
+	res, err := h.hook.Deliver(h.ctx, "stripe", h.stripeSign(body, secret), body)
+	if err != nil || res.Verdict != webhook.VerdictProcessed || res.OrderRef != "NF-2026-000888" || res.OrderVia != "action" ||
+		h.order("NF-2026-000888").Status != webhook.StatusDisputed {
+		t.Fatalf("dispute of a charge whose success never came: %+v %v", res, err)
 	}
 }
