@@ -84,14 +84,15 @@ func DefaultEvents() map[string]Transition {
 // StripeEvents is the stripe preset's map: DefaultEvents and the other
 // events Stripe sends for the same payments (charge.succeeded beside
 // payment_intent.succeeded, invoice.paid beside
-// invoice.payment_succeeded, invoice_payment.paid on API versions from
-// 2025-03-31.basil), which name the same payment and so are duplicates of
-// each other, never a second effect.
+// invoice.payment_succeeded), which name the same payment and so are
+// duplicates of each other, never a second effect. invoice_payment.paid
+// (API versions from 2025-03-31.basil) is left out: it names its invoice
+// but not the invoice's metadata, so it would file the payment under the
+// invoice's id rather than the order the invoice's own event names.
 func StripeEvents() map[string]Transition {
 	m := DefaultEvents()
 	m["charge.succeeded"] = OrderPaid
 	m["invoice.paid"] = OrderPaid
-	m["invoice_payment.paid"] = OrderPaid
 	return m
 }
 

@@ -24,13 +24,13 @@
 //
 //   - PresetStripe: Stripe itself. Header Stripe-Signature; StripeEvents
 //     (payment_intent.succeeded, charge.succeeded, invoice.payment_succeeded,
-//     invoice.paid, invoice_payment.paid → order.paid; charge.refunded →
+//     invoice.paid → order.paid; charge.refunded →
 //     order.refunded or order.partially_refunded; charge.dispute.created →
 //     order.disputed); the order in metadata order_ref, else order_id.
 //   - PresetGeneric (the default): the sandbox PSP's, or any sender of the
 //     same scheme. Header Retrysafe-Signature; DefaultEvents (the four
-//     names above without charge.succeeded, invoice.paid and
-//     invoice_payment.paid); the order in metadata order_ref.
+//     names above without charge.succeeded and invoice.paid); the order in
+//     metadata order_ref.
 //
 // Provider.SignatureHeader, Events and OrderRefKeys override the preset
 // (serve: RETRYSAFE_PAYMENT_WEBHOOK_PRESETS, _HEADERS, _ORDER_KEYS).

@@ -473,3 +473,34 @@ func TestStripeChargeRetrysafeMade(t *testing.T) {
 		t.Fatalf("dispute of a charge whose success never came: %+v %v", res, err)
 	}
 }
+
+// charge.succeeded beside payment_intent.succeeded, in either order, is the
+// same payment: one effect. invoice_payment.paid is not mapped (it would
+// name the invoice's id, not the order): ignored.
+func TestStripeChargeSucceeded(t *testing.T) {
+	t.Parallel()
+	h := newStripeHarness(t)
+	ch := fixture(t, "charge", obj{"id": chID, "payment_intent": piID, "amount": 18000, "amount_captured": 18000,
+		"captured": true, "currency": "brl", "metadata": obj{"order_id": orderID}})
+	if r := h.stripeDeliver(stripeEvent(t, "evt_1", "charge.succeeded", t0, ch, nil)); r.verdict() != "processed" {
+		t.Fatalf("charge.succeeded: %s", r.body)
+	}
+	if r := h.stripeDeliver(stripeEvent(t, "evt_2", "payment_intent.succeeded", t0,
+		succeededIntent(t, obj{"order_id": orderID}), nil)); r.verdict() != "duplicate" {
+		t.Fatalf("payment_intent.succeeded after charge.succeeded: %s", r.body)
+	}
+	// The charge's own metadata is {} (Stripe does not copy the
+	// PaymentIntent's): found through the payment, and the same effect.
+	ch["metadata"], ch["id"] = obj{}, "ch_other_event_same_payment"
+	if r := h.stripeDeliver(stripeEvent(t, "evt_3", "charge.succeeded", t0, ch, nil)); r.verdict() != "duplicate" {
+		t.Fatalf("charge.succeeded without metadata: %s", r.body)
+	}
+	ip := obj{"id": "inpay_1", "object": "invoice_payment", "invoice": "in_1", "status": "paid", "amount_paid": 18000,
+		"payment": obj{"type": "payment_intent", "payment_intent": piID}}
+	if r := h.stripeDeliver(stripeEvent(t, "evt_4", "invoice_payment.paid", t0, ip, nil)); r.verdict() != "ignored" {
+		t.Fatalf("invoice_payment.paid: %s", r.body)
+	}
+	if got := h.count("processed_effects"); got != 1 {
+		t.Fatalf("%d effects", got)
+	}
+}
