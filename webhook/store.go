@@ -113,7 +113,7 @@ func (h *Handler) apply(ctx context.Context, p Provider, res *Result, ev *Event)
 
 	var claimed bool
 	err = tx.QueryRow(ctx, EffectInsert, res.Tenant, res.EffectKey, res.Provider, res.Transition, orderRef, paymentRef,
-		ev.ID, ev.Type, ev.Created, ev.Sequence, nullable(ev.Object.ChargeRef())).Scan(&claimed)
+		ev.ID, ev.Type, ev.Created, ev.Sequence, nullable(chargeRef(ev.Object))).Scan(&claimed)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		res.Verdict = VerdictDuplicate
@@ -135,6 +135,16 @@ func (h *Handler) apply(ctx context.Context, p Provider, res *Result, ev *Event)
 		return nil, h.failed(res, "notification", err)
 	}
 	return h.commit(ctx, tx, res)
+}
+
+// chargeRef is the charge to record beside an effect, "" when the event
+// names none fit to store (an index entry has a size limit; a delivery
+// must not fail on it, or the provider redelivers it forever).
+func chargeRef(o Object) string {
+	if c := o.ChargeRef(); validRef(c) {
+		return c
+	}
+	return ""
 }
 
 // resolveOrder finds the order an event is about: in the event (the first

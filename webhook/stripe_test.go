@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"maps"
@@ -502,5 +503,33 @@ func TestStripeChargeSucceeded(t *testing.T) {
 	}
 	if got := h.count("processed_effects"); got != 1 {
 		t.Fatalf("%d effects", got)
+	}
+}
+
+// Oversized references never fail a delivery (an index entry has a size
+// limit, and a 500 would be redelivered for days): the charge is not
+// recorded, the order and payment are refused with a reason.
+func TestStripeOversizedReferences(t *testing.T) {
+	t.Parallel()
+	h := newStripeHarness(t)
+	// Incompressible, as a real id would be: a compressed entry could fit.
+	var b strings.Builder
+	for i := 0; b.Len() < 5000; i++ {
+		sum := sha256.Sum256([]byte(itoa(i)))
+		b.WriteString(hex.EncodeToString(sum[:]))
+	}
+	long := "ch_" + b.String()
+	pi := succeededIntent(t, obj{"order_id": orderID})
+	pi["latest_charge"] = long
+	if r := h.stripeDeliver(stripeEvent(t, "evt_1", "payment_intent.succeeded", t0, pi, strings.Repeat("k", 5000))); r.verdict() != "processed" {
+		t.Fatalf("long latest_charge: %s", r.body)
+	}
+	ch := fixture(t, "charge", obj{"id": long, "payment_intent": nil, "amount": 100, "amount_refunded": 100, "metadata": obj{"order_id": strings.Repeat("o", 5000)}})
+	if r := h.stripeDeliver(stripeEvent(t, "evt_2", "charge.refunded", t0, ch, nil)); r.verdict() != "rejected" {
+		t.Fatalf("long order: %s", r.body)
+	}
+	ch["metadata"] = obj{}
+	if r := h.stripeDeliver(stripeEvent(t, "evt_3", "charge.refunded", t0, ch, nil)); r.verdict() != "rejected" || r.reason() != "no_order_ref" {
+		t.Fatalf("long charge: %s", r.body)
 	}
 }
