@@ -2,7 +2,11 @@ package webhook_test
 
 import (
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/retrysafe/retrysafe/webhook"
 )
@@ -40,6 +44,44 @@ func FuzzParseEvent(f *testing.F) {
 		_ = o.OrderRef("order_ref", "order_id")
 		if o.PartialRefund() && (*o.AmountRefunded <= 0 || *o.AmountRefunded >= *o.Amount) {
 			t.Fatalf("partial refund of %d out of %d", *o.AmountRefunded, *o.Amount)
+		}
+	})
+}
+
+// Whatever header arrives, Verify neither panics nor accepts a header that
+// carries no valid signature of the body; what Sign and stripe-go produce
+// is accepted.
+func FuzzVerify(f *testing.F) {
+	body := []byte(`{"id":"evt_1"}`)
+	now := time.Unix(1_700_000_000, 0)
+	good := webhook.Sign("s3cret", now, body)
+	for _, s := range []string{good, "", "t=1700000000", "t=1700000000,v1=", "t=1700000000,v1=zz,v1=" + good[len("t=1700000000,v1="):],
+		"t=1,t=2,v1=00", "v1=" + good[len("t=1700000000,v1="):] + ",t=1700000000", strings.Repeat("v1=00,", 20)} {
+		f.Add(s, body)
+	}
+	f.Fuzz(func(t *testing.T, header string, b []byte) {
+		if webhook.Verify("s3cret", header, b, 5*time.Minute, now) != nil {
+			return
+		}
+		// Accepted: one v1 entry is the body's MAC under the header's t.
+		var ts string
+		var sigs []string
+		for part := range strings.SplitSeq(header, ",") {
+			k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+			switch k {
+			case "t":
+				ts = v
+			case "v1":
+				sigs = append(sigs, strings.ToLower(v))
+			}
+		}
+		unix, err := strconv.ParseInt(ts, 10, 64)
+		if err != nil {
+			t.Fatalf("accepted %q without a timestamp", header)
+		}
+		want := webhook.Sign("s3cret", time.Unix(unix, 0), b)
+		if _, mac, _ := strings.Cut(want, ",v1="); !slices.Contains(sigs, mac) {
+			t.Fatalf("accepted %q for %q", header, b)
 		}
 	})
 }
