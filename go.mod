@@ -13,6 +13,7 @@ require (
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
 	github.com/riverqueue/river/rivertype v0.51.2
 	github.com/sashabaranov/go-openai v1.43.0
+	github.com/stripe/stripe-go/v82 v82.5.1
 	golang.org/x/text v0.44.0
 )
 

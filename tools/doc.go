@@ -36,6 +36,10 @@
 // Tools may implement Looker to let the reconciler ask the provider "did key
 // K happen?" before calling again.
 //
+// Package tools/stripe holds the stripe.payment tool (Stripe's
+// PaymentIntents, on stripe-go), kept apart so that only its users import
+// stripe-go.
+//
 // Package toolstest holds an in-process provider stand-in (a Pix PSP and
 // messaging endpoints honouring Idempotency-Key, with fault injection) for
 // tests of code that executes these tools.

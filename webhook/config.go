@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,6 +41,10 @@ const (
 	OrderPaid     Transition = "order.paid"
 	OrderRefunded Transition = "order.refunded"
 	OrderDisputed Transition = "order.disputed"
+	// OrderPartiallyRefunded is not mapped from an event type: a refund
+	// event (OrderRefunded) whose object still keeps part of its amount
+	// (Object.PartialRefund) becomes it.
+	OrderPartiallyRefunded Transition = "order.partially_refunded"
 )
 
 // Status is an order's payment status.
@@ -47,24 +52,26 @@ type Status string
 
 // Order statuses.
 const (
-	StatusPaid     Status = "paid"
-	StatusRefunded Status = "refunded"
-	StatusDisputed Status = "disputed"
+	StatusPaid              Status = "paid"
+	StatusPartiallyRefunded Status = "partially_refunded"
+	StatusRefunded          Status = "refunded"
+	StatusDisputed          Status = "disputed"
 )
 
 // target is the status a transition leads to.
 var target = map[Transition]Status{
-	OrderPaid:     StatusPaid,
-	OrderRefunded: StatusRefunded,
-	OrderDisputed: StatusDisputed,
+	OrderPaid:              StatusPaid,
+	OrderPartiallyRefunded: StatusPartiallyRefunded,
+	OrderRefunded:          StatusRefunded,
+	OrderDisputed:          StatusDisputed,
 }
 
 // Target returns the status t leads to ("" for an unknown transition).
 func (t Transition) Target() Status { return target[t] }
 
 // DefaultEvents maps the provider event types this package knows (Stripe's
-// names, which the sandbox PSP uses) to transitions. Anything else is
-// answered 200 and ignored.
+// names, which the sandbox PSP uses) to transitions: the generic preset's.
+// Anything else is answered 200 and ignored.
 func DefaultEvents() map[string]Transition {
 	return map[string]Transition{
 		"payment_intent.succeeded":  OrderPaid,
@@ -74,29 +81,65 @@ func DefaultEvents() map[string]Transition {
 	}
 }
 
+// StripeEvents is the stripe preset's map: DefaultEvents and the other
+// events Stripe sends for the same payments (charge.succeeded beside
+// payment_intent.succeeded, invoice.paid beside
+// invoice.payment_succeeded), which name the same payment and so are
+// duplicates of each other, never a second effect. invoice_payment.paid
+// (API versions from 2025-03-31.basil) is left out: it names its invoice
+// but not the invoice's metadata, so it would file the payment under the
+// invoice's id rather than the order the invoice's own event names.
+func StripeEvents() map[string]Transition {
+	m := DefaultEvents()
+	m["charge.succeeded"] = OrderPaid
+	m["invoice.paid"] = OrderPaid
+	return m
+}
+
+// Presets: what a Provider's zero fields default to.
+const (
+	// PresetGeneric: the sandbox PSP's, and any sender of Stripe's scheme
+	// under retrysafe's own header: Retrysafe-Signature, DefaultEvents,
+	// the order in metadata.order_ref.
+	PresetGeneric = "generic"
+	// PresetStripe: Stripe itself: Stripe-Signature, StripeEvents, the
+	// order in metadata.order_ref or metadata.order_id (then in the
+	// records of the payment, see the package documentation).
+	PresetStripe = "stripe"
+)
+
 // Defaults.
 const (
 	DefaultSignatureHeader = "Retrysafe-Signature"
+	StripeSignatureHeader  = "Stripe-Signature"
 	DefaultTolerance       = 5 * time.Minute
 	DefaultOrderRefKey     = "order_ref"
 	DefaultMaxBodyBytes    = 256 << 10
 	DefaultStoreTimeout    = 10 * time.Second
 )
 
+// StripeOrderRefKeys are the stripe preset's metadata keys, in the order
+// they are read.
+func StripeOrderRefKeys() []string { return []string{"order_ref", "order_id"} }
+
 // Provider configures one payment provider, mounted at
 // /webhooks/payments/{name}.
 type Provider struct {
+	// Preset fills the zero fields below: PresetGeneric (the default) or
+	// PresetStripe.
+	Preset string
 	// Secret signs the provider's events. Required.
 	Secret string
 	// Tolerance is how far the signature's timestamp may be from the
 	// clock, either way. Default DefaultTolerance (5m).
 	Tolerance time.Duration
-	// SignatureHeader carries "t=<unix>,v1=<hex>". Default
-	// DefaultSignatureHeader ("Retrysafe-Signature"; Stripe's is
-	// "Stripe-Signature" with the same scheme).
+	// SignatureHeader carries "t=<unix>,v1=<hex>". Default: the
+	// preset's, DefaultSignatureHeader ("Retrysafe-Signature") or
+	// StripeSignatureHeader ("Stripe-Signature"), the same scheme.
 	SignatureHeader string
-	// Events maps the provider's event types to transitions. Nil:
-	// DefaultEvents(). Types not in the map are ignored (200).
+	// Events maps the provider's event types to transitions. Nil: the
+	// preset's, DefaultEvents() or StripeEvents(). Types not in the map
+	// are ignored (200).
 	Events map[string]Transition
 	// Tenant owns every event of this provider (one account per tenant).
 	// When empty, the event's top-level "account" is looked up in
@@ -104,8 +147,10 @@ type Provider struct {
 	Tenant string
 	// Accounts maps a connected account id to its tenant.
 	Accounts map[string]string
-	// OrderRefKey is the metadata key that names the order. Default
-	// DefaultOrderRefKey ("order_ref").
+	// OrderRefKeys are the metadata keys that name the order, read in
+	// order. Nil: the preset's, [order_ref] or StripeOrderRefKeys().
+	OrderRefKeys []string
+	// OrderRefKey, when set, is read before OrderRefKeys.
 	OrderRefKey string
 }
 
@@ -118,6 +163,14 @@ func (p Provider) validate(name string) (Provider, error) {
 	if !providerNameRe.MatchString(name) {
 		return bad("name must match %s", providerNameRe)
 	}
+	switch p.Preset {
+	case "", PresetGeneric:
+		p.Preset = PresetGeneric
+	case PresetStripe:
+	default:
+		return bad("unknown preset %q (want %s or %s)", p.Preset, PresetGeneric, PresetStripe)
+	}
+	stripe := p.Preset == PresetStripe
 	if p.Secret == "" {
 		return bad("Secret is required")
 	}
@@ -129,9 +182,18 @@ func (p Provider) validate(name string) (Provider, error) {
 	}
 	if p.SignatureHeader == "" {
 		p.SignatureHeader = DefaultSignatureHeader
+		if stripe {
+			p.SignatureHeader = StripeSignatureHeader
+		}
+	}
+	if !headerNameRe.MatchString(p.SignatureHeader) {
+		return bad("SignatureHeader %q is not a header name", p.SignatureHeader)
 	}
 	if p.Events == nil {
 		p.Events = DefaultEvents()
+		if stripe {
+			p.Events = StripeEvents()
+		}
 	}
 	p.Events = maps.Clone(p.Events)
 	for typ, t := range p.Events {
@@ -148,11 +210,30 @@ func (p Provider) validate(name string) (Provider, error) {
 			return bad("Accounts: empty account or tenant")
 		}
 	}
-	if p.OrderRefKey == "" {
-		p.OrderRefKey = DefaultOrderRefKey
+	if p.OrderRefKeys == nil {
+		p.OrderRefKeys = []string{DefaultOrderRefKey}
+		if stripe {
+			p.OrderRefKeys = StripeOrderRefKeys()
+		}
 	}
+	keys := make([]string, 0, len(p.OrderRefKeys)+1)
+	if p.OrderRefKey != "" {
+		keys = append(keys, p.OrderRefKey)
+	}
+	for _, k := range p.OrderRefKeys {
+		if strings.TrimSpace(k) == "" {
+			return bad("OrderRefKeys: empty key")
+		}
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	p.OrderRefKeys = keys
 	return p, nil
 }
+
+// headerNameRe is an HTTP token, which a header name must be.
+var headerNameRe = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 
 // Config configures the handler. Zero fields take the documented defaults;
 // New validates the result.
@@ -244,15 +325,53 @@ func (c Config) Validate() (Config, error) {
 // serve reads them from RETRYSAFE_PAYMENT_WEBHOOK_SECRETS
 // ("sandbox=whsec_1,stripe=whsec_2") and RETRYSAFE_PAYMENT_WEBHOOK_TENANTS
 // ("sandbox=acme,stripe=acme"). Every provider needs both. The other fields
-// keep their defaults.
+// keep their preset's defaults (see ParseProviderLists).
 func ParseProviders(secrets, tenants string) (map[string]Provider, error) {
-	sec, err := parsePairs("secrets", secrets)
+	return ParseProviderLists(ProviderLists{Secrets: secrets, Tenants: tenants})
+}
+
+// ProviderLists are "name=value,..." lists, one per Provider field, as
+// serve reads them from its flags and environment.
+type ProviderLists struct {
+	// Secrets and Tenants: every provider needs both.
+	Secrets, Tenants string
+	// Presets: "stripe=stripe,psp=generic". A provider not listed takes
+	// PresetStripe when it is named "stripe", else PresetGeneric.
+	Presets string
+	// Headers: the signature header, "psp=X-Psp-Signature".
+	Headers string
+	// OrderKeys: the metadata keys naming the order, separated by "|":
+	// "stripe=order_ref|order_id|pedido".
+	OrderKeys string
+}
+
+// ParseProviderLists builds Providers from l. An entry of an optional list
+// that names a provider without a secret is an error (a typo would
+// otherwise pass unnoticed).
+func ParseProviderLists(l ProviderLists) (map[string]Provider, error) {
+	sec, err := parsePairs("secrets", l.Secrets)
 	if err != nil {
 		return nil, err
 	}
-	ten, err := parsePairs("tenants", tenants)
+	ten, err := parsePairs("tenants", l.Tenants)
 	if err != nil {
 		return nil, err
+	}
+	optional := map[string]map[string]string{}
+	for what, list := range map[string]string{"presets": l.Presets, "headers": l.Headers, "order keys": l.OrderKeys} {
+		if strings.TrimSpace(list) == "" {
+			continue
+		}
+		m, err := parsePairs(what, list)
+		if err != nil {
+			return nil, err
+		}
+		for name := range m {
+			if _, ok := sec[name]; !ok {
+				return nil, fmt.Errorf("%w: %s: provider %q has no secret", ErrConfig, what, name)
+			}
+		}
+		optional[what] = m
 	}
 	out := make(map[string]Provider, len(sec))
 	for name, s := range sec {
@@ -260,7 +379,16 @@ func ParseProviders(secrets, tenants string) (map[string]Provider, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: provider %q has a secret but no tenant", ErrConfig, name)
 		}
-		p, err := Provider{Secret: s, Tenant: t}.validate(name)
+		p := Provider{Secret: s, Tenant: t, Preset: optional["presets"][name], SignatureHeader: optional["headers"][name]}
+		if p.Preset == "" && name == PresetStripe {
+			p.Preset = PresetStripe
+		}
+		if keys := optional["order keys"][name]; keys != "" {
+			for k := range strings.SplitSeq(keys, "|") {
+				p.OrderRefKeys = append(p.OrderRefKeys, strings.TrimSpace(k))
+			}
+		}
+		p, err := p.validate(name)
 		if err != nil {
 			return nil, err
 		}

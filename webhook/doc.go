@@ -3,35 +3,58 @@
 // customer notification sent through an outbox.
 //
 //	POST /webhooks/payments/{provider}
-//	     Retrysafe-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>
+//	     Stripe-Signature | Retrysafe-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, "<t>.<raw body>")>[,v1=...]
 //	     {"id":"evt_...","type":"payment_intent.succeeded","created":1700000000,
+//	      "request":{"id":"req_...","idempotency_key":"..."},
 //	      "data":{"object":{"id":"pi_...","object":"payment_intent","metadata":{"order_ref":"..."}}}}
-//	  → 200 {"status":"processed" | "duplicate" | "stale" | "ignored"}
-//	    400 malformed event, 401 bad or expired signature, 404 unknown provider,
-//	    405, 413 too large, 500 storage failed (the provider redelivers)
+//	  → 200 {"status":"processed" | "duplicate" | "stale" | "ignored" | "rejected", "reason":"..."}
+//	    401 bad or expired signature, 404 unknown provider, 405, 413 too large,
+//	    500 storage failed (the provider redelivers)
+//
+// A provider retries every answer but a 2xx, for days (Stripe: three days).
+// So an authentic delivery this package does not understand (not JSON, no
+// id, an order it names nowhere, an unknown connected account) is recorded
+// in the delivery log with its reason and answered 200 rejected; only a bad
+// signature (401) and a storage failure (500) are left to the provider's
+// retries.
+//
+// # Presets
+//
+// Provider.Preset fills a provider's zero fields:
+//
+//   - PresetStripe: Stripe itself. Header Stripe-Signature; StripeEvents
+//     (payment_intent.succeeded, charge.succeeded, invoice.payment_succeeded,
+//     invoice.paid → order.paid; charge.refunded →
+//     order.refunded or order.partially_refunded; charge.dispute.created →
+//     order.disputed); the order in metadata order_ref, else order_id.
+//   - PresetGeneric (the default): the sandbox PSP's, or any sender of the
+//     same scheme. Header Retrysafe-Signature; DefaultEvents (the four
+//     names above without charge.succeeded and invoice.paid); the order in
+//     metadata order_ref.
+//
+// Provider.SignatureHeader, Events and OrderRefKeys override the preset
+// (serve: RETRYSAFE_PAYMENT_WEBHOOK_PRESETS, _HEADERS, _ORDER_KEYS).
 //
 // # Signature
 //
-// The signature scheme is the sandbox PSP's (sandbox/psp), which is
-// Stripe's: HMAC-SHA256 over "<t>.<raw body>", hex, in a header of
-// "t=<unix>" and one or more "v1=<hex>" entries (two while a secret is
-// rotated). It is checked over the raw bytes, in constant time, before the
-// body is parsed; then t must be within the provider's tolerance (default 5
-// minutes, either way) of Config.Clock, which refuses replays of captured
-// deliveries. A provider re-signs every redelivery, so a late retry passes.
-// A refused signature answers 401 and stores nothing, not even a log row:
-// an unauthenticated request must not cost a write.
+// The scheme is Stripe's, which the sandbox PSP (sandbox/psp) follows:
+// HMAC-SHA256 over "<t>.<raw body>", hex, in a header of "t=<unix>" and one
+// or more "v1=<hex>" entries (one per secret while Stripe rolls a secret;
+// any one matching passes). It is checked over the raw bytes, in constant
+// time, before the body is parsed; then t must be within the provider's
+// tolerance (default 5 minutes, either way, as Stripe's libraries) of
+// Config.Clock, which refuses replays of captured deliveries. A provider
+// re-signs every redelivery, so a late retry passes. A refused signature
+// answers 401 and stores nothing, not even a log row: an unauthenticated
+// request must not cost a write.
 //
 // # Events and effects
 //
-// Provider.Events maps event types to transitions (DefaultEvents:
-// payment_intent.succeeded and invoice.payment_succeeded → order.paid,
-// charge.refunded → order.refunded, charge.dispute.created →
-// order.disputed). Other types are answered 200, logged as ignored, and
-// change nothing, whatever their object looks like. A mapped event that
-// does not name its tenant, order and payment is refused with 400 (logged
-// as rejected, without its body, when its tenant is known) and changes
-// nothing.
+// Provider.Events maps event types to transitions. Other types are answered
+// 200, logged as ignored, and change nothing, whatever their object looks
+// like. A refund event (order.refunded) whose object keeps part of its
+// amount (amount_refunded above 0 and below amount: 5,000 of 18,000)
+// becomes order.partially_refunded.
 //
 // The tenant is the provider's (Provider.Tenant: one account per tenant),
 // or, for platforms with connected accounts, Provider.Accounts[the event's
@@ -39,42 +62,74 @@
 // not file an event under another.
 //
 // The effect key is hex SHA-256 of (provider, transition, order, payment
-// reference), never of the event id:
+// reference), never of the event id.
 //
-//   - order: the object's metadata[Provider.OrderRefKey], else the invoice
-//     it belongs to (an invoice's own id), else the intent_ref of the
-//     tenant's intent frozen under the object's idempotency_key (a charge
-//     retrysafe itself made through pix.charge: the sandbox PSP echoes the
-//     key);
-//   - payment reference: the payment intent (a payment_intent's id, or the
-//     payment_intent field of a charge, invoice or dispute), else the
-//     charge, else the object's id.
+// The order, first found of:
 //
-// So payment_intent.succeeded and invoice.payment_succeeded for one payment,
-// or one event redelivered under a new id, are one effect; a second real
-// payment of the order after a refund names another payment and is a new
-// effect.
+//  1. the object's metadata, under each of Provider.OrderRefKeys in turn;
+//  2. the invoice it belongs to (the invoice field of API versions before
+//     2025-03-31.basil; an invoice_payment's invoice), or an invoice's own
+//     id;
+//  3. the intent_ref of the tenant's intent frozen under the event's
+//     request.idempotency_key or the object's idempotency_key: a charge
+//     retrysafe made, whose Idempotency-Key was the frozen key;
+//  4. an earlier effect of the same payment: its payment reference, or the
+//     charge it was made with (a PaymentIntent's latest_charge); a dispute
+//     (metadata {}, payment_intent often null) or the refund of a charge
+//     finds its order so;
+//  5. the action whose stored response names the PaymentIntent or the
+//     charge (the stripe.payment tool's, tools/stripe): a charge retrysafe
+//     made whose own success event never came.
+//
+// Nothing found: 200 rejected, reason no_order_ref (Stripe lets an
+// operator resend the event once the order is known).
+//
+// The payment reference: the payment intent (a payment_intent's id; the
+// payment_intent field of a charge, invoice or dispute; the first of an
+// invoice's payments.data[].payment), else the charge, else the object's
+// id. A partial refund's adds the total refunded ("pi_.../refunded:5000"):
+// each partial refund is its own effect, a redelivery of one the same.
+//
+// An invoice under the current API versions names no payment (no
+// payment_intent, no charge; payments is not included in events). An
+// invoice is paid once, so a paid event of an invoice that names none,
+// for an order that is paid, announces the payment the order was paid
+// with: it takes that payment's reference, and invoice.payment_succeeded
+// after payment_intent.succeeded is a duplicate, not stale. (Two deliveries
+// of the pair at the same instant may still meet the guard first: the
+// second is then stale, one receipt still. The other way round, a
+// PaymentIntent of an invoice names no order of its own and is answered
+// rejected.)
+//
+// So payment_intent.succeeded, charge.succeeded and the invoice events for
+// one payment, or one event redelivered under a new id, are one effect; a
+// second real payment of the order after a refund names another payment
+// and is a new effect.
 //
 // # One transaction
 //
 // Each mapped delivery is one transaction on one connection (no second
 // connection is taken while it is held):
 //
+//  0. The order and payment references are resolved as above, reading
+//     through the transaction when the event does not name them.
 //  1. INSERT INTO processed_effects ... ON CONFLICT DO NOTHING RETURNING:
 //     no row means the effect was already decided: 200 duplicate. A
 //     concurrent delivery of the same effect waits on the primary key and
-//     then finds it; nothing is read first.
+//     then finds it; the effect is never read before it is inserted.
 //  2. The order: INSERT ... ON CONFLICT DO UPDATE ... WHERE <guard>. The
 //     order row is created by its first event (the webhook must not lose
 //     an event because the order was not known yet; the reference comes
 //     from a signed event). On conflict the guard is evaluated against the
 //     row as last committed, locked: the status may be left for the target
-//     (allowed transitions are explicit: paid ← refunded; refunded ← paid,
-//     disputed; disputed ← paid, refunded; never a status to itself) and
+//     (allowed transitions are explicit: paid ← refunded;
+//     partially_refunded ← paid, partially_refunded, disputed; refunded ←
+//     paid, partially_refunded, disputed; disputed ← paid,
+//     partially_refunded, refunded; never another status to itself) and
 //     the event must be newer than the order's last: by the provider's
 //     sequence number when both have one, else by the event's creation
 //     time, where at an equal second only an earlier stage may be left
-//     (paid < refunded < disputed). No row back: stale. The effect is kept
+//     (paid < partially_refunded < refunded < disputed). No row back: stale. The effect is kept
 //     (outcome stale, so a redelivery is a duplicate), stale_events records
 //     why (older, not_allowed) and the order as it stood; 200 stale.
 //  3. Applied: the Notifier (DefaultNotifier: a template per transition to
@@ -109,9 +164,11 @@
 //
 // # Logs
 //
-// Logs carry provider, tenant, event id and type, transition, order
-// reference, verdict and codes; never the body, metadata, a phone or an
-// e-mail address.
+// Logs and the delivery log (payment_webhook_log: one row per delivery
+// that reached a verdict, rejected ones under tenant "" when no tenant owns
+// the event's account) carry provider, tenant, event id and type,
+// transition, order reference, verdict and codes; never the body,
+// metadata, a phone or an e-mail address.
 //
 // # Imports
 //

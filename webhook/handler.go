@@ -34,7 +34,10 @@ const (
 	VerdictStale Verdict = "stale"
 	// VerdictIgnored: the event type maps to no transition.
 	VerdictIgnored Verdict = "ignored"
-	// VerdictRejected: the event was refused for its shape (400).
+	// VerdictRejected: the event is authentic but not one this package
+	// understands (its shape, or an order it names nowhere). Recorded in
+	// the delivery log with its reason and answered 200: a 4xx would make
+	// the provider redeliver, for days, an event nothing will act on.
 	VerdictRejected Verdict = "rejected"
 )
 
@@ -58,8 +61,13 @@ type Result struct {
 	Status Status
 	// OrderCreated: this delivery created the order row.
 	OrderCreated bool
-	// Reason: stale (older, not_allowed), ignored (unmapped_type).
+	// Reason: stale (older, not_allowed), ignored (unmapped_type),
+	// rejected (the *MalformedError's code: json, no_order_ref, ...).
 	Reason string
+	// OrderVia says where the order was found: metadata, invoice,
+	// idempotency_key, payment (an earlier effect of the payment), action
+	// (the charge retrysafe made).
+	OrderVia string
 	// Notification is the queued notification's key ("" when none).
 	NotificationKey string
 }
@@ -86,9 +94,10 @@ func (h *Handler) Config() Config { return h.cfg }
 // The provider comes from the mux's {provider} wildcard, or else from the
 // path after PathPrefix.
 //
-//	200 processed | duplicate | stale | ignored    (anything else makes the provider redeliver)
-//	400 malformed event, 401 bad or expired signature, 404 unknown provider,
-//	405 not POST, 413 too large, 500 storage failed (the provider redelivers)
+//	200 {"status":"processed"|"duplicate"|"stale"|"ignored"|"rejected","reason":...}
+//	    (anything else makes the provider redeliver)
+//	401 bad or expired signature, 404 unknown provider, 405 not POST,
+//	413 too large, 500 storage failed (the provider redelivers)
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -122,17 +131,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res, err := h.Deliver(ctx, provider, header, body)
 	switch {
 	case err == nil:
-		writeJSON(w, http.StatusOK, string(res.Verdict))
+		writeJSON(w, http.StatusOK, string(res.Verdict), res.Reason)
 	case errors.Is(err, ErrUnknownProvider):
 		writeJSON(w, http.StatusNotFound, "unknown provider")
 	case errors.Is(err, ErrSignature), errors.Is(err, ErrSignatureExpired):
 		writeJSON(w, http.StatusUnauthorized, "bad signature")
 	case errors.Is(err, ErrTooLarge):
 		writeJSON(w, http.StatusRequestEntityTooLarge, "payload too large")
-	case errors.Is(err, ErrMalformed):
-		var me *MalformedError
-		errors.As(err, &me)
-		writeJSON(w, http.StatusBadRequest, "malformed event: "+me.Code)
 	default:
 		writeJSON(w, http.StatusInternalServerError, "could not store the event")
 	}
@@ -140,9 +145,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Deliver handles one delivery's raw body and signature header: verify,
 // parse, then decide and store in one transaction. err is nil for every
-// verdict a provider must get 200 for; otherwise it matches
-// ErrUnknownProvider, ErrSignature, ErrSignatureExpired, ErrTooLarge,
-// ErrMalformed (a *MalformedError) or is a storage failure.
+// verdict a provider must get 200 for, rejected included (Result.Reason is
+// the code of the *MalformedError); otherwise it matches
+// ErrUnknownProvider, ErrSignature, ErrSignatureExpired, ErrTooLarge, or is
+// a storage failure.
 func (h *Handler) Deliver(ctx context.Context, provider, signature string, body []byte) (*Result, error) {
 	p, ok := h.cfg.Providers[provider]
 	if !ok {
@@ -160,7 +166,7 @@ func (h *Handler) Deliver(ctx context.Context, provider, signature string, body 
 	res := &Result{Provider: provider}
 	ev, raw, err := ParseEvent(body)
 	if err != nil {
-		return nil, h.reject(ctx, p, res, nil, err)
+		return h.reject(ctx, p, res, nil, err)
 	}
 	res.EventID, res.EventType = ev.ID, ev.Type
 	tenant, terr := tenantOf(p, ev)
@@ -179,20 +185,28 @@ func (h *Handler) Deliver(ctx context.Context, provider, signature string, body 
 		return res, nil
 	}
 	if terr != nil {
-		return nil, h.reject(ctx, p, res, ev, terr)
+		return h.reject(ctx, p, res, ev, terr)
 	}
 	if err := ParseObject(ev, raw); err != nil {
-		return nil, h.reject(ctx, p, res, ev, err)
+		return h.reject(ctx, p, res, ev, err)
+	}
+	if t == OrderRefunded && ev.Object.PartialRefund() {
+		t = OrderPartiallyRefunded
 	}
 	res.Transition = t
 	return h.apply(ctx, p, res, ev)
 }
 
-// reject logs a refused shape from an authenticated sender, when the
-// tenant is known, and returns err.
-func (h *Handler) reject(ctx context.Context, p Provider, res *Result, ev *Event, err error) error {
+// reject records an authentic event this package does not understand and
+// answers it 200 (verdict rejected, Reason its code). The log row is
+// written under the tenant when it is known, else under "" (an unknown
+// connected account). A storage failure is returned: the provider
+// redelivers, and the row is written then.
+func (h *Handler) reject(ctx context.Context, p Provider, res *Result, ev *Event, err error) (*Result, error) {
 	var me *MalformedError
-	errors.As(err, &me)
+	if !errors.As(err, &me) {
+		return nil, err
+	}
 	tenant := res.Tenant
 	if tenant == "" && ev != nil {
 		tenant, _ = tenantOf(p, ev)
@@ -200,15 +214,14 @@ func (h *Handler) reject(ctx context.Context, p Provider, res *Result, ev *Event
 	if tenant == "" {
 		tenant = p.Tenant
 	}
-	h.log.Warn("webhook: malformed event", "provider", res.Provider, "tenant", tenant, "event_id", res.EventID, "code", me.Code)
-	if tenant != "" {
-		// Best effort: the 400 stands even if the log row cannot be written.
-		if _, lerr := h.cfg.DB.Exec(ctx, LogInsert, tenant, res.Provider, nullable(res.EventID), nullable(res.EventType),
-			nil, VerdictRejected, me.Code, http.StatusBadRequest); lerr != nil {
-			h.log.Warn("webhook: could not log a rejected delivery", "provider", res.Provider, "error", lerr)
-		}
+	res.Tenant, res.Verdict, res.Reason, res.EffectKey, res.OrderRef = tenant, VerdictRejected, me.Code, "", ""
+	h.log.Warn("webhook: event not understood; recorded and answered 200", "provider", res.Provider, "tenant", tenant,
+		"event_id", res.EventID, "type", res.EventType, "code", me.Code)
+	if _, lerr := h.cfg.DB.Exec(ctx, LogInsert, tenant, res.Provider, nullable(res.EventID), nullable(res.EventType),
+		nil, VerdictRejected, me.Code, http.StatusOK); lerr != nil {
+		return nil, h.failed(res, "log", lerr)
 	}
-	return err
+	return res, nil
 }
 
 func (h *Handler) failed(res *Result, step string, err error) error {
@@ -249,8 +262,12 @@ func nullable(s string) any {
 	return s
 }
 
-func writeJSON(w http.ResponseWriter, status int, msg string) {
+func writeJSON(w http.ResponseWriter, status int, msg string, reason ...string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"status": msg})
+	body := map[string]string{"status": msg}
+	if len(reason) > 0 && reason[0] != "" {
+		body["reason"] = reason[0]
+	}
+	_ = json.NewEncoder(w).Encode(body)
 }

@@ -61,6 +61,8 @@ type harness struct {
 	hook   *webhook.Handler
 	mux    *http.ServeMux
 	relay  *webhook.Relay
+	name   string // the provider's name, in the path
+	header string // its signature header
 
 	mu  sync.Mutex
 	now time.Time // the handler's clock
@@ -76,6 +78,7 @@ type harnessOpts struct {
 	waURL    string // a WhatsApp stand-in other than the sandbox one
 	pspURL   string // the PSP pix.charge calls
 	provider webhook.Provider
+	name     string // the provider's name; default provider
 	notify   webhook.Notifier
 	attempts int // executor MaxAttempts
 }
@@ -154,13 +157,18 @@ func newHarness(t testing.TB, o *harnessOpts) *harness {
 	if p.Tenant == "" && p.Accounts == nil {
 		p.Tenant = tenant
 	}
+	h.name = o.name
+	if h.name == "" {
+		h.name = provider
+	}
 	h.hook, err = webhook.New(webhook.Config{
-		DB: pool, Queue: h.queue, Intents: h.store, Providers: map[string]webhook.Provider{provider: p},
+		DB: pool, Queue: h.queue, Intents: h.store, Providers: map[string]webhook.Provider{h.name: p},
 		Notify: o.notify, Clock: h.clock, Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.header = h.hook.Config().Providers[h.name].SignatureHeader
 	h.mux = http.NewServeMux()
 	h.mux.Handle("POST "+webhook.Pattern, h.hook)
 	if h.relay, err = webhook.NewRelay(webhook.RelayConfig{DB: pool, Executor: h.ex, Logger: log, Failpoint: h.crash.Hit}); err != nil {
@@ -200,6 +208,24 @@ func (r reply) verdict() string {
 	return v.Status
 }
 
+func (r reply) reason() string {
+	var v struct {
+		Reason string `json:"reason"`
+	}
+	_ = json.Unmarshal([]byte(r.body), &v)
+	return v.Reason
+}
+
+// expectReason delivers body and checks it is answered 200 with verdict
+// and reason.
+func (h *harness) expectReason(body []byte, verdict, reason string) {
+	h.t.Helper()
+	r := h.post(body)
+	if r.status != http.StatusOK || r.verdict() != verdict || r.reason() != reason {
+		h.t.Fatalf("delivery answered %d %s, want 200 %s (%s)", r.status, r.body, verdict, reason)
+	}
+}
+
 // post delivers body signed now (by the handler's clock) with the
 // provider's secret.
 func (h *harness) post(body []byte) reply {
@@ -207,10 +233,15 @@ func (h *harness) post(body []byte) reply {
 }
 
 func (h *harness) postSigned(body []byte, sig string) reply {
-	req := httptest.NewRequest(http.MethodPost, webhook.PathPrefix+provider, strings.NewReader(string(body)))
+	return h.postHeader(body, h.header, sig)
+}
+
+// postHeader delivers body with sig in the named header.
+func (h *harness) postHeader(body []byte, header, sig string) reply {
+	req := httptest.NewRequest(http.MethodPost, webhook.PathPrefix+h.name, strings.NewReader(string(body)))
 	req.Header.Set("Content-Type", "application/json")
 	if sig != "" {
-		req.Header.Set(webhook.DefaultSignatureHeader, sig)
+		req.Header.Set(header, sig)
 	}
 	rec := httptest.NewRecorder()
 	h.mux.ServeHTTP(rec, req)

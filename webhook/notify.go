@@ -51,8 +51,9 @@ func NotifyNone(context.Context, DBTX, *Change) (*Message, error) { return nil, 
 // for each transition. Disputes notify nobody: the customer opened them.
 func DefaultTemplates() map[Transition]string {
 	return map[Transition]string{
-		OrderPaid:     "pagamento_confirmado",
-		OrderRefunded: "reembolso_confirmado",
+		OrderPaid:              "pagamento_confirmado",
+		OrderPartiallyRefunded: "reembolso_parcial_confirmado",
+		OrderRefunded:          "reembolso_confirmado",
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 func TestGenericPlansReadWhatTheyName(t *testing.T) {
 	t.Parallel()
 	pgtest.CheckGenericPlans(t, pgtest.PlanCheck{
-		Tables: []string{"conversations", "orders", "processed_effects", "stale_events", "payment_notifications", "payment_webhook_log", "intents"},
+		Tables: []string{"conversations", "orders", "processed_effects", "stale_events", "payment_notifications", "payment_webhook_log", "intents", "actions"},
 		Statements: []pgtest.Statement{
 			{Name: "EffectInsert", SQL: webhook.EffectInsert},
 			{Name: "EffectMarkStale", SQL: webhook.EffectMarkStale},
@@ -26,6 +26,9 @@ func TestGenericPlansReadWhatTheyName(t *testing.T) {
 			{Name: "StaleEventInsert", SQL: webhook.StaleEventInsert},
 			{Name: "IntentRefByKey", SQL: webhook.IntentRefByKey},
 			{Name: "ConversationByInvoice", SQL: webhook.ConversationByInvoice},
+			{Name: "OrderByPayment", SQL: webhook.OrderByPayment},
+			{Name: "OrderByActionPayment", SQL: webhook.OrderByActionPayment},
+			{Name: "PaidPaymentOfOrder", SQL: webhook.PaidPaymentOfOrder},
 			{Name: "NotificationInsert", SQL: webhook.NotificationInsert},
 			{Name: "NotificationSettle", SQL: webhook.NotificationSettle},
 			{Name: "NotificationGet", SQL: webhook.NotificationGet},

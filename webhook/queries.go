@@ -10,8 +10,8 @@ package webhook
 // nothing) or rolls back (then inserts). No SELECT first: that would let
 // both through.
 const EffectInsert = `INSERT INTO processed_effects
-	(tenant_id, effect_key, provider, transition, order_ref, payment_ref, event_id, event_type, event_at, sequence, outcome)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'applied')
+	(tenant_id, effect_key, provider, transition, order_ref, payment_ref, event_id, event_type, event_at, sequence, charge_ref, outcome)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'applied')
 ON CONFLICT DO NOTHING
 RETURNING true`
 
@@ -72,6 +72,35 @@ ORDER BY created_at DESC, effect_key LIMIT $3`
 // frozen under the charge's idempotency key. Scoped by tenant: another
 // tenant's key finds nothing.
 const IntentRefByKey = `SELECT intent_ref FROM intents WHERE tenant_id = $1 AND idem_key = $2`
+
+// OrderByPayment finds the order of an earlier effect of the same
+// payment: by its payment reference ($2), else by the charge it was made
+// with ($3). A dispute (metadata {}) or a refund of a charge finds its
+// order this way.
+const OrderByPayment = `(SELECT order_ref FROM processed_effects WHERE tenant_id = $1 AND payment_ref = $2 LIMIT 1)
+UNION ALL
+(SELECT order_ref FROM processed_effects WHERE tenant_id = $1 AND charge_ref = $3 LIMIT 1)
+LIMIT 1`
+
+// OrderByActionPayment finds the order of a charge retrysafe made: the
+// intent_ref of the action whose stored response names the PaymentIntent
+// ($2) or the charge ($3) (the stripe.payment tool's response). The
+// response ? '...' terms match the partial indexes of migration 010.
+const OrderByActionPayment = `(SELECT intent_ref FROM actions
+	WHERE tenant_id = $1 AND response ? 'payment_intent' AND response->>'payment_intent' = $2 LIMIT 1)
+UNION ALL
+(SELECT intent_ref FROM actions
+	WHERE tenant_id = $1 AND response ? 'latest_charge' AND response->>'latest_charge' = $3 LIMIT 1)
+LIMIT 1`
+
+// PaidPaymentOfOrder is the payment reference of the effect that made an
+// order paid, while it is paid: an invoice that names no payment of its
+// own (Stripe's current API versions) announces that one.
+// A subquery, not a join: a join's generic plan read the tenant's effects
+// through the primary key's first column.
+const PaidPaymentOfOrder = `SELECT payment_ref FROM processed_effects
+WHERE tenant_id = $1 AND transition = 'order.paid' AND effect_key =
+	(SELECT last_effect_key FROM orders WHERE tenant_id = $1 AND order_ref = $2 AND status = 'paid')`
 
 // ConversationByInvoice finds the customer's WhatsApp id for an order: the
 // conversation (kept by the agent) whose open invoice it is, most recently

@@ -61,9 +61,10 @@ func TestSignatureRefused(t *testing.T) {
 	}
 }
 
-// Bodies that are not an event this package understands answer 400 and
-// change nothing; the attempt is logged (rejected, with no payload) since
-// the sender was authenticated and the tenant is known.
+// Authentic bodies that are not an event this package understands answer
+// 200 (a 4xx would make the provider redeliver them for days) with the
+// reason, and change nothing; the attempt is logged (rejected, with its
+// reason and no payload).
 func TestMalformedRefused(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
@@ -90,8 +91,8 @@ func TestMalformedRefused(t *testing.T) {
 	}
 	for name, c := range cases {
 		r := h.post([]byte(c.body))
-		if r.status != http.StatusBadRequest || r.verdict() != "malformed event: "+c.code {
-			t.Errorf("%s: answered %d %s, want 400 (%s)", name, r.status, r.body, c.code)
+		if r.status != http.StatusOK || r.verdict() != "rejected" || r.reason() != c.code {
+			t.Errorf("%s: answered %d %s, want 200 rejected (%s)", name, r.status, r.body, c.code)
 		}
 	}
 	want := strings.Replace(nothingStored, "log=0", "log="+itoa(len(cases)), 1)
@@ -103,7 +104,7 @@ func TestMalformedRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range log {
-		if d.Verdict != webhook.VerdictRejected || d.HTTPStatus != http.StatusBadRequest || d.EffectKey != "" || d.Reason == "" {
+		if d.Verdict != webhook.VerdictRejected || d.HTTPStatus != http.StatusOK || d.EffectKey != "" || d.Reason == "" {
 			t.Fatalf("log row %+v", d)
 		}
 	}
@@ -180,17 +181,17 @@ func TestDatabaseDownIs500(t *testing.T) {
 }
 
 // With connected accounts, the tenant comes from the event's account; an
-// account no tenant owns is refused (400) and, with no tenant to file it
-// under, not logged.
+// account no tenant owns is answered 200 rejected and logged under no
+// tenant ("").
 func TestTenantFromAccount(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, &harnessOpts{provider: webhook.Provider{Accounts: map[string]string{"acct_1": tenant}}})
 	h.expect(paid("evt_1", "pi_1", "ord-1", t0, "account", "acct_1"), http.StatusOK, "processed")
-	h.expect(paid("evt_2", "pi_2", "ord-2", t0, "account", "acct_2"), http.StatusBadRequest, "malformed event: unknown_tenant")
-	h.expect(paid("evt_3", "pi_3", "ord-3", t0), http.StatusBadRequest, "malformed event: unknown_tenant")
+	h.expectReason(paid("evt_2", "pi_2", "ord-2", t0, "account", "acct_2"), "rejected", "unknown_tenant")
+	h.expectReason(paid("evt_3", "pi_3", "ord-3", t0), "rejected", "unknown_tenant")
 	// An event no transition maps is ignored even when no tenant owns it.
 	h.expect(event("evt_4", "customer.created", t0, obj{"id": "cus_1"}, "account", "acct_2"), http.StatusOK, "ignored")
-	if got, want := h.counts(), "effects=1 orders=1 stale=0 notifications=1 intents=1 jobs=1 log=1"; got != want {
+	if got, want := h.counts(), "effects=1 orders=1 stale=0 notifications=1 intents=1 jobs=1 log=3"; got != want {
 		t.Fatalf("stored %s, want %s", got, want)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -17,22 +19,26 @@ import (
 // allowedFrom lists, per target status, the statuses an existing order may
 // leave for it. Anything else is refused (stale, not_allowed):
 //
-//	paid      ← refunded            (a new payment after a refund: another charge, another effect)
-//	refunded  ← paid, disputed
-//	disputed  ← paid, refunded
+//	paid                ← refunded            (a new payment after a refund: another charge, another effect)
+//	partially_refunded  ← paid, partially_refunded, disputed
+//	refunded            ← paid, partially_refunded, disputed
+//	disputed            ← paid, partially_refunded, refunded
 //
-// A status never moves to itself: a second payment of a paid order is
-// recorded for review, not applied twice.
+// A status never moves to itself, but for partially_refunded: each
+// partial refund of a payment leaves another amount refunded, and is
+// another effect. A second payment of a paid order is recorded for review,
+// not applied twice.
 var allowedFrom = map[Status][]string{
-	StatusPaid:     {string(StatusRefunded)},
-	StatusRefunded: {string(StatusPaid), string(StatusDisputed)},
-	StatusDisputed: {string(StatusPaid), string(StatusRefunded)},
+	StatusPaid:              {string(StatusRefunded)},
+	StatusPartiallyRefunded: {string(StatusPaid), string(StatusPartiallyRefunded), string(StatusDisputed)},
+	StatusRefunded:          {string(StatusPaid), string(StatusPartiallyRefunded), string(StatusDisputed)},
+	StatusDisputed:          {string(StatusPaid), string(StatusPartiallyRefunded), string(StatusRefunded)},
 }
 
 // stage orders statuses created in the same second: a refund or dispute
 // can only follow the payment it reverses, so at equal creation times the
 // later stage wins and an earlier stage is stale.
-var stage = map[Status]int{StatusPaid: 1, StatusRefunded: 2, StatusDisputed: 3}
+var stage = map[Status]int{StatusPaid: 1, StatusPartiallyRefunded: 2, StatusRefunded: 3, StatusDisputed: 4}
 
 // tieFrom lists, per target status, the allowed statuses it may leave when
 // the event was created in the same second as the order's last one.
@@ -63,18 +69,34 @@ func (h *Handler) apply(ctx context.Context, p Provider, res *Result, ev *Event)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
 
-	orderRef := ev.Object.OrderRef(p.OrderRefKey)
-	if orderRef == "" && ev.Object.IdempotencyKey != "" {
-		err := tx.QueryRow(ctx, IntentRefByKey, res.Tenant, ev.Object.IdempotencyKey).Scan(&orderRef)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return nil, h.failed(res, "order_ref", err)
-		}
+	orderRef, via, err := h.resolveOrder(ctx, tx, p, res, ev)
+	if err != nil {
+		return nil, h.failed(res, "order_ref", err)
 	}
 	paymentRef := ev.Object.PaymentRef()
+	if res.Transition == OrderPaid && !ev.Object.NamesPayment() && validRef(orderRef) {
+		// An invoice of the current API versions names no payment: when
+		// its order is paid already, it announces that payment (an
+		// invoice is paid once), so it is the same effect.
+		var paidWith string
+		err := tx.QueryRow(ctx, PaidPaymentOfOrder, res.Tenant, orderRef).Scan(&paidWith)
+		switch {
+		case err == nil:
+			paymentRef = paidWith
+		case !errors.Is(err, pgx.ErrNoRows):
+			return nil, h.failed(res, "paid_payment", err)
+		}
+	}
+	if res.Transition == OrderPartiallyRefunded {
+		// Each partial refund leaves another total refunded: another
+		// effect; a redelivery of one is the same.
+		paymentRef += "/refunded:" + strconv.FormatInt(*ev.Object.AmountRefunded, 10)
+	}
 	var bad error
 	switch {
 	case !validRef(orderRef):
-		bad = malformed("no_order_ref", "the event names no order (metadata %q, invoice, or a charge retrysafe made)", p.OrderRefKey)
+		bad = malformed("no_order_ref", "the event names no order (metadata %q, invoice, request idempotency key, or a payment already recorded)",
+			p.OrderRefKeys)
 	case !validRef(paymentRef):
 		bad = malformed("no_payment_ref", "the event names no payment")
 	}
@@ -82,15 +104,16 @@ func (h *Handler) apply(ctx context.Context, p Provider, res *Result, ev *Event)
 		// Release the connection before logging on the pool: holding one
 		// while taking another deadlocks a small, busy pool.
 		_ = tx.Rollback(ctx)
-		return nil, h.reject(ctx, p, res, ev, bad)
+		return h.reject(ctx, p, res, ev, bad)
 	}
+	res.OrderVia = via
 	res.OrderRef = orderRef
 	res.EffectKey = EffectKey(res.Provider, res.Transition, orderRef, paymentRef)
 	to := res.Transition.Target()
 
 	var claimed bool
 	err = tx.QueryRow(ctx, EffectInsert, res.Tenant, res.EffectKey, res.Provider, res.Transition, orderRef, paymentRef,
-		ev.ID, ev.Type, ev.Created, ev.Sequence).Scan(&claimed)
+		ev.ID, ev.Type, ev.Created, ev.Sequence, nullable(chargeRef(ev.Object))).Scan(&claimed)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		res.Verdict = VerdictDuplicate
@@ -112,6 +135,59 @@ func (h *Handler) apply(ctx context.Context, p Provider, res *Result, ev *Event)
 		return nil, h.failed(res, "notification", err)
 	}
 	return h.commit(ctx, tx, res)
+}
+
+// chargeRef is the charge to record beside an effect, "" when the event
+// names none fit to store (an index entry has a size limit; a delivery
+// must not fail on it, or the provider redelivers it forever).
+func chargeRef(o Object) string {
+	if c := o.ChargeRef(); validRef(c) {
+		return c
+	}
+	return ""
+}
+
+// resolveOrder finds the order an event is about: in the event (the first
+// of the provider's metadata keys, the invoice), else through what the
+// tenant's records say of the event: the intent frozen under the request's
+// or the object's idempotency key (a charge retrysafe made), an earlier
+// effect of the same payment or charge, the action whose stored response
+// names the PaymentIntent or charge. "" when nothing names it.
+func (h *Handler) resolveOrder(ctx context.Context, tx pgx.Tx, p Provider, res *Result, ev *Event) (string, string, error) {
+	o := ev.Object
+	if ref := o.OrderRef(p.OrderRefKeys...); ref != "" {
+		if slices.ContainsFunc(p.OrderRefKeys, func(k string) bool { return strings.TrimSpace(o.Metadata[k]) != "" }) {
+			return ref, "metadata", nil
+		}
+		return ref, "invoice", nil
+	}
+	found := func(q string, args ...any) (string, bool, error) {
+		var ref string
+		err := tx.QueryRow(ctx, q, args...).Scan(&ref)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "", false, nil
+		}
+		return ref, err == nil, err
+	}
+	for _, key := range []string{ev.RequestKey, o.IdempotencyKey} {
+		if key == "" || !validRef(key) {
+			continue
+		}
+		if ref, ok, err := found(IntentRefByKey, res.Tenant, key); ok || err != nil {
+			return ref, "idempotency_key", err
+		}
+	}
+	if !o.NamesPayment() {
+		return "", "", nil
+	}
+	pay, charge := o.PaymentRef(), o.ChargeRef()
+	if ref, ok, err := found(OrderByPayment, res.Tenant, pay, charge); ok || err != nil {
+		return ref, "payment", err
+	}
+	if ref, ok, err := found(OrderByActionPayment, res.Tenant, pay, charge); ok || err != nil {
+		return ref, "action", err
+	}
+	return "", "", nil
 }
 
 // stale records an effect the order has moved past, with the order as it

@@ -110,6 +110,12 @@ func TestReferences(t *testing.T) {
 		{"dispute", `{"id":"dp_1","object":"dispute","charge":"ch_1","metadata":{"order_ref":"ord-1"}}`, "ord-1", "ch_1"},
 		{"sandbox pix charge", `{"id":"pix_1","object":"pix_charge","idempotency_key":"k","description":"retrysafe INV-1"}`, "", "pix_1"},
 		{"metadata not strings", `{"id":"pi_1","object":"payment_intent","metadata":{"order_ref":7,"x":null}}`, "", "pi_1"},
+		{"order_id", `{"id":"pi_1","object":"payment_intent","metadata":{"order_id":"ord-2"}}`, "ord-2", "pi_1"},
+		{"order_ref first", `{"id":"pi_1","object":"payment_intent","metadata":{"order_id":"ord-2","order_ref":"ord-1"}}`, "ord-1", "pi_1"},
+		{"basil invoice", `{"id":"in_1","object":"invoice","parent":{"type":"subscription_details"}}`, "in_1", "in_1"},
+		{"basil invoice, payments included", `{"id":"in_1","object":"invoice","payments":{"object":"list","data":[{"object":"invoice_payment","payment":{"type":"payment_intent","payment_intent":"pi_1"}}]}}`, "in_1", "pi_1"},
+		{"invoice_payment", `{"id":"inpay_1","object":"invoice_payment","invoice":"in_1","payment":{"type":"charge","charge":"ch_1"}}`, "in_1", "ch_1"},
+		{"dispute of a payment", `{"id":"dp_1","object":"dispute","charge":"ch_1","payment_intent":"pi_1","metadata":{}}`, "", "pi_1"},
 	}
 	for _, c := range cases {
 		body := []byte(`{"id":"evt_1","type":"t","created":1700000000,"data":{"object":` + c.body + `}}`)
@@ -120,11 +126,54 @@ func TestReferences(t *testing.T) {
 		if err := webhook.ParseObject(ev, raw); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		if got := ev.Object.OrderRef("order_ref"); got != c.order {
+		if got := ev.Object.OrderRef(webhook.StripeOrderRefKeys()...); got != c.order {
 			t.Errorf("%s: order %q, want %q", c.name, got, c.order)
 		}
 		if got := ev.Object.PaymentRef(); got != c.paymnt {
 			t.Errorf("%s: payment %q, want %q", c.name, got, c.paymnt)
+		}
+	}
+}
+
+// What an object says of its payment beyond its reference.
+func TestObjectPayment(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, body     string
+		names, partial bool
+		charge         string
+	}{
+		{"payment intent", `{"id":"pi_1","object":"payment_intent","latest_charge":"ch_1"}`, true, false, "ch_1"},
+		{"expanded latest charge", `{"id":"pi_1","object":"payment_intent","latest_charge":{"id":"ch_1","object":"charge"}}`, true, false, "ch_1"},
+		{"basil invoice", `{"id":"in_1","object":"invoice"}`, false, false, ""},
+		{"old invoice", `{"id":"in_1","object":"invoice","payment_intent":"pi_1","charge":"ch_1"}`, true, false, "ch_1"},
+		{"partial refund", `{"id":"ch_1","object":"charge","amount":18000,"amount_refunded":5000}`, true, true, "ch_1"},
+		{"full refund", `{"id":"ch_1","object":"charge","amount":18000,"amount_refunded":18000}`, true, false, "ch_1"},
+		{"no amounts", `{"id":"ch_1","object":"charge"}`, true, false, "ch_1"},
+		{"dispute", `{"id":"dp_1","object":"dispute","charge":"ch_1"}`, true, false, "ch_1"},
+	}
+	for _, c := range cases {
+		ev, raw, err := webhook.ParseEvent([]byte(`{"id":"evt_1","type":"t","created":1700000000,"data":{"object":` + c.body + `}}`))
+		if err == nil {
+			err = webhook.ParseObject(ev, raw)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if o := ev.Object; o.NamesPayment() != c.names || o.PartialRefund() != c.partial || o.ChargeRef() != c.charge {
+			t.Errorf("%s: names %v partial %v charge %q", c.name, o.NamesPayment(), o.PartialRefund(), o.ChargeRef())
+		}
+	}
+	// request: an object since 2017-05-25, a bare id before, or null.
+	for body, want := range map[string]string{
+		`"request":{"id":"req_1","idempotency_key":"k1"}`: "k1",
+		`"request":{"id":"req_1","idempotency_key":null}`: "",
+		`"request":"req_1"`: "",
+		`"request":null`:    "",
+	} {
+		ev, _, err := webhook.ParseEvent([]byte(`{"id":"evt_1","type":"t","created":1700000000,` + body + `,"data":{"object":{}}}`))
+		if err != nil || ev.RequestKey != want {
+			t.Errorf("%s: %+v %v", body, ev, err)
 		}
 	}
 }
@@ -143,6 +192,9 @@ func TestConfigValidate(t *testing.T) {
 		"bad transition":     {Secret: "s", Tenant: "t", Events: map[string]webhook.Transition{"x": "order.lost"}},
 		"negative tolerance": {Secret: "s", Tenant: "t", Tolerance: -time.Second},
 		"empty account":      {Secret: "s", Accounts: map[string]string{"": "t"}},
+		"unknown preset":     {Secret: "s", Tenant: "t", Preset: "paypal"},
+		"bad header name":    {Secret: "s", Tenant: "t", SignatureHeader: "Stripe Signature"},
+		"empty metadata key": {Secret: "s", Tenant: "t", OrderRefKeys: []string{""}},
 	} {
 		_, err := webhook.New(webhook.Config{DB: (*pgxpool.Pool)(nil), Queue: (*river.Client[pgx.Tx])(nil), Intents: store,
 			Providers: map[string]webhook.Provider{"p": p}})
@@ -183,6 +235,33 @@ func TestParseProviders(t *testing.T) {
 	if len(ps) != 2 || ps["sandbox"].Secret != "whsec_1" || ps["stripe"].Tenant != "globex" ||
 		ps["sandbox"].Tolerance != webhook.DefaultTolerance || ps["stripe"].Events["charge.refunded"] != webhook.OrderRefunded {
 		t.Fatalf("providers %+v", ps)
+	}
+	// A provider named stripe takes the stripe preset; others the generic.
+	if s, g := ps["stripe"], ps["sandbox"]; s.Preset != webhook.PresetStripe || s.SignatureHeader != "Stripe-Signature" ||
+		strings.Join(s.OrderRefKeys, ",") != "order_ref,order_id" || s.Events["invoice.paid"] != webhook.OrderPaid ||
+		g.Preset != webhook.PresetGeneric || g.SignatureHeader != "Retrysafe-Signature" || strings.Join(g.OrderRefKeys, ",") != "order_ref" {
+		t.Fatalf("presets: stripe %+v, sandbox %+v", s, g)
+	}
+	ps, err = webhook.ParseProviderLists(webhook.ProviderLists{
+		Secrets: "stripe=whsec_1,relay=whsec_2", Tenants: "stripe=acme,relay=acme",
+		Presets: "stripe=generic,relay=stripe", Headers: "relay=X-Relay-Signature", OrderKeys: "relay=pedido | order_id",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, r := ps["stripe"], ps["relay"]; s.Preset != webhook.PresetGeneric || r.Preset != webhook.PresetStripe ||
+		r.SignatureHeader != "X-Relay-Signature" || strings.Join(r.OrderRefKeys, ",") != "pedido,order_id" {
+		t.Fatalf("lists: stripe %+v, relay %+v", s, r)
+	}
+	for name, l := range map[string]webhook.ProviderLists{
+		"preset of no provider": {Secrets: "a=s", Tenants: "a=t", Presets: "b=stripe"},
+		"unknown preset":        {Secrets: "a=s", Tenants: "a=t", Presets: "a=paypal"},
+		"bad header":            {Secrets: "a=s", Tenants: "a=t", Headers: "a=Bad Header"},
+		"empty order key":       {Secrets: "a=s", Tenants: "a=t", OrderKeys: "a=order_ref||x"},
+	} {
+		if _, err := webhook.ParseProviderLists(l); !errors.Is(err, webhook.ErrConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 	for name, c := range map[string][2]string{
 		"empty":          {"", "sandbox=acme"},

@@ -18,15 +18,33 @@ import (
 // (POST /webhooks/payments/{provider}); each provider signs its events with
 // its own secret.
 type paymentFlags struct {
-	secrets string
-	tenants string
+	secrets   string
+	tenants   string
+	presets   string
+	headers   string
+	orderKeys string
 }
 
 func (p *paymentFlags) register(fs *flag.FlagSet, e *env) {
 	fs.StringVar(&p.secrets, "payment-webhook-secrets", e.getenv("RETRYSAFE_PAYMENT_WEBHOOK_SECRETS"),
-		"provider=secret pairs that sign payment webhooks (env RETRYSAFE_PAYMENT_WEBHOOK_SECRETS, e.g. sandbox=whsec_...); empty: "+webhook.Pattern+" is not served")
+		"provider=secret pairs that sign payment webhooks (env RETRYSAFE_PAYMENT_WEBHOOK_SECRETS, e.g. stripe=whsec_...); empty: "+webhook.Pattern+" is not served")
 	fs.StringVar(&p.tenants, "payment-webhook-tenants", e.getenv("RETRYSAFE_PAYMENT_WEBHOOK_TENANTS"),
 		"provider=tenant pairs: whose payments each provider reports (env RETRYSAFE_PAYMENT_WEBHOOK_TENANTS)")
+	fs.StringVar(&p.presets, "payment-webhook-presets", e.getenv("RETRYSAFE_PAYMENT_WEBHOOK_PRESETS"),
+		"provider=preset pairs, preset "+webhook.PresetStripe+" (Stripe-Signature, Stripe's events, metadata order_ref or order_id) or "+
+			webhook.PresetGeneric+" (Retrysafe-Signature, metadata order_ref); unlisted: "+webhook.PresetStripe+
+			" for a provider named stripe, else "+webhook.PresetGeneric+" (env RETRYSAFE_PAYMENT_WEBHOOK_PRESETS)")
+	fs.StringVar(&p.headers, "payment-webhook-headers", e.getenv("RETRYSAFE_PAYMENT_WEBHOOK_HEADERS"),
+		"provider=header pairs: the signature header, when not the preset's (env RETRYSAFE_PAYMENT_WEBHOOK_HEADERS)")
+	fs.StringVar(&p.orderKeys, "payment-webhook-order-keys", e.getenv("RETRYSAFE_PAYMENT_WEBHOOK_ORDER_KEYS"),
+		"provider=key|key... pairs: the metadata keys that name the order, in order, when not the preset's (env RETRYSAFE_PAYMENT_WEBHOOK_ORDER_KEYS)")
+}
+
+// providers builds the payment providers from the flags.
+func (p *paymentFlags) providers() (map[string]webhook.Provider, error) {
+	return webhook.ParseProviderLists(webhook.ProviderLists{
+		Secrets: p.secrets, Tenants: p.tenants, Presets: p.presets, Headers: p.headers, OrderKeys: p.orderKeys,
+	})
 }
 
 // whatsappFlags configure the inbound WhatsApp webhook of `serve`. The
@@ -86,16 +104,18 @@ func mountWebhooks(api http.Handler, w *whatsappFlags, p *paymentFlags, d *datab
 		log.Info("serve: whatsapp webhook mounted", "path", whatsapp.Path, "numbers", len(tenants))
 	}
 	if p.secrets != "" {
-		providers, err := webhook.ParseProviders(p.secrets, p.tenants)
+		providers, err := p.providers()
 		if err != nil {
-			return nil, fmt.Errorf("RETRYSAFE_PAYMENT_WEBHOOK_SECRETS/TENANTS: %w", err)
+			return nil, fmt.Errorf("RETRYSAFE_PAYMENT_WEBHOOK_*: %w", err)
 		}
 		h, err := webhook.New(webhook.Config{DB: d.Pool, Queue: q, Intents: intents, Providers: providers, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("payment webhook: %w", err)
 		}
 		mux.Handle("POST "+webhook.Pattern, h)
-		log.Info("serve: payment webhook mounted", "path", webhook.Pattern, "providers", len(providers))
+		for name, pr := range providers {
+			log.Info("serve: payment webhook mounted", "path", webhook.PathPrefix+name, "preset", pr.Preset, "signature_header", pr.SignatureHeader)
+		}
 	}
 	return mux, nil
 }

@@ -16,5 +16,9 @@
 // is not part of any idempotency fingerprint, so a retry without it gets
 // the first request's stored answer.
 //
+// A fault's answer (500, or 400 for a header it cannot parse) is a
+// problem+json of type ProblemFault, a section of the repository's
+// docs/problems.md.
+//
 // This package imports only the standard library.
 package fault

@@ -184,9 +184,13 @@ func sleep(r *http.Request, d time.Duration) bool {
 	}
 }
 
+// ProblemFault is the problem type of every injected fault, documented in
+// the repository's docs/problems.md.
+const ProblemFault = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#sandbox-fault"
+
 func writeFault(w http.ResponseWriter, status int, detail string) {
 	body, _ := json.Marshal(map[string]any{
-		"type":   "urn:retrysafe:sandbox:fault",
+		"type":   ProblemFault,
 		"title":  http.StatusText(status),
 		"status": status,
 		"detail": detail,

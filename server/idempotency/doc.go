@@ -29,6 +29,9 @@
 //     the body in canonical JSON (key order, white space and string escapes
 //     do not change it; a body that is not JSON is hashed as raw bytes).
 //
+// Every answer the middleware gives on its own is a problem+json whose
+// type is a section of the repository's docs/problems.md (ProblemDocs).
+//
 // # Two modes
 //
 // Transactional (Middleware.Transactional): the key is inserted in a

@@ -17,19 +17,29 @@ type Problem struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// Problem type URIs, stable so that clients can switch on them.
+// ProblemDocs is where every problem type is documented: each type is
+// this URL and the anchor of its section (docs/problems.md in the
+// repository).
+const ProblemDocs = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md"
+
+// Problem type URIs, stable so that clients can switch on them; each is
+// its section of ProblemDocs.
 const (
-	ProblemKeyMissing     = "urn:retrysafe:problem:idempotency-key-missing"
-	ProblemKeyInvalid     = "urn:retrysafe:problem:idempotency-key-invalid"
-	ProblemKeyReused      = "urn:retrysafe:problem:idempotency-key-reused"
-	ProblemInFlight       = "urn:retrysafe:problem:idempotency-request-in-progress"
-	ProblemUnauthorized   = "urn:retrysafe:problem:unauthenticated"
-	ProblemBodyTooLarge   = "urn:retrysafe:problem:body-too-large"
-	ProblemBodyUnreadable = "urn:retrysafe:problem:body-unreadable"
-	ProblemUnavailable    = "urn:retrysafe:problem:idempotency-store-unavailable"
-	ProblemNotCommitted   = "urn:retrysafe:problem:not-committed"
-	ProblemInternalServer = "urn:retrysafe:problem:internal"
+	ProblemKeyMissing     = ProblemDocs + "#idempotency-key-missing"
+	ProblemKeyInvalid     = ProblemDocs + "#idempotency-key-invalid"
+	ProblemKeyReused      = ProblemDocs + "#idempotency-key-reused"
+	ProblemInFlight       = ProblemDocs + "#idempotency-request-in-progress"
+	ProblemUnauthorized   = ProblemDocs + "#unauthenticated"
+	ProblemBodyTooLarge   = ProblemDocs + "#body-too-large"
+	ProblemBodyUnreadable = ProblemDocs + "#body-unreadable"
+	ProblemUnavailable    = ProblemDocs + "#idempotency-store-unavailable"
+	ProblemNotCommitted   = ProblemDocs + "#not-committed"
+	ProblemInternalServer = ProblemDocs + "#internal"
 )
+
+// ProblemTypes lists every problem type the middleware answers with.
+var ProblemTypes = []string{ProblemKeyMissing, ProblemKeyInvalid, ProblemKeyReused, ProblemInFlight, ProblemUnauthorized,
+	ProblemBodyTooLarge, ProblemBodyUnreadable, ProblemUnavailable, ProblemNotCommitted, ProblemInternalServer}
 
 // problemFor maps the middleware's errors to answers. Every one of them is
 // given before any effect (or, for ProblemNotCommitted, after a rollback

@@ -130,7 +130,7 @@ func TestGetIntent(t *testing.T) {
 	if v.Revisions == nil || len(v.Revisions) != 0 {
 		t.Fatalf("revisions %v, want []", v.Revisions)
 	}
-	if r := h.do(http.MethodGet, "/v1/intents/nope/pix.charge", tokenA, ""); r.status != http.StatusNotFound || r.problem(t).Type != "urn:retrysafe:problem:not-found" {
+	if r := h.do(http.MethodGet, "/v1/intents/nope/pix.charge", tokenA, ""); r.status != http.StatusNotFound || r.problem(t).Type != "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#not-found" {
 		t.Fatalf("unknown ref: HTTP %d", r.status)
 	}
 	if r := h.do(http.MethodGet, "/v1/intents/"+url.PathEscape(ref)+"/email.send", tokenA, ""); r.status != http.StatusNotFound {
@@ -190,7 +190,7 @@ func TestHealth(t *testing.T) {
 	}
 	// ...and an execution says so, retryable, without a 500.
 	r = h.execute(tokenA, "inv-down", chargeFields(`180`, cpfDigits))
-	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != "1" || r.problem(t).Type != "urn:retrysafe:problem:unavailable" {
+	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != "1" || r.problem(t).Type != "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#unavailable" {
 		t.Fatalf("execute with the pool closed: HTTP %d %s", r.status, r.body)
 	}
 	if h.psp.Requests() != 0 {

@@ -45,11 +45,14 @@
 //	200  completed or failed (a definitive failure is an answer, not an error:
 //	     the same call will get it again; a new try needs a new intent_ref)
 //	202  review: an operator must settle the action (retrysafe resolve)
-//	409  in_flight, with Retry-After: another caller holds the lease
+//	409  in_flight, with Retry-After: another caller holds the lease; a
+//	     problem+json (type in-flight) keeping the answer's members
 //	400  problem+json: bad body or fields that cannot be normalized (nothing
 //	     frozen, nothing called)
 //	401  unknown or missing token;  404 unknown action
 //	503  database unavailable (nothing answered; retrying is safe)
+//
+// Every problem type is a section of docs/problems.md (ProblemDocs).
 //
 // The execution runs on a context detached from the client's: an agent that
 // hangs up mid-call does not cancel the provider call halfway (which would

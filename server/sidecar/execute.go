@@ -134,6 +134,8 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, tenant string) 
 		secs := retryAfterSeconds(out.RetryAfter, s.cfg.MinRetryAfter)
 		resp.RetryAfterMillis = max(out.RetryAfter.Milliseconds(), int64(secs)*1000)
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		writeInFlight(w, resp)
+		return
 	}
 	if out.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")

@@ -240,7 +240,7 @@ func TestExecuteUnknownAction(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	r := h.do(http.MethodPost, "/v1/tools/pix.refund/execute", tokenA, `{"intent_ref":"x","fields":{}}`)
-	if r.status != http.StatusNotFound || r.problem(t).Type != "urn:retrysafe:problem:unknown-action" {
+	if r.status != http.StatusNotFound || r.problem(t).Type != "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#unknown-action" {
 		t.Fatalf("HTTP %d %s", r.status, r.body)
 	}
 	// Unauthenticated first: an unknown caller learns nothing of the tools.
@@ -261,22 +261,22 @@ func TestExecuteBadRequests(t *testing.T) {
 		ptype      string
 		field      string
 	}{
-		{"not json", `{"intent_ref":`, 400, "urn:retrysafe:problem:bad-request", ""},
-		{"empty body", ``, 400, "urn:retrysafe:problem:bad-request", ""},
-		{"array", `[]`, 400, "urn:retrysafe:problem:bad-request", ""},
-		{"two objects", `{"intent_ref":"a","fields":{}} {}`, 400, "urn:retrysafe:problem:bad-request", ""},
-		{"unknown member", `{"intent_reference":"inv-1","fields":{}}`, 400, "urn:retrysafe:problem:bad-request", ""},
-		{"missing intent_ref", `{"fields":` + chargeFields(`180`, cpfDigits) + `}`, 400, "urn:retrysafe:problem:bad-request", ""},
-		{"padded intent_ref", `{"intent_ref":" inv-1","fields":` + chargeFields(`180`, cpfDigits) + `}`, 400, "urn:retrysafe:problem:bad-request", ""},
-		{"missing fields", `{"intent_ref":"inv-1"}`, 400, "urn:retrysafe:problem:bad-request", ""},
-		{"fields not object", `{"intent_ref":"inv-1","fields":"180"}`, 400, "urn:retrysafe:problem:bad-request", ""},
-		{"amount words", `{"intent_ref":"inv-1","fields":` + chargeFields(`"cento e oitenta"`, cpfDigits) + `}`, 400, "urn:retrysafe:problem:invalid-fields", "amount"},
-		{"sub-cent", `{"intent_ref":"inv-1","fields":` + chargeFields(`180.001`, cpfDigits) + `}`, 400, "urn:retrysafe:problem:invalid-fields", "amount"},
-		{"float drift", `{"intent_ref":"inv-1","fields":` + chargeFields(`0.30000000000000004`, cpfDigits) + `}`, 400, "urn:retrysafe:problem:invalid-fields", "amount"},
-		{"ambiguous", `{"intent_ref":"inv-1","fields":` + chargeFields(`"1.800"`, cpfDigits) + `}`, 400, "urn:retrysafe:problem:invalid-fields", "amount"},
-		{"bad cpf", `{"intent_ref":"inv-1","fields":` + chargeFields(`180`, "529.982.247-24") + `}`, 400, "urn:retrysafe:problem:invalid-fields", "pix_key"},
-		{"missing amount", `{"intent_ref":"inv-1","fields":{"customer_id":"c","pix_key":"52998224725","pix_key_type":"cpf"}}`, 400, "urn:retrysafe:problem:invalid-fields", "amount"},
-		{"too large", big, 413, "urn:retrysafe:problem:body-too-large", ""},
+		{"not json", `{"intent_ref":`, 400, "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#bad-request", ""},
+		{"empty body", ``, 400, "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#bad-request", ""},
+		{"array", `[]`, 400, "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#bad-request", ""},
+		{"two objects", `{"intent_ref":"a","fields":{}} {}`, 400, "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#bad-request", ""},
+		{"unknown member", `{"intent_reference":"inv-1","fields":{}}`, 400, "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#bad-request", ""},
+		{"missing intent_ref", `{"fields":` + chargeFields(`180`, cpfDigits) + `}`, 400, "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#bad-request", ""},
+		{"padded intent_ref", `{"intent_ref":" inv-1","fields":` + chargeFields(`180`, cpfDigits) + `}`, 400, "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#bad-request", ""},
+		{"missing fields", `{"intent_ref":"inv-1"}`, 400, "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#bad-request", ""},
+		{"fields not object", `{"intent_ref":"inv-1","fields":"180"}`, 400, "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#bad-request", ""},
+		{"amount words", `{"intent_ref":"inv-1","fields":` + chargeFields(`"cento e oitenta"`, cpfDigits) + `}`, 400, "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#invalid-fields", "amount"},
+		{"sub-cent", `{"intent_ref":"inv-1","fields":` + chargeFields(`180.001`, cpfDigits) + `}`, 400, "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#invalid-fields", "amount"},
+		{"float drift", `{"intent_ref":"inv-1","fields":` + chargeFields(`0.30000000000000004`, cpfDigits) + `}`, 400, "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#invalid-fields", "amount"},
+		{"ambiguous", `{"intent_ref":"inv-1","fields":` + chargeFields(`"1.800"`, cpfDigits) + `}`, 400, "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#invalid-fields", "amount"},
+		{"bad cpf", `{"intent_ref":"inv-1","fields":` + chargeFields(`180`, "529.982.247-24") + `}`, 400, "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#invalid-fields", "pix_key"},
+		{"missing amount", `{"intent_ref":"inv-1","fields":{"customer_id":"c","pix_key":"52998224725","pix_key_type":"cpf"}}`, 400, "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#invalid-fields", "amount"},
+		{"too large", big, 413, "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#body-too-large", ""},
 	} {
 		r := h.do(http.MethodPost, "/v1/tools/pix.charge/execute", tokenA, tc.body)
 		if r.status != tc.status {

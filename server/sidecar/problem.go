@@ -20,24 +20,59 @@ type Problem struct {
 	Errors []FieldProblem `json:"errors,omitempty"`
 }
 
+// UnmarshalJSON reads a problem as RFC 9457 (3.1) asks: a member whose
+// value is not of its type is ignored. The 409 in_flight answer's status
+// is the string "in_flight" (see writeInFlight): read as a Problem, its
+// Status is 0, and the HTTP status says 409.
+func (p *Problem) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Type   json.RawMessage `json:"type"`
+		Title  json.RawMessage `json:"title"`
+		Status json.RawMessage `json:"status"`
+		Detail json.RawMessage `json:"detail"`
+		Errors json.RawMessage `json:"errors"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*p = Problem{}
+	_ = json.Unmarshal(w.Type, &p.Type)
+	_ = json.Unmarshal(w.Title, &p.Title)
+	_ = json.Unmarshal(w.Status, &p.Status)
+	_ = json.Unmarshal(w.Detail, &p.Detail)
+	_ = json.Unmarshal(w.Errors, &p.Errors)
+	return nil
+}
+
 // FieldProblem is one field that could not be normalized.
 type FieldProblem struct {
 	Field  string `json:"field"`
 	Reason string `json:"reason"`
 }
 
-// Problem type URIs, stable so that clients can switch on them.
+// ProblemDocs is where every problem type is documented: each type is
+// this URL and the anchor of its section (docs/problems.md in the
+// repository).
+const ProblemDocs = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md"
+
+// Problem type URIs, stable so that clients can switch on them; each is
+// its section of ProblemDocs.
 const (
-	ProblemUnauthenticated = "urn:retrysafe:problem:unauthenticated"
-	ProblemUnknownAction   = "urn:retrysafe:problem:unknown-action"
-	ProblemBadRequest      = "urn:retrysafe:problem:bad-request"
-	ProblemInvalidFields   = "urn:retrysafe:problem:invalid-fields"
-	ProblemBodyTooLarge    = "urn:retrysafe:problem:body-too-large"
-	ProblemNotFound        = "urn:retrysafe:problem:not-found"
-	ProblemKeyInUse        = "urn:retrysafe:problem:key-in-use"
-	ProblemUnavailable     = "urn:retrysafe:problem:unavailable"
-	ProblemInternal        = "urn:retrysafe:problem:internal"
+	ProblemUnauthenticated = ProblemDocs + "#unauthenticated"
+	ProblemUnknownAction   = ProblemDocs + "#unknown-action"
+	ProblemBadRequest      = ProblemDocs + "#bad-request"
+	ProblemInvalidFields   = ProblemDocs + "#invalid-fields"
+	ProblemBodyTooLarge    = ProblemDocs + "#body-too-large"
+	ProblemNotFound        = ProblemDocs + "#not-found"
+	ProblemKeyInUse        = ProblemDocs + "#key-in-use"
+	ProblemInFlight        = ProblemDocs + "#in-flight"
+	ProblemUnavailable     = ProblemDocs + "#unavailable"
+	ProblemInternal        = ProblemDocs + "#internal"
 )
+
+// ProblemTypes lists every problem type the sidecar answers with.
+var ProblemTypes = []string{ProblemUnauthenticated, ProblemUnknownAction, ProblemBadRequest, ProblemInvalidFields,
+	ProblemBodyTooLarge, ProblemNotFound, ProblemKeyInUse, ProblemInFlight, ProblemUnavailable, ProblemInternal}
 
 func writeProblem(w http.ResponseWriter, p Problem) {
 	body, _ := json.Marshal(p) // strings and ints only: cannot fail
@@ -46,6 +81,35 @@ func writeProblem(w http.ResponseWriter, p Problem) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("Content-Length", strconv.Itoa(len(body)+1))
 	w.WriteHeader(p.Status)
+	w.Write(append(body, '\n')) //nolint:errcheck // the client may be gone
+}
+
+// writeInFlight answers 409 in_flight as a problem (ProblemInFlight) whose
+// extension members are the ExecuteResponse's, so that clients of the
+// former application/json answer read it unchanged. Its "status" stays the
+// string "in_flight": RFC 9457 (3.1) has problem consumers ignore a status
+// member that is not a number, and the status line says 409.
+func writeInFlight(w http.ResponseWriter, resp ExecuteResponse) {
+	b, err := json.Marshal(resp)
+	var members map[string]json.RawMessage
+	if err == nil {
+		err = json.Unmarshal(b, &members)
+	}
+	if err != nil {
+		writeProblem(w, Problem{Type: ProblemInternal, Title: "Internal server error", Status: http.StatusInternalServerError})
+		return
+	}
+	str := func(s string) json.RawMessage { q, _ := json.Marshal(s); return q }
+	members["type"] = str(ProblemInFlight)
+	members["title"] = str("The action is in flight")
+	members["detail"] = str("Another call of this intent is at the provider, or a transient failure is being retried with the same key. " +
+		"Retry the same call after Retry-After seconds.")
+	body, _ := json.Marshal(members) // raw messages that were just encoded: cannot fail
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(http.StatusConflict)
 	w.Write(append(body, '\n')) //nolint:errcheck // the client may be gone
 }
 
