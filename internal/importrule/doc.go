@@ -23,7 +23,8 @@
 //
 // Tests may also import lab packages and packages of their own layer (an
 // external test drives its package through a neighbour), never a higher
-// layer. A few imports inside one layer are allowed by name, each with its reason
+// layer, except the integration tests named in AllowedInTests. A few
+// imports inside one layer are allowed by name, each with its reason
 // (Allowed in rule.go). Lab packages (layer 5) are test and demo
 // machinery: no package below layer 5 imports them outside its tests, and a
 // package the table does not place fails the test, so that every new

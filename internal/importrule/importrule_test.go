@@ -86,6 +86,7 @@ func TestImportRule(t *testing.T) {
 					// Tests may use the lab's stand-ins and databases, and
 					// their neighbours (an x_test drives its own package).
 				case il == layer && Allowed[pair] != "":
+				case test && AllowedInTests[pair] != "":
 				case Pending[pair] != "":
 					usedPending[pair] = true
 				default:
@@ -126,6 +127,11 @@ func TestImportRule(t *testing.T) {
 	for pair, why := range Pending {
 		if !usedPending[pair] {
 			problems = append(problems, "Pending "+pair[0]+" → "+pair[1]+" ("+why+") is no longer needed: remove it from rule.go")
+		}
+	}
+	for pair, why := range AllowedInTests {
+		if why == "" {
+			problems = append(problems, "AllowedInTests "+pair[0]+" → "+pair[1]+" gives no reason")
 		}
 	}
 	for pair, why := range Allowed {
