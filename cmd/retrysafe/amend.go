@@ -48,7 +48,7 @@ to normalize and key the fields; calls no tool.`)
 	action := fs.String("action", "", "action, e.g. pix.charge (required)")
 	fields := fs.String("fields", "", "the new fields, a JSON object (required)")
 	reason := fs.String("reason", "", "why, for the record (required)")
-	by := fs.String("by", e.getenv("USER"), "who amends (recorded)")
+	by := fs.String("by", e.getenv("USER"), "who amends, recorded with the revision (env USER)")
 	override := fs.Bool("override-completed", false, "amend even though the money-moving action completed: a second charge (recorded)")
 	if err := parseNoArgs(e, fs, args); err != nil {
 		return err

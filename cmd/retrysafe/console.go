@@ -163,7 +163,7 @@ func (c *consoleFlags) register(fs *flag.FlagSet, e *env) {
 	fs.StringVar(&c.requestLog, "console-request-log", e.getenv("RETRYSAFE_CONSOLE_REQUEST_LOG"),
 		"URL of the PSP's request log in the sandbox PSP's shape (e.g. http://127.0.0.1:8081/_sandbox/requests; env RETRYSAFE_CONSOLE_REQUEST_LOG): the console then shows the requests that carried a key")
 	fs.StringVar(&c.prices, "console-prices", e.getenv("RETRYSAFE_CONSOLE_PRICES"),
-		`JSON file of model prices for the console's spend chart, as 'tokens measure --prices' reads it ({"MODEL":{"input_per_1k":"0.015","output_per_1k":"0.075"}}); models without one are priced at those defaults, and the page says so`)
+		`JSON file of model prices for the console's spend chart, as 'tokens measure --prices' reads it ({"MODEL":{"input_per_1k":"0.015","output_per_1k":"0.075"}}); models without one are priced at those defaults, and the page says so (env RETRYSAFE_CONSOLE_PRICES)`)
 	fs.StringVar(&c.currency, "console-currency", "BRL", "currency of --console-prices")
 }
 

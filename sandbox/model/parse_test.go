@@ -96,7 +96,7 @@ func TestSpellingsAgreeUnderDerive(t *testing.T) {
 		{model.KeyCPF, "52998224725"},
 		{model.KeyCNPJ, "11222333000181"},
 		{model.KeyPhone, "+5511987654321"},
-		{model.KeyPhone, "+551133334444"},
+		{model.KeyPhone, "+5521998765432"},
 		{model.KeyEmail, "maria@exemplo.com.br"},
 		{model.KeyEVP, "123e4567-e89b-12d3-a456-426614174000"},
 	}
