@@ -68,9 +68,9 @@ type Stats struct {
 	RefundPuts     int `json:"refund_puts"`
 	RefundsCreated int `json:"refunds_created"`
 	RefundsRefused int `json:"refunds_refused"`
-	Callbacks      int `json:"callbacks"`        // POSTs answered 2xx
-	CallbackFails  int `json:"callback_fails"`   // POSTs that failed (redelivered)
-	PixNotified    int `json:"pix_notified"`     // Pix items in 2xx callbacks
+	Callbacks      int `json:"callbacks"`      // POSTs answered 2xx
+	CallbackFails  int `json:"callback_fails"` // POSTs that failed (redelivered)
+	PixNotified    int `json:"pix_notified"`   // Pix items in 2xx callbacks
 	TokensIssued   int `json:"tokens_issued"`
 	TokensRefused  int `json:"tokens_refused"`
 	AuthRefused    int `json:"auth_refused"`     // API calls with a missing, unknown or expired token

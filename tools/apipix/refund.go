@@ -220,4 +220,3 @@ func (t *Refund) check(ctx context.Context, e2eid, id string, body *RefundBody) 
 	}
 	return nil, false, nil
 }
-
