@@ -89,21 +89,37 @@ func moduleRoot() (string, error) {
 }
 
 func load() (*Spec, error) {
-	root, err := moduleRoot()
-	if err != nil {
-		return nil, err
-	}
-	raw, err := os.ReadFile(filepath.Join(root, File))
+	raw, err := ReadFile()
 	if err != nil {
 		return nil, err
 	}
 	return Parse(raw)
 }
 
+// ReadFile reads the published specification's bytes.
+func ReadFile() ([]byte, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return nil, err
+	}
+	return os.ReadFile(filepath.Join(root, File))
+}
+
 // Parse normalizes and loads a specification's bytes.
 func Parse(raw []byte) (*Spec, error) {
 	n := len(jsRegexPattern.FindAllIndex(raw, -1))
-	raw = jsRegexPattern.ReplaceAll(raw, []byte(`pattern: "$1"`))
+	s, err := ParseVerbatim(jsRegexPattern.ReplaceAll(raw, []byte(`pattern: "$1"`)))
+	if err != nil {
+		return nil, err
+	}
+	s.Normalized = n
+	return s, nil
+}
+
+// ParseVerbatim loads a specification's bytes without normalizing its
+// patterns: with the published file, a valid CPF does not validate. It
+// exists to show that.
+func ParseVerbatim(raw []byte) (*Spec, error) {
 	loader := openapi3.NewLoader()
 	doc, err := loader.LoadFromData(raw)
 	if err != nil {
@@ -134,7 +150,7 @@ func Parse(raw []byte) (*Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pixspec: router: %w", err)
 	}
-	return &Spec{Doc: doc, router: r, Normalized: n}, nil
+	return &Spec{Doc: doc, router: r}, nil
 }
 
 func options() *openapi3filter.Options {
@@ -156,6 +172,8 @@ func (s *Spec) input(req *http.Request, body []byte) (*openapi3filter.RequestVal
 	// Match on the path alone: the test servers' hosts are not the spec's.
 	r.URL.Scheme, r.URL.Host, r.Host = "", "", ""
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.GetBody = nil
 	route, params, err := s.router.FindRoute(r)
 	if err != nil {
 		return nil, fmt.Errorf("pixspec: %s %s: %w", req.Method, req.URL.Path, err)

@@ -22,6 +22,8 @@ const (
 	DefaultMaxAttempts    = 50
 	// DefaultISPB is the sandbox PSP's participant code in endToEndIds.
 	DefaultISPB = "99999999"
+	// DefaultReceiverCNPJ is the sandbox receiver's CNPJ (valid check digits).
+	DefaultReceiverCNPJ = "11222333000181"
 )
 
 // Config configures the server. Zero fields take the defaults.
@@ -48,6 +50,8 @@ type Config struct {
 	FaultRate float64
 	// ISPB is the 8-digit participant code in endToEndIds.
 	ISPB string
+	// ReceiverCNPJ is the receiver's CNPJ, shown with its webhooks.
+	ReceiverCNPJ string
 	// Clock defaults to time.Now.
 	Clock  func() time.Time
 	Logger *slog.Logger
@@ -82,6 +86,9 @@ func (c Config) WithDefaults() Config {
 	if c.ISPB == "" {
 		c.ISPB = DefaultISPB
 	}
+	if c.ReceiverCNPJ == "" {
+		c.ReceiverCNPJ = DefaultReceiverCNPJ
+	}
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
@@ -106,6 +113,8 @@ func (c Config) Validate() error {
 		return errors.New("apipix: FaultRate must be within 0..1")
 	case len(c.ISPB) != 8 || !allDigits(c.ISPB):
 		return errors.New("apipix: ISPB must be 8 digits")
+	case len(c.ReceiverCNPJ) != 14:
+		return errors.New("apipix: ReceiverCNPJ must have 14 characters")
 	}
 	if c.WebhookURL != "" {
 		if u, err := url.Parse(c.WebhookURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

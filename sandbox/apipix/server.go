@@ -473,7 +473,7 @@ func (s *Server) putWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	s.webhooks[r.PathValue("chave")] = WebhookCompleto{WebhookURL: in.WebhookURL, Chave: r.PathValue("chave"), Criacao: rfc3339(s.now())}
+	s.webhooks[r.PathValue("chave")] = WebhookCompleto{WebhookURL: in.WebhookURL, Chave: r.PathValue("chave"), CNPJ: s.cfg.ReceiverCNPJ, Criacao: rfc3339(s.now())}
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusOK)
 }
@@ -640,6 +640,7 @@ func (s *Server) Flush(ctx context.Context) int {
 		url   string
 		notes []note
 		body  Callback
+		has   map[string]bool
 	}
 	var batches []*batch
 	byURL := map[string]*batch{}
@@ -655,11 +656,15 @@ func (s *Server) Flush(ctx context.Context) int {
 			continue
 		}
 		b := byURL[url]
+		if b != nil && b.has[n.e2e] {
+			continue // one snapshot per Pix and call: it shows every refund
+		}
 		if b == nil || len(b.notes) >= s.cfg.GroupMax {
-			b = &batch{url: url}
+			b = &batch{url: url, has: map[string]bool{}}
 			byURL[url] = b
 			batches = append(batches, b)
 		}
+		b.has[n.e2e] = true
 		b.notes = append(b.notes, n)
 		b.body.Pix = append(b.body.Pix, p.snapshot())
 	}

@@ -106,6 +106,7 @@ type Webhook struct {
 type WebhookCompleto struct {
 	WebhookURL string `json:"webhookUrl"`
 	Chave      string `json:"chave"`
+	CNPJ       string `json:"cnpj"` // the receiver's: the specification requires it
 	Criacao    string `json:"criacao"`
 }
 
