@@ -226,8 +226,6 @@ func cents(valor string) (int64, bool) {
 	return n, err == nil
 }
 
-func formatCents(c int64) string { return fmt.Sprintf("%d.%02d", c/100, c%100) }
-
 func cobViolation(w http.ResponseWriter, prop, razao string) {
 	writeProblem(w, http.StatusBadRequest, "CobOperacaoInvalida", "Cobrança inválida.",
 		"A requisição que busca alterar ou criar uma cobrança para pagamento imediato não respeita o _schema_ ou está semanticamente errada.",

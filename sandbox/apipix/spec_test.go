@@ -198,7 +198,7 @@ func TestEveryShapeValidates(t *testing.T) {
 	want(c.do("GET", "/pix/E0000000000000000000000000000000", nil), 404)
 	want(c.do("PUT", "/pix/"+pa.EndToEndID+"/devolucao/d1", map[string]string{"valor": "30.00"}), 201)
 	want(c.do("PUT", "/pix/"+pa.EndToEndID+"/devolucao/d1", map[string]string{"valor": "30.00"}), 201)
-	want(c.do("PUT", "/pix/"+pa.EndToEndID+"/devolucao/d1", map[string]string{"valor": "31.00"}), 400) // id reused
+	want(c.do("PUT", "/pix/"+pa.EndToEndID+"/devolucao/d1", map[string]string{"valor": "31.00"}), 400)  // id reused
 	want(c.do("PUT", "/pix/"+pa.EndToEndID+"/devolucao/d2", map[string]string{"valor": "150.01"}), 400) // over the Pix
 	want(c.do("GET", "/pix/"+pa.EndToEndID+"/devolucao/d1", nil), 200)
 	want(c.do("GET", "/pix/"+pa.EndToEndID+"/devolucao/nope", nil), 404)
