@@ -20,6 +20,7 @@ import (
 type paymentFlags struct {
 	secrets string
 	tenants string
+	pix     pixWebhookFlags
 }
 
 func (p *paymentFlags) register(fs *flag.FlagSet, e *env) {
@@ -27,6 +28,7 @@ func (p *paymentFlags) register(fs *flag.FlagSet, e *env) {
 		"provider=secret pairs that sign payment webhooks (env RETRYSAFE_PAYMENT_WEBHOOK_SECRETS, e.g. sandbox=whsec_...); empty: "+webhook.Pattern+" is not served")
 	fs.StringVar(&p.tenants, "payment-webhook-tenants", e.getenv("RETRYSAFE_PAYMENT_WEBHOOK_TENANTS"),
 		"provider=tenant pairs: whose payments each provider reports (env RETRYSAFE_PAYMENT_WEBHOOK_TENANTS)")
+	p.pix.register(fs, e)
 }
 
 // whatsappFlags configure the inbound WhatsApp webhook of `serve`. The
@@ -57,7 +59,7 @@ func mountWebhooks(api http.Handler, w *whatsappFlags, p *paymentFlags, d *datab
 	if p.secrets == "" && p.tenants != "" {
 		return nil, errors.New("RETRYSAFE_PAYMENT_WEBHOOK_TENANTS is set but RETRYSAFE_PAYMENT_WEBHOOK_SECRETS is not: the webhook cannot verify signatures without it")
 	}
-	if w.appSecret == "" && p.secrets == "" {
+	if w.appSecret == "" && p.secrets == "" && !p.pix.enabled() {
 		return api, nil
 	}
 	var hasRiver bool
@@ -96,6 +98,9 @@ func mountWebhooks(api http.Handler, w *whatsappFlags, p *paymentFlags, d *datab
 		}
 		mux.Handle("POST "+webhook.Pattern, h)
 		log.Info("serve: payment webhook mounted", "path", webhook.Pattern, "providers", len(providers))
+	}
+	if err := p.pix.mount(mux, webhook.Config{DB: d.Pool, Queue: q, Intents: intents, Logger: log}, log); err != nil {
+		return nil, err
 	}
 	return mux, nil
 }
