@@ -2,6 +2,8 @@ package webhook_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -16,6 +18,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
@@ -50,6 +53,9 @@ type pixHarness struct {
 	relay  *webhook.Relay
 	queue  *river.Client[pgx.Tx]
 	spec   *pixspec.Spec
+	faults *pixFaults
+	crash  testutil.Crashpoints
+	naive  bool // a fresh key (txid) per attempt, as a tool drawing its own would
 	hookMu sync.Mutex
 	calls  []string // bodies the PSP posted
 	answer []string // what the handler answered
@@ -108,7 +114,8 @@ func newPixHarness(t *testing.T) *pixHarness {
 		t.Fatal(err)
 	}
 	// The tools' traffic is validated too.
-	tr := &pixspec.Transport{Spec: spec}
+	h.faults = &pixFaults{}
+	tr := &pixspec.Transport{Spec: spec, Base: h.faults}
 	t.Cleanup(func() {
 		for _, f := range tr.Failures() {
 			t.Errorf("tool traffic not API Pix: %v", f.Err)
@@ -137,7 +144,8 @@ func newPixHarness(t *testing.T) *pixHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.ex, err = executor.New(executor.Config{DB: pool, Intents: store, Tools: reg, Logger: log,
+	src := &failpointTools{src: &naiveTools{src: reg, on: func() bool { return h.naive }}, hit: h.crash.Hit}
+	if h.ex, err = executor.New(executor.Config{DB: pool, Intents: store, Tools: src, Logger: log,
 		Lease: 3 * time.Second, Timeout: 2 * time.Second, LeaseMargin: 500 * time.Millisecond,
 		BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond, MaxAttempts: 5}); err != nil {
 		t.Fatal(err)
@@ -428,6 +436,157 @@ func TestPixProvidersConfig(t *testing.T) {
 	for _, c := range [][2]string{{"efi=short", "efi=acme"}, {"efi=" + pixSecret, "other=acme"}, {"", ""}} {
 		if _, err := webhook.ParsePixProviders(c[0], c[1]); err == nil {
 			t.Errorf("%q %q accepted", c[0], c[1])
+		}
+	}
+}
+
+// pixFaults asks the sandbox PSP for a fault (X-Sandbox-Fault) on the next
+// request matching a method and a path suffix.
+type pixFaults struct {
+	mu  sync.Mutex
+	arm [][3]string
+}
+
+func (f *pixFaults) Arm(method, suffix, spec string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.arm = append(f.arm, [3]string{method, suffix, spec})
+}
+
+func (f *pixFaults) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	for i, a := range f.arm {
+		if r.Method == a[0] && strings.HasSuffix(r.URL.Path, a[1]) {
+			r = r.Clone(r.Context())
+			r.Header.Set("X-Sandbox-Fault", a[2])
+			f.arm = append(f.arm[:i], f.arm[i+1:]...)
+			break
+		}
+	}
+	f.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// naiveTools, when on, hands each attempt a fresh random key: the
+// --naive of the restart test, a tool that draws its own txid.
+type naiveTools struct {
+	src executor.ToolSource
+	on  func() bool
+}
+
+func (n *naiveTools) Tool(name string) (tools.Tool, bool) {
+	t, ok := n.src.Tool(name)
+	if !ok || !n.on() {
+		return t, ok
+	}
+	return &naiveTool{Tool: t}, true
+}
+
+type naiveTool struct{ tools.Tool }
+
+func (t *naiveTool) Execute(ctx context.Context, _ string, p derive.Payload) (json.RawMessage, error) {
+	var b [32]byte
+	rand.Read(b[:])
+	return t.Tool.Execute(ctx, hex.EncodeToString(b[:]), p)
+}
+
+func (h *pixHarness) elapse() {
+	h.t.Helper()
+	if _, err := h.pool.Exec(h.ctx, `UPDATE actions SET lease_until = now() WHERE status = 'started' AND lease_until > now()`); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *pixHarness) cobCall(ref string, n int) executor.Call {
+	h.t.Helper()
+	if _, err := h.pool.Exec(h.ctx, `INSERT INTO conversations (tenant_id, conversation_id, customer_id, invoice_ref, amount_due_cents)
+		VALUES ($1, $2, $3, $4, 18000)`, tenant, "551198765432"+string(rune('0'+n)), "cust-"+ref, ref); err != nil {
+		h.t.Fatal(err)
+	}
+	return executor.Call{Tenant: tenant, Ref: ref, Action: apipix.CobName, Fields: map[string]any{
+		"amount": "180,00", "payer_tax_id": testutil.CPF(52998224 + n), "payer_name": "Cliente " + ref, tools.RefField: ref,
+	}}
+}
+
+// TestPixCrashesChargeOnceAndRefundOnce kills the charge and the refund
+// at each point a worker can die or lose an answer, then lets the
+// redelivery (another Execute of the same call) finish: one cob per txid,
+// never overwritten, one key, one receipt, one refund. The naive variant
+// (a fresh txid per attempt) charges twice: the test can fail.
+func TestPixCrashesChargeOnceAndRefundOnce(t *testing.T) {
+	t.Parallel()
+	for _, naive := range []bool{false, true} {
+		h := newPixHarness(t)
+		h.naive = naive
+		scenarios := []string{"crash-after-answer", "drop-after", "fail-after", "fail-before"}
+		keys := map[string]string{}
+		for i, sc := range scenarios {
+			ref := "NF-" + sc
+			call := h.cobCall(ref, i)
+			// The PUT's path ends with the txid; any PUT to /cob/ will do.
+			switch sc {
+			case "crash-after-answer":
+				h.crash.Arm(failProviderAnswered, 1)
+			default:
+				h.faults.Arm(http.MethodPut, "", sc)
+			}
+			_, crashed := testutil.RunCrashable(func() error { _, err := h.ex.Execute(h.ctx, call, nil); return err })
+			if crashed {
+				h.elapse() // the dead worker's lease runs out
+			}
+			out, err := h.ex.Execute(h.ctx, call, nil)
+			if err != nil || out.Status != executor.StatusCompleted {
+				t.Fatalf("naive=%v %s: %+v %v", naive, sc, out, err)
+			}
+			keys[ref] = out.Key
+		}
+		st := h.psp.Stats()
+		t.Logf("naive=%v: cob_created=%d cob_puts=%d cob_overwritten=%d cob_reads=%d", naive, st.CobCreated, st.CobPuts, st.CobOverwritten, st.CobReads)
+		if naive {
+			if st.CobCreated <= len(scenarios) {
+				t.Fatalf("naive: %d charges for %d intents: the naive run should have duplicated some", st.CobCreated, len(scenarios))
+			}
+			continue
+		}
+		if st.CobCreated != len(scenarios) || st.CobOverwritten != 0 {
+			t.Fatalf("%d charges for %d intents, %d overwritten", st.CobCreated, len(scenarios), st.CobOverwritten)
+		}
+		// Every intent's txid is its key's: pay them all.
+		var e2e string
+		for _, k := range keys {
+			p, err := h.psp.Pay(k[:apipix.IDLength], nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e2e = p.EndToEndID
+		}
+		h.flush(1)
+		// A refund killed after the PSP answered, then redelivered.
+		rcall := executor.Call{Tenant: tenant, Ref: "refund-1", Action: apipix.RefundName,
+			Fields: map[string]any{"e2eid": e2e, "amount": "10,00", tools.RefField: "refund-1"}}
+		h.crash.Arm(failProviderAnswered, 1)
+		if _, crashed := testutil.RunCrashable(func() error { _, err := h.ex.Execute(h.ctx, rcall, nil); return err }); !crashed {
+			t.Fatal("the refund did not crash")
+		}
+		h.elapse()
+		if out, err := h.ex.Execute(h.ctx, rcall, nil); err != nil || out.Status != executor.StatusCompleted {
+			t.Fatalf("refund after the crash: %+v %v", out, err)
+		}
+		h.flush(1)
+		h.relayAll()
+		st = h.psp.Stats()
+		paid := h.count(`SELECT count(*) FROM processed_effects WHERE transition = 'order.paid'`)
+		partial := h.count(`SELECT count(*) FROM processed_effects WHERE transition = 'order.partially_refunded'`)
+		t.Logf("refund_puts=%d refunds_created=%d paid_effects=%d partial_refund_effects=%d receipts=%d", st.RefundPuts, st.RefundsCreated, paid, partial, len(h.wa.Messages()))
+		if st.RefundsCreated != 1 || st.RefundPuts != 1 || paid != len(scenarios) || partial != 1 || len(h.wa.Messages()) != len(scenarios)+1 {
+			t.Fatalf("refunds %d (PUTs %d), paid effects %d, partial %d, messages %d", st.RefundsCreated, st.RefundPuts, paid, partial, len(h.wa.Messages()))
+		}
+		// One key per intent: the frozen row's, the txid's.
+		for ref, k := range keys {
+			var frozen string
+			if err := h.pool.QueryRow(h.ctx, `SELECT idem_key FROM intents WHERE tenant_id = $1 AND intent_ref = $2`, tenant, ref).Scan(&frozen); err != nil || frozen != k {
+				t.Fatalf("%s: frozen key %q, executed %q (%v)", ref, frozen, k, err)
+			}
 		}
 	}
 }
