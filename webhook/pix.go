@@ -302,6 +302,93 @@ type wireDevolucao struct {
 	} `json:"horario"`
 }
 
+// PixItem is one Pix of a callback, as this package reads it.
+type PixItem struct {
+	EndToEndID string
+	TxID       string // "" when absent or not a txid
+	Cents      int64
+	Horario    time.Time
+	// Refunds in settlement order (liquidacao, else solicitacao; then id).
+	Refunds []PixRefund
+	// Problem is why the item cannot be read ("" when it can): pix_json,
+	// no_end_to_end_id, horario, valor. Nothing of it is then decided.
+	Problem string
+}
+
+// PixRefund is one devolução of a PixItem.
+type PixRefund struct {
+	ID     string
+	Cents  int64
+	Status string // EM_PROCESSAMENTO, DEVOLVIDO, NAO_REALIZADO
+	At     time.Time
+	// Problem: "devolucao" when its id, valor or times cannot be read.
+	Problem string
+}
+
+// ParsePixCallback reads a callback body: {"pix":[...]}. An error (an
+// ErrMalformed) means the body is not a callback at all; an item that
+// cannot be read is returned with its Problem.
+func ParsePixCallback(body []byte) ([]PixItem, error) {
+	var cb wirePixCallback
+	if err := json.Unmarshal(body, &cb); err != nil || cb.Pix == nil {
+		return nil, malformed("pix", "not an API Pix callback: want {\"pix\":[...]}")
+	}
+	out := make([]PixItem, 0, len(*cb.Pix))
+	for _, raw := range *cb.Pix {
+		out = append(out, parsePixItem(raw))
+	}
+	return out, nil
+}
+
+func parsePixItem(raw json.RawMessage) PixItem {
+	var w wirePix
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return PixItem{Problem: "pix_json"}
+	}
+	it := PixItem{EndToEndID: w.EndToEndID}
+	var okTime, okValor bool
+	it.Horario, okTime = parseTime(w.Horario)
+	it.Cents, okValor = pixCents(w.Valor)
+	switch {
+	case !e2eRe.MatchString(w.EndToEndID):
+		it.EndToEndID, it.Problem = "", "no_end_to_end_id"
+		return it
+	case !okTime:
+		it.Problem = "horario"
+		return it
+	case !okValor:
+		it.Problem = "valor"
+		return it
+	}
+	if txidRe.MatchString(w.TxID) {
+		it.TxID = w.TxID
+	}
+	for _, d := range w.Devolucoes {
+		r := PixRefund{ID: d.ID, Status: d.Status}
+		var okV bool
+		r.Cents, okV = pixCents(d.Valor)
+		if t, ok := parseTime(d.Horario.Liquidacao); ok {
+			r.At = t
+		} else if t, ok := parseTime(d.Horario.Solicitacao); ok {
+			r.At = t
+		}
+		if !devIDRe.MatchString(d.ID) || !okV || r.At.IsZero() {
+			r.Problem = "devolucao"
+		}
+		it.Refunds = append(it.Refunds, r)
+	}
+	sort.SliceStable(it.Refunds, func(i, j int) bool {
+		a, b := it.Refunds[i], it.Refunds[j]
+		if !a.At.Equal(b.At) {
+			return a.At.Before(b.At)
+		}
+		return a.ID < b.ID
+	})
+	return it
+}
+
+var devIDRe = regexp.MustCompile(`^[a-zA-Z0-9]{1,35}$`)
+
 // pixCents reads "\d{1,10}\.\d{2}".
 func pixCents(v string) (int64, bool) {
 	i, f, ok := strings.Cut(v, ".")
@@ -327,14 +414,14 @@ func (ph *PixHandler) Deliver(ctx context.Context, provider string, body []byte)
 		return nil, ErrUnknownProvider
 	}
 	p := ph.h.cfg.Providers[provider]
-	var cb wirePixCallback
-	if err := json.Unmarshal(body, &cb); err != nil || cb.Pix == nil {
+	items, err := ParsePixCallback(body)
+	if err != nil {
 		ph.h.log.Warn("webhook: pix: malformed callback", "provider", provider, "bytes", len(body))
-		return nil, malformed("pix", "not an API Pix callback: want {\"pix\":[...]}")
+		return nil, err
 	}
-	out := make([]PixResult, 0, len(*cb.Pix))
-	for _, raw := range *cb.Pix {
-		r, err := ph.deliverOne(ctx, provider, pp, p, raw)
+	out := make([]PixResult, 0, len(items))
+	for _, it := range items {
+		r, err := ph.deliverOne(ctx, provider, pp, p, it)
 		if err != nil {
 			return nil, err
 		}
@@ -353,46 +440,31 @@ func parseTime(s string) (time.Time, bool) {
 	return t.UTC(), err == nil
 }
 
-func (ph *PixHandler) deliverOne(ctx context.Context, provider string, pp PixProvider, p Provider, raw json.RawMessage) (PixResult, error) {
-	var w wirePix
-	jerr := json.Unmarshal(raw, &w)
-	res := PixResult{EndToEndID: w.EndToEndID}
-	horario, okTime := parseTime(w.Horario)
-	valor, okValor := pixCents(w.Valor)
-	var code string
-	switch {
-	case jerr != nil:
-		code = "pix_json"
-	case !e2eRe.MatchString(w.EndToEndID):
-		code, res.EndToEndID = "no_end_to_end_id", ""
-	case !okTime:
-		code = "horario"
-	case !okValor:
-		code = "valor"
+func (ph *PixHandler) deliverOne(ctx context.Context, provider string, pp PixProvider, p Provider, it PixItem) (PixResult, error) {
+	res := PixResult{EndToEndID: it.EndToEndID}
+	if it.Problem != "" {
+		ph.h.log.Warn("webhook: pix: item refused", "provider", provider, "tenant", pp.Tenant, "code", it.Problem)
+		res.Verdict, res.Reason = VerdictRejected, it.Problem
+		return res, ph.logVerdict(ctx, pp.Tenant, provider, res.EndToEndID, PixEventType, VerdictRejected, it.Problem, http.StatusOK)
 	}
-	if code != "" {
-		ph.h.log.Warn("webhook: pix: item refused", "provider", provider, "tenant", pp.Tenant, "code", code)
-		res.Verdict, res.Reason = VerdictRejected, code
-		return res, ph.logVerdict(ctx, pp.Tenant, provider, res.EndToEndID, PixEventType, VerdictRejected, code, http.StatusOK)
-	}
-	if w.TxID == "" || !txidRe.MatchString(w.TxID) {
+	if it.TxID == "" {
 		res.Verdict, res.Reason = VerdictIgnored, ReasonNoTxID
-		ph.h.log.Info("webhook: pix without a txid of ours", "provider", provider, "tenant", pp.Tenant, "event_id", w.EndToEndID)
-		return res, ph.logVerdict(ctx, pp.Tenant, provider, w.EndToEndID, PixEventType, VerdictIgnored, ReasonNoTxID, http.StatusOK)
+		ph.h.log.Info("webhook: pix without a txid of ours", "provider", provider, "tenant", pp.Tenant, "event_id", it.EndToEndID)
+		return res, ph.logVerdict(ctx, pp.Tenant, provider, it.EndToEndID, PixEventType, VerdictIgnored, ReasonNoTxID, http.StatusOK)
 	}
-	orderRef, err := ph.orderOf(ctx, pp, w.TxID)
+	orderRef, err := ph.orderOf(ctx, pp, it.TxID)
 	if err != nil {
-		return res, ph.h.failed(&Result{Provider: provider, Tenant: pp.Tenant, EventID: w.EndToEndID}, "txid", err)
+		return res, ph.h.failed(&Result{Provider: provider, Tenant: pp.Tenant, EventID: it.EndToEndID}, "txid", err)
 	}
 	if orderRef == "" {
 		// Recorded, answered 200: not ours to act on, nor to refuse.
 		res.Verdict, res.Reason = VerdictIgnored, ReasonUnknownTxID
-		ph.h.log.Warn("webhook: pix for a txid retrysafe did not create", "provider", provider, "tenant", pp.Tenant, "event_id", w.EndToEndID)
-		return res, ph.logVerdict(ctx, pp.Tenant, provider, w.EndToEndID, PixEventType, VerdictIgnored, ReasonUnknownTxID, http.StatusOK)
+		ph.h.log.Warn("webhook: pix for a txid retrysafe did not create", "provider", provider, "tenant", pp.Tenant, "event_id", it.EndToEndID)
+		return res, ph.logVerdict(ctx, pp.Tenant, provider, it.EndToEndID, PixEventType, VerdictIgnored, ReasonUnknownTxID, http.StatusOK)
 	}
 	res.OrderRef = orderRef
-	ev := &Event{ID: w.EndToEndID, Type: PixEventType, Created: horario,
-		Object: Object{ID: w.EndToEndID, Kind: "pix", Metadata: map[string]string{p.OrderRefKey: orderRef}}}
+	ev := &Event{ID: it.EndToEndID, Type: PixEventType, Created: it.Horario,
+		Object: Object{ID: it.EndToEndID, Kind: "pix", Metadata: map[string]string{p.OrderRefKey: orderRef}}}
 	paid, err := ph.h.apply(ctx, p, &Result{Provider: provider, Tenant: pp.Tenant, EventID: ev.ID, EventType: ev.Type, Transition: OrderPaid}, ev)
 	if err != nil {
 		return res, err
@@ -401,37 +473,20 @@ func (ph *PixHandler) deliverOne(ctx context.Context, provider string, pp PixPro
 
 	// Refunds in settlement order: the running total decides partial or
 	// full, the same way on every delivery.
-	refunds := append([]wireDevolucao(nil), w.Devolucoes...)
-	at := func(d wireDevolucao) time.Time {
-		if t, ok := parseTime(d.Horario.Liquidacao); ok {
-			return t
-		}
-		t, _ := parseTime(d.Horario.Solicitacao)
-		return t
-	}
-	sort.SliceStable(refunds, func(i, j int) bool {
-		ti, tj := at(refunds[i]), at(refunds[j])
-		if !ti.Equal(tj) {
-			return ti.Before(tj)
-		}
-		return refunds[i].ID < refunds[j].ID
-	})
 	var total int64
-	for _, d := range refunds {
-		id := w.EndToEndID + "/" + d.ID
-		rv, okV := pixCents(d.Valor)
-		t := at(d)
+	for _, d := range it.Refunds {
+		id := it.EndToEndID + "/" + d.ID
 		var rr Result
 		switch {
-		case d.ID == "" || !okV || t.IsZero():
-			rr = Result{Verdict: VerdictRejected, Reason: "devolucao"}
+		case d.Problem != "":
+			rr = Result{Verdict: VerdictRejected, Reason: d.Problem}
 		case d.Status == "DEVOLVIDO":
-			total += rv
-			rev := &Event{ID: id, Type: PixRefundEventType, Created: t,
+			total += d.Cents
+			rev := &Event{ID: id, Type: PixRefundEventType, Created: d.At,
 				Object: Object{ID: id, Kind: "pix_refund", Metadata: map[string]string{p.OrderRefKey: orderRef}}}
 			base := &Result{Provider: provider, Tenant: pp.Tenant, EventID: rev.ID, EventType: rev.Type, Transition: OrderRefunded}
 			var r *Result
-			if total >= valor {
+			if total >= it.Cents {
 				r, err = ph.h.apply(ctx, p, base, rev)
 			} else {
 				r, err = ph.h.applyPartialRefund(ctx, base, rev, orderRef)
