@@ -13,6 +13,7 @@
 //	GET    /api/webhook/{chave}, DELETE       read / remove it
 //	POST   /sandbox/cob/{txid}/pagar          the customer pays (not API Pix: the payer's side)
 //	POST   /sandbox/pix/{e2eid}/reenviar      notify the Pix again (a redelivery)
+//	GET    /sandbox/cobs                      every charge with its Pix ({"data":[...]})
 //	GET    /sandbox/stats                     counters a test or the demo checks
 //	GET    /healthz
 //

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,6 +120,7 @@ func New(cfg Config) (*Server, error) {
 	mux.Handle("DELETE /api/webhook/{chave}", s.auth(s.deleteWebhook))
 	mux.HandleFunc("POST /sandbox/cob/{txid}/pagar", s.payHTTP)
 	mux.HandleFunc("POST /sandbox/pix/{e2eid}/reenviar", s.redeliverHTTP)
+	mux.HandleFunc("GET /sandbox/cobs", s.listCobs)
 	mux.HandleFunc("GET /sandbox/stats", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.Stats()) })
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -328,6 +330,29 @@ func brCode(c Cob) string {
 func (c Cob) withoutPix() Cob {
 	c.Pix = nil
 	return c
+}
+
+// Cobs returns every charge, with its Pix, oldest first.
+func (s *Server) Cobs() []Cob {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Cob, 0, len(s.cobs))
+	for _, c := range s.cobs {
+		v := c.Cob
+		v.Pix = nil
+		for _, p := range s.pix {
+			if p.pix.TxID == c.TxID {
+				v.Pix = append(v.Pix, p.snapshot())
+			}
+		}
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Loc.ID < out[j].Loc.ID })
+	return out
+}
+
+func (s *Server) listCobs(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"data": s.Cobs()})
 }
 
 func (s *Server) getCob(w http.ResponseWriter, r *http.Request) {
