@@ -53,7 +53,9 @@ type Cob struct {
 	TxID    string `json:"txid"`
 	Revisao int    `json:"revisao"`
 	Status  string `json:"status"`
-	Valor   struct {
+	// SolicitacaoPagador: pix.cob sends the intent_ref unless told otherwise.
+	SolicitacaoPagador string `json:"solicitacaoPagador"`
+	Valor              struct {
 		Original string `json:"original"`
 	} `json:"valor"`
 	Pix []struct {

@@ -93,6 +93,7 @@ type Server struct {
 	pending  []note
 	settle   []*Devolucao
 	stats    Stats
+	reqlog   []Request
 	seq      int64
 	wakeCh   chan struct{}
 }
@@ -121,11 +122,12 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("POST /sandbox/cob/{txid}/pagar", s.payHTTP)
 	mux.HandleFunc("POST /sandbox/pix/{e2eid}/reenviar", s.redeliverHTTP)
 	mux.HandleFunc("GET /sandbox/cobs", s.listCobs)
+	mux.HandleFunc("GET /_sandbox/requests", s.listRequests)
 	mux.HandleFunc("GET /sandbox/stats", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, s.Stats()) })
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	s.handler = mux
+	s.handler = s.logRequests(mux)
 	return s, nil
 }
 

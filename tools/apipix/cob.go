@@ -58,7 +58,7 @@ func CobSchema() derive.Schema {
 		{Name: "amount", Rule: derive.RuleMoney, Description: `amount in reais, e.g. "180,00" or 180.00`},
 		{Name: "payer_tax_id", Rule: derive.RuleTaxID, Description: "the payer's CPF or CNPJ"},
 		{Name: "payer_name", Rule: derive.RuleText, Description: "the payer's name (person or company)"},
-		{Name: "description", Rule: derive.RuleText, Optional: true, Description: "text shown to the payer (at most 140 characters)"},
+		{Name: "description", Rule: derive.RuleText, Optional: true, Description: "text shown to the payer (at most 140 characters; default the intent_ref)"},
 		{Name: tools.RefField, Rule: derive.RuleRef, Description: "intent reference (filled in by the system)"},
 	}}
 }
@@ -114,6 +114,11 @@ func centsOf(p map[string]string, field string) (string, error) {
 func NewCobBody(p derive.Payload, chave string, expiracao int) (*CobBody, error) {
 	m := p.Map()
 	b := &CobBody{Chave: chave, SolicitacaoPagador: m["description"]}
+	if b.SolicitacaoPagador == "" {
+		// The invoice (the intent_ref) is what the payer sees: a
+		// reconciliation by the PSP's statement can tell the charge too.
+		b.SolicitacaoPagador = m[tools.RefField]
+	}
 	b.Calendario.Expiracao = expiracao
 	var err error
 	if b.Valor.Original, err = centsOf(m, "amount"); err != nil {
