@@ -100,12 +100,13 @@ type Report struct {
 	Messages     int `json:"messages"`
 	RunsHitTwice int `json:"runs_hit_twice"`
 	// StartedActions: actions of any kind left 'started' at the end.
-	StartedActions int `json:"started_actions"`
+	StartedActions int         `json:"started_actions"`
+	Problems       []string    `json:"problems,omitempty"`
+	Kills          []Kill      `json:"kills"`
+	Results        []RunResult `json:"results"`
+
 	// APIPix holds the API Pix flavour's checks (nil for the v1 PSP).
-	APIPix   *APIPixCheck `json:"apipix,omitempty"`
-	Problems []string     `json:"problems,omitempty"`
-	Kills    []Kill       `json:"kills"`
-	Results  []RunResult  `json:"results"`
+	APIPix *APIPixCheck `json:"apipix,omitempty"`
 }
 
 func (t *tester) description(name string) string {
