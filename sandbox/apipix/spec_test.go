@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -223,11 +227,18 @@ func TestEveryShapeValidates(t *testing.T) {
 	if got := tr.Validated(); got != len(c.seen) {
 		t.Errorf("validated %d of %d exchanges", got, len(c.seen))
 	}
+	shapes := map[string]bool{}
+	for _, ex := range c.seen {
+		p := regexp.MustCompile(`/[A-Za-z0-9]{20,}`).ReplaceAllString(ex.path, "/{id}")
+		shapes[fmt.Sprintf("%s %s %d", ex.method, p, ex.status)] = true
+	}
+	t.Logf("%d exchanges validated, %d shapes: %v", tr.Validated(), len(shapes), slices.Sorted(maps.Keys(shapes)))
 	hooks.mu.Lock()
 	defer hooks.mu.Unlock()
 	for _, err := range hooks.errs {
 		t.Errorf("callback: %v", err)
 	}
+	t.Logf("%d callbacks validated", len(hooks.bodies))
 	if len(hooks.bodies) != 2 {
 		t.Fatalf("%d callbacks, want 2", len(hooks.bodies))
 	}
@@ -371,6 +382,7 @@ func TestBrokenShapesFail(t *testing.T) {
 			t.Errorf("%s: the validator accepted it", name)
 		}
 	}
+	t.Logf("%d broken shapes, each refused", len(cases))
 	if len(cases) < 15 {
 		t.Fatal("cases went missing")
 	}
