@@ -162,6 +162,19 @@
 // River's attempts exhausted: relay_exhausted) or review; ListNotifications
 // with status failed or review is the review queue.
 //
+// # The Pix callback (API Pix)
+//
+// PixHandler (pix.go) receives the Central Bank's API Pix callback, POST
+// /webhooks/pix/{provider} (and .../pix, which PSPs append), with a
+// shared secret on top of the mTLS the TLS terminator does. Each Pix of a
+// call is decided on its own through the same transaction as a payment
+// event: a Pix received is the effect (order.paid, the intent behind the
+// txid, endToEndId), a refund that reached DEVOLVIDO is (order.refunded,
+// that order, endToEndId/id), partial (order.partially_refunded, the
+// order partially_refunded, as after a card's partial refund) until the
+// refunds reach the Pix's value; the ordering guard compares horario. A Pix for a txid retrysafe did not create is logged
+// and answered 200.
+//
 // # Logs
 //
 // Logs and the delivery log (payment_webhook_log: one row per delivery
@@ -174,5 +187,6 @@
 //
 // webhook imports pgx, River and its pgx driver, intent (freezing the
 // notification), executor and tools (the relay and the default notifier's
-// tool names), derive (classifying freeze errors) and internal/failpoint.
+// tool names), derive (classifying freeze errors), internal/failpoint, and
+// tools/apipix (the cob action's name) for the Pix callback.
 package webhook

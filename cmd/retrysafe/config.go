@@ -65,6 +65,7 @@ type runtimeFlags struct {
 	groupCommit               int
 	groupCommitConns          int
 	syncCompletionEnv         string // checked by registry: a typo must not pass for false
+	apipix                    apipixFlags
 }
 
 func (f *runtimeFlags) register(fs *flag.FlagSet, e *env) {
@@ -76,6 +77,7 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, e *env) {
 	fs.StringVar(&f.whatsappTok, "whatsapp-token", e.getenv("RETRYSAFE_WHATSAPP_TOKEN"), "bearer token for the WhatsApp API (env RETRYSAFE_WHATSAPP_TOKEN)")
 	fs.StringVar(&f.emailURL, "email-url", e.getenv("RETRYSAFE_EMAIL_URL"), "base URL of the e-mail API for email.send (env RETRYSAFE_EMAIL_URL; empty: tool off)")
 	fs.StringVar(&f.emailToken, "email-token", e.getenv("RETRYSAFE_EMAIL_TOKEN"), "bearer token for the e-mail API (env RETRYSAFE_EMAIL_TOKEN)")
+	f.apipix.register(fs, e)
 	fs.StringVar(&f.owner, "owner", "", "lease owner name of this process (default host:pid:random)")
 	fs.DurationVar(&f.lease, "lease", 30*time.Second, "how long a claim on an action is exclusive; must exceed --timeout plus a 2s margin")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "bound on one provider call")
@@ -138,6 +140,9 @@ func (f *runtimeFlags) registry() (*tools.Registry, error) {
 		return nil, err
 	}
 	if err := add(tools.EmailSendName, "RETRYSAFE_EMAIL_URL", f.emailURL, f.emailToken, func(c tools.HTTPConfig) (tools.Tool, error) { return tools.NewEmailSend(c) }); err != nil {
+		return nil, err
+	}
+	if err := f.apipix.add(reg); err != nil {
 		return nil, err
 	}
 	if len(reg.Names()) == 0 {

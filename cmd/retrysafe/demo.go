@@ -96,9 +96,13 @@ Takes about a minute (the queue's rescuer is the slow part).`)
 	verbose := fs.Bool("verbose", false, "show every process's log on stderr")
 	keep := fs.Bool("keep", false, "keep the demo's schemas in DATABASE_URL afterwards (for `retrysafe inspect`)")
 	timeout := fs.Duration("timeout", 4*time.Minute, "give up after this long")
+	psp := fs.String("psp", harness.PSPAPIPix, "the PSP's API: "+harness.PSPV1+" (pix.charge with Idempotency-Key) or "+harness.PSPAPIPix+" (the Central Bank's API Pix: pix.cob by txid, the Pix callback, a refund)")
 	journal := fs.String("journal", "on", "the workers' model journal: on (a redelivery replays the model's answers) or off (it pays for them again; still one charge)")
 	if err := parseFlags(e, fs, args); err != nil {
 		return err
+	}
+	if *psp != harness.PSPV1 && *psp != harness.PSPAPIPix {
+		return fmt.Errorf("--psp %q: want %s or %s", *psp, harness.PSPV1, harness.PSPAPIPix)
 	}
 	if *journal != "on" && *journal != "off" {
 		return fmt.Errorf("--journal %q: want on or off", *journal)
@@ -126,6 +130,9 @@ Takes about a minute (the queue's rescuer is the slow part).`)
 	}
 	if db.schema != "retrysafe" {
 		cfg.Schema = db.schema
+	}
+	if *psp == harness.PSPAPIPix {
+		return runDemoAPIPix(ctx, e, cfg, *asJSON, say)
 	}
 	rep := &demoReport{CrashPoint: demoCrashPoint, Settings: settings}
 

@@ -43,7 +43,7 @@ func runDemoJSON(t *testing.T, bin, journal string, extra ...string) demoReport 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"demo", "--json", "--journal", journal}, extra...)...)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"demo", "--json", "--psp", "v1", "--journal", journal}, extra...)...)
 	cmd.Env = append(cmd.Environ(), "DATABASE_URL="+pgtest.URL(t))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

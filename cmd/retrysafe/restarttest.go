@@ -88,6 +88,8 @@ named in the report).`)
 	fs.StringVar(&faultList, "faults", "default", "extra faults, comma separated, or none (pg-restart only on the test's own cluster)")
 	fs.IntVar(&cfg.Workers, "workers", 2, "worker processes that work the redeliveries at once")
 	fs.BoolVar(&cfg.Naive, "naive", false, "the control: workers send a fresh random Idempotency-Key on every provider call; must report duplicates")
+	fs.StringVar(&cfg.PSP, "psp", restarttest.PSPAPIPix, "the PSP's API: "+restarttest.PSPV1+" (pix.charge with Idempotency-Key) or "+restarttest.PSPAPIPix+
+		" (the Central Bank's API Pix: pix.cob by txid; every charge is then paid and its receipt checked)")
 	fs.BoolVar(&asJSON, "json", false, "write the report as JSON on stdout")
 	fs.StringVar(&cfg.DatabaseURL, "database-url", e.getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL); empty: a private throwaway cluster (needed by pg-restart)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the test's schemas on --database-url for inspection")

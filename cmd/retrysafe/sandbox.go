@@ -69,6 +69,13 @@ func runSandbox(ctx context.Context, e *env, args []string) error {
 }
 
 func runSandboxPSP(ctx context.Context, e *env, args []string) error {
+	flavour, args, ferr := splitFlavour(args)
+	if ferr != nil {
+		return ferr
+	}
+	if flavour == flavourAPIPix {
+		return runSandboxPSPAPIPix(ctx, e, args)
+	}
 	defaults := psp.Config{}.WithDefaults()
 	fs := newFlagSet(e, "sandbox psp", "sandbox psp [--addr HOST:PORT] [--database-url URL] [--schema NAME] [flags]",
 		`Runs the sandbox Pix payment provider:
@@ -107,6 +114,7 @@ listening on http://HOST:PORT", on stdout when ready (--addr with port 0
 picks a free port). SIGTERM or SIGINT: finish requests in progress, exit 0.`)
 	var db dbFlags
 	db.register(fs, e)
+	flavourFlag(fs)
 	// The PSP is another party: its tables live apart from retrysafe's.
 	db.schema = e.getenv("RETRYSAFE_PSP_SCHEMA")
 	if db.schema == "" {

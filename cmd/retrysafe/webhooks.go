@@ -23,6 +23,7 @@ type paymentFlags struct {
 	presets   string
 	headers   string
 	orderKeys string
+	pix       pixWebhookFlags
 }
 
 func (p *paymentFlags) register(fs *flag.FlagSet, e *env) {
@@ -38,6 +39,7 @@ func (p *paymentFlags) register(fs *flag.FlagSet, e *env) {
 		"provider=header pairs: the signature header, when not the preset's (env RETRYSAFE_PAYMENT_WEBHOOK_HEADERS)")
 	fs.StringVar(&p.orderKeys, "payment-webhook-order-keys", e.getenv("RETRYSAFE_PAYMENT_WEBHOOK_ORDER_KEYS"),
 		"provider=key|key... pairs: the metadata keys that name the order, in order, when not the preset's (env RETRYSAFE_PAYMENT_WEBHOOK_ORDER_KEYS)")
+	p.pix.register(fs, e)
 }
 
 // providers builds the payment providers from the flags.
@@ -75,7 +77,7 @@ func mountWebhooks(api http.Handler, w *whatsappFlags, p *paymentFlags, d *datab
 	if p.secrets == "" && p.tenants != "" {
 		return nil, errors.New("RETRYSAFE_PAYMENT_WEBHOOK_TENANTS is set but RETRYSAFE_PAYMENT_WEBHOOK_SECRETS is not: the webhook cannot verify signatures without it")
 	}
-	if w.appSecret == "" && p.secrets == "" {
+	if w.appSecret == "" && p.secrets == "" && !p.pix.enabled() {
 		return api, nil
 	}
 	var hasRiver bool
@@ -116,6 +118,9 @@ func mountWebhooks(api http.Handler, w *whatsappFlags, p *paymentFlags, d *datab
 		for name, pr := range providers {
 			log.Info("serve: payment webhook mounted", "path", webhook.PathPrefix+name, "preset", pr.Preset, "signature_header", pr.SignatureHeader)
 		}
+	}
+	if err := p.pix.mount(mux, webhook.Config{DB: d.Pool, Queue: q, Intents: intents, Logger: log}, log); err != nil {
+		return nil, err
 	}
 	return mux, nil
 }

@@ -6,6 +6,11 @@
 //
 // Every child runs in its own process group and gets SIGKILL if the harness
 // itself dies (Pdeathsig), so an interrupted run leaves nothing behind.
+//
+// A stack's PSP is the v1 sandbox (pix.charge with Idempotency-Key, signed
+// payment webhooks) or, with StackConfig.PSPFlavour = PSPAPIPix, the
+// sandbox speaking the Central Bank's API Pix (pix.cob, pix.refund, the Pix
+// callback to the server, authenticated by webhook.PixURLToken).
 package harness
 
 import (

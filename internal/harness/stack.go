@@ -56,6 +56,11 @@ type StackConfig struct {
 	PSPArgs   []string
 	ModelArgs []string
 
+	// PSPFlavour is the sandbox PSP's API: PSPV1 (default: POST
+	// /v1/pix/charges, signed payment webhooks, pix.charge) or PSPAPIPix
+	// (the Central Bank's API Pix: pix.cob, pix.refund, the Pix callback).
+	PSPFlavour string
+
 	// WorkerArgs are added to every worker's flags (journal, timings).
 	WorkerArgs []string
 	// ServeArgs are added to the server's flags (executor timings).
@@ -138,6 +143,9 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	s.serveAddr = fmt.Sprintf("127.0.0.1:%d", servePort)
 	pspArgs := append([]string{"sandbox", "psp", "--addr", "127.0.0.1:0", "--schema", cfg.Schema + "_psp",
 		"--webhook-url", "http://" + s.serveAddr + "/webhooks/payments/sandbox", "--webhook-backoff", "200ms"}, cfg.PSPArgs...)
+	if cfg.PSPFlavour == PSPAPIPix {
+		pspArgs = append(s.apipixPSPArgs(), cfg.PSPArgs...)
+	}
 	if s.PSP, err = start("psp", "retrysafe sandbox psp: listening on ", pspArgs...); err != nil {
 		return nil, err
 	}
@@ -178,7 +186,10 @@ func (s *Stack) env() []string {
 		// with fsync off.
 		env = append(env, "RETRYSAFE_ALLOW_UNSAFE_DATABASE=true")
 	}
-	if s.PSP != nil {
+	switch {
+	case s.PSP != nil && s.Cfg.PSPFlavour == PSPAPIPix:
+		env = append(env, s.apipixEnv()...)
+	case s.PSP != nil:
 		env = append(env, "RETRYSAFE_PSP_URL="+s.PSP.Ready)
 	}
 	if s.WhatsApp != nil {

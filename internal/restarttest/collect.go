@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/agent"
-	"github.com/retrysafe/retrysafe/tools"
 )
 
 // RunResult is what became of one run.
@@ -133,7 +132,7 @@ func (t *tester) collect(ctx context.Context) (*Report, error) {
 		payload map[string]string
 	}
 	intents := map[string]frozen{}
-	rows, err = pool.Query(ctx, `SELECT intent_ref, idem_key, payload FROM intents WHERE tenant_id = $1 AND action = $2`, tenant, tools.PixChargeName)
+	rows, err = pool.Query(ctx, `SELECT intent_ref, idem_key, payload FROM intents WHERE tenant_id = $1 AND action = $2`, tenant, t.chargeAction())
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +160,7 @@ func (t *tester) collect(ctx context.Context) (*Report, error) {
 			rows.Close()
 			return nil, err
 		}
-		if action == tools.PixChargeName {
+		if action == t.chargeAction() {
 			actionStatus[key] = status
 		}
 		if status == "started" {
@@ -189,7 +188,7 @@ func (t *tester) collect(ctx context.Context) (*Report, error) {
 	}
 	rows.Close()
 
-	charges, err := t.stack.Charges(ctx)
+	charges, err := t.charges(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list the PSP's charges: %w", err)
 	}
@@ -227,7 +226,7 @@ func (t *tester) collect(ctx context.Context) (*Report, error) {
 		if rq.Method == "GET" && rq.IdempotencyKey == "" {
 			continue // a listing (this test's own), not an attempt
 		}
-		ref, ok := refByKey[rq.IdempotencyKey]
+		ref, ok := refByKey[t.requestKey(rq.IdempotencyKey, refByKey)]
 		if !ok {
 			ref, ok = chargeKeyRef[rq.IdempotencyKey]
 		}
@@ -235,7 +234,7 @@ func (t *tester) collect(ctx context.Context) (*Report, error) {
 			unattributed++
 			continue
 		}
-		reqKeys[ref] = append(reqKeys[ref], rq.IdempotencyKey)
+		reqKeys[ref] = append(reqKeys[ref], t.requestKey(rq.IdempotencyKey, refByKey))
 	}
 
 	t.mu.Lock()
@@ -272,7 +271,7 @@ func (t *tester) collect(ctx context.Context) (*Report, error) {
 				why = append(why, "message "+m.ID+" reply "+tu.reply)
 			}
 			for _, oc := range tu.tools {
-				if oc.Action == tools.PixChargeName {
+				if oc.Action == t.chargeAction() {
 					keys[oc.Key] = true
 					res.Divergent = append(res.Divergent, oc.Divergent...)
 				}

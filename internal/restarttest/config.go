@@ -115,6 +115,10 @@ type Config struct {
 	Workers int
 	// Naive runs the broken control: a random key per provider call.
 	Naive bool
+	// PSP is the sandbox PSP's API: PSPV1 ("" too: pix.charge with
+	// Idempotency-Key) or PSPAPIPix (the Central Bank's API Pix: pix.cob
+	// by txid; afterwards every charge is paid and its receipt checked).
+	PSP string
 
 	// DatabaseURL: empty starts a private cluster (needed by pg-restart).
 	DatabaseURL string
@@ -287,6 +291,8 @@ func (c *Config) validate(nScenarios int) error {
 		return fmt.Errorf("--concurrency %d: want 1..100", c.Concurrency)
 	case c.MaxAttempts < 0:
 		return fmt.Errorf("--max-attempts %d: want at least 1 (0: the runtime's default)", c.MaxAttempts)
+	case c.PSP != "" && c.PSP != PSPV1 && c.PSP != PSPAPIPix:
+		return fmt.Errorf("--psp %q: want %s or %s", c.PSP, PSPV1, PSPAPIPix)
 	case c.Journal != "on" && c.Journal != "off":
 		return fmt.Errorf("--journal %q: want on or off", c.Journal)
 	case !(c.WrongAmountRate >= 0 && c.WrongAmountRate <= 1):

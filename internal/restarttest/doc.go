@@ -73,8 +73,22 @@
 // per intent across frozen row, turns and PSP requests, no PSP request with
 // a key of no intent, no reply sent twice, and every scenario reached.
 //
+// # API Pix
+//
+// With Config.PSP = PSPAPIPix the charge is pix.cob against the sandbox
+// PSP speaking API Pix: the proxy kills and faults on PUT /api/cob/{txid},
+// the crash points name pix.cob, payers are CPFs and CNPJs, and the PSP's
+// request log is read by txid (a txid is the first 35 hex digits of the
+// key that made it; the naive control's random txids are attributed by
+// the charge's solicitacaoPagador, the intent_ref). After the verdict's
+// reconcile pass the test pays every ATIVA charge, waits for the Pix
+// callback to apply each payment and the receipts to go out, and fails
+// unless every run charged once got exactly one receipt and no charge was
+// overwritten at the PSP.
+//
 // # Imports
 //
 // internal/harness (processes), agent (failpoint names, job kinds), tools,
-// pgx. Not sandbox/ (its tests do, to check the corpus reads right).
+// tools/apipix (the txid), pgx. Not sandbox/ (its tests do, to check the
+// corpus reads right).
 package restarttest

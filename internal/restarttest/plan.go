@@ -123,6 +123,11 @@ type RunPlan struct {
 // rng, so a seed reproduces the plan (the timing of real processes is
 // another matter).
 func planRuns(rng *rand.Rand, n int, scenarios []string, templates []Template, seed int64) []*RunPlan {
+	return planRunsOf(rng, n, scenarios, templates, seed, keyKinds)
+}
+
+// planRunsOf is planRuns with the key kinds to draw from.
+func planRunsOf(rng *rand.Rand, n int, scenarios []string, templates []Template, seed int64, keyKinds []string) []*RunPlan {
 	runs := make([]*RunPlan, n)
 	// Scenarios are dealt round-robin over a shuffled order, so that each
 	// gets n/len runs and no scenario is always the one short.

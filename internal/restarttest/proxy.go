@@ -112,7 +112,9 @@ func (p *pspProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, h := range hopHeaders {
 		out.Header.Del(h)
 	}
-	charge := r.Method == http.MethodPost && r.URL.Path == "/v1/pix/charges"
+	charge := r.Method == http.MethodPost && r.URL.Path == "/v1/pix/charges" ||
+		r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/api/cob/") // API Pix
+
 	killThis := false
 	if charge {
 		p.mu.Lock()

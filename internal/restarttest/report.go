@@ -104,6 +104,9 @@ type Report struct {
 	Problems       []string    `json:"problems,omitempty"`
 	Kills          []Kill      `json:"kills"`
 	Results        []RunResult `json:"results"`
+
+	// APIPix holds the API Pix flavour's checks (nil for the v1 PSP).
+	APIPix *APIPixCheck `json:"apipix,omitempty"`
 }
 
 func (t *tester) description(name string) string {
@@ -327,6 +330,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		r.PSPRequests, r.UnattributedRequests, t.DuplicateReplies, r.StartedActions)
 	fmt.Fprintf(w, "  faults: PSP faults injected %d, PostgreSQL restarts %d, jobs handed to a racing worker %d; model calls %d real + %d replayed from the journal\n",
 		t.FaultsInjected, t.PGRestarts, t.RaceHandouts, t.ModelCalls, t.ModelReplayed)
+	if a := r.APIPix; a != nil {
+		fmt.Fprintf(w, "  API Pix: %d cob PUTs, %d charges overwritten; %d charges paid, %d payments applied by the Pix callback (%d calls), %d receipts; runs charged once with one receipt: %d, others: %d\n",
+			a.CobPuts, a.Overwritten, a.Paid, a.Effects, a.Callbacks, a.Receipts, a.RunsReceiptOnce, a.RunsReceiptWrong)
+	}
 	if r.WrongAmounts > 0 {
 		fmt.Fprintf(w, "  charged once at a misread amount: %d (the model's first extraction was wrong and was frozen; --wrong-amount-rate)\n", r.WrongAmounts)
 	}

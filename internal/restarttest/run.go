@@ -66,6 +66,7 @@ type tester struct {
 	hits       map[int]int // run index → kills that found it in flight
 	problems   []string    // harness-level failures (they fail the verdict)
 	workerSeq  int
+	pixPaid    int // API Pix: charges paid after the runs settled
 	lastKill   time.Time
 	progress   Progress
 }
@@ -98,7 +99,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		names[i] = s.name
 		t.stats[s.name] = &scenarioStats{}
 	}
-	t.runs = planRuns(t.rng, cfg.Runs, names, cfg.Templates, cfg.Seed)
+	t.runs = planRunsOf(t.rng, cfg.Runs, names, cfg.Templates, cfg.Seed, t.keyKinds())
 	for _, r := range t.runs {
 		t.byScen[r.Scenario] = append(t.byScen[r.Scenario], r)
 		for _, m := range r.Messages {
@@ -124,6 +125,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.ServeReconcileOff {
 		sargs = append(sargs, "--reconcile=false")
 	}
+	wargs = append(wargs, t.pspWorkerArgs()...)
 	var modelArgs []string
 	if cfg.ModelLatency > 0 {
 		modelArgs = []string{"--latency", cfg.ModelLatency.String()}
@@ -146,7 +148,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		DatabaseURL: cfg.DatabaseURL, Keep: cfg.Keep, Bin: cfg.Bin, Log: cfg.Log,
 		Tenant: "restart-test", PhoneNumberID: "5511400000001",
 		ModelSeed: cfg.Seed, ModelWrongAmountRate: cfg.WrongAmountRate, ModelArgs: modelArgs,
-		WorkerArgs: wargs, ServeArgs: sargs,
+		WorkerArgs: wargs, ServeArgs: sargs, PSPFlavour: t.pspFlavour(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start the stack: %w", err)
@@ -184,10 +186,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := t.reconcilePass(ctx); err != nil {
 		t.problem("reconcile pass: %v", err)
 	}
+	if err := t.payAll(ctx); err != nil {
+		t.problem("pay the charges: %v", err)
+	}
 	rep, err := t.collect(ctx)
 	if err != nil {
 		return nil, err
 	}
+	t.checkReceipts(rep)
 	t.setPhase("done", "")
 	return rep, nil
 }
@@ -269,6 +275,7 @@ func (t *tester) startWorker(ctx context.Context, role, failpoint string, k int,
 	t.workerSeq++
 	name := fmt.Sprintf("%s-%d", role, t.workerSeq)
 	t.mu.Unlock()
+	failpoint = t.failpointFor(failpoint)
 	w := &worker{name: name, point: failpoint, proxy: proxy}
 	armed := ""
 	if failpoint != "" {
@@ -277,7 +284,7 @@ func (t *tester) startWorker(ctx context.Context, role, failpoint string, k int,
 	}
 	env := t.failpointsEnv(armed)
 	if proxy != nil {
-		env = append(env, "RETRYSAFE_PSP_URL="+proxy.URL())
+		env = append(env, t.pspURLEnv(proxy.URL()))
 	}
 	w.start = time.Now()
 	p, err := t.stack.StartWorkerWith(ctx, name, []string{"--owner", name}, env...)

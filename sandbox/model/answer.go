@@ -19,16 +19,18 @@ type answer struct {
 }
 
 // pixFunc is the offered function that charges through Pix, and the names
-// of its parameters (pix.charge's, or pix.cobranca's Portuguese ones).
+// of its parameters (pix.charge's, pix.cobranca's Portuguese ones, or
+// pix.cob's: the payer's CPF or CNPJ as given is the key, the customer the
+// payer's name).
 type pixFunc struct {
 	name                                string
 	customer, amount, key, typ, invoice string
 }
 
 var (
-	customerNames = []string{"customer_id", "cliente_id", "customer", "cliente"}
+	customerNames = []string{"customer_id", "cliente_id", "customer", "cliente", "payer_name"}
 	amountNames   = []string{"amount", "valor", "value"}
-	keyNames      = []string{"pix_key", "chave_pix_destino", "chave_pix", "chave"}
+	keyNames      = []string{"pix_key", "chave_pix_destino", "chave_pix", "chave", "payer_tax_id"}
 	typeNames     = []string{"pix_key_type", "tipo_chave", "key_type"}
 	invoiceNames  = []string{"invoice", "invoice_id", "invoice_ref", "fatura"}
 	unknownNames  = []string{"pix_payment", "charge_pix", "pix_transfer", "pagar_pix", "create_pix_charge"}

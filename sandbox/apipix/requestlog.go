@@ -1,0 +1,80 @@
+package apipix
+
+import (
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Request is one charge request the PSP received: the txid it named is
+// the receiver's key, the provider's witness of what each attempt sent.
+type Request struct {
+	At     time.Time `json:"at"`
+	Method string    `json:"method"`
+	Path   string    `json:"path"`
+	// IdempotencyKey is the txid (named so for the harness, which reads the
+	// v1 sandbox's log the same way).
+	IdempotencyKey string `json:"idempotency_key"`
+	Status         int    `json:"status"` // 0: the connection was dropped without an answer
+}
+
+// maxLog bounds the request log.
+const maxLog = 10000
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(s int) {
+	if r.status == 0 {
+		r.status = s
+	}
+	r.ResponseWriter.WriteHeader(s)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// logRequests records the requests about charges (PUT and GET
+// /api/cob/{txid}), with the status answered, 0 for a dropped answer.
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		txid, ok := strings.CutPrefix(r.URL.Path, "/api/cob/")
+		if !ok || strings.Contains(txid, "/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w}
+		entry := Request{At: s.now(), Method: r.Method, Path: r.URL.Path, IdempotencyKey: txid}
+		defer func() {
+			entry.Status = rec.status
+			if v := recover(); v != nil {
+				entry.Status = 0
+				defer panic(v)
+			}
+			s.mu.Lock()
+			if len(s.reqlog) >= maxLog {
+				s.reqlog = s.reqlog[1:]
+			}
+			s.reqlog = append(s.reqlog, entry)
+			s.mu.Unlock()
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// Requests returns the request log, oldest first.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.reqlog...)
+}
+
+func (s *Server) listRequests(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"data": s.Requests()})
+}

@@ -1,0 +1,128 @@
+package apipix_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	sandbox "github.com/retrysafe/retrysafe/sandbox/apipix"
+	"github.com/retrysafe/retrysafe/tools"
+	"github.com/retrysafe/retrysafe/tools/apipix"
+)
+
+// pki is a throwaway CA that signs a server and a client certificate.
+type pki struct {
+	ca     *x509.Certificate
+	caKey  *ecdsa.PrivateKey
+	caPEM  []byte
+	serial int64
+}
+
+func newPKI(t *testing.T) *pki {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(der)
+	return &pki{ca: ca, caKey: key, caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), serial: 1}
+}
+
+func (p *pki) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
+	t.Helper()
+	p.serial++
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(p.serial), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{usage}, KeyUsage: x509.KeyUsageDigitalSignature,
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+}
+
+// TestMutualTLSFromPEMFiles runs the tool against a PSP that requires a
+// client certificate signed by its CA, with the certificate, key and CA
+// read from PEM files, as a deployment configures them.
+func TestMutualTLSFromPEMFiles(t *testing.T) {
+	t.Parallel()
+	p := newPKI(t)
+	srvCert, srvKey := p.issue(t, "psp", x509.ExtKeyUsageServerAuth)
+	cliCert, cliKey := p.issue(t, "receiver", x509.ExtKeyUsageClientAuth)
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	caFile := write("ca.pem", p.caPEM)
+	certFile, keyFile := write("client.pem", cliCert), write("client.key", cliKey)
+
+	psp, _ := sandbox.New(sandbox.Config{ClientID: "cid", ClientSecret: "csecret"})
+	srv := httptest.NewUnstartedServer(psp.Handler())
+	pair, err := tls.X509KeyPair(srvCert, srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(p.ca)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: roots}
+	srv.StartTLS()
+	defer srv.Close()
+
+	cfg := apipix.Config{BaseURL: srv.URL + "/api", ClientID: "cid", ClientSecret: "csecret", Chave: chave,
+		CertFile: certFile, KeyFile: keyFile, CAFile: caFile}
+	cob, err := apipix.NewCob(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, nil) // for its deriver
+	r := e.derive(t, apipix.CobName, cobFields("NF-1"))
+	if _, err := cob.Execute(context.Background(), r.Key, r.Payload); err != nil {
+		t.Fatalf("with the client certificate: %v", err)
+	}
+	if st := psp.Stats(); st.CobCreated != 1 || st.TokensIssued != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+
+	// Without a client certificate the handshake fails before anything
+	// is sent: the token request never reaches the PSP.
+	cfg.CertFile, cfg.KeyFile = "", ""
+	bare, err := apipix.NewCob(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2 := e.derive(t, apipix.CobName, cobFields("NF-2"))
+	_, err = bare.Execute(context.Background(), r2.Key, r2.Payload)
+	if te := classOf(t, err); te.Class != tools.ClassTransient {
+		t.Fatalf("without a certificate: %v, want transient (nothing acted)", err)
+	}
+	if st := psp.Stats(); st.TokensIssued != 1 || st.CobPuts != 1 {
+		t.Fatalf("a request got through without a certificate: %+v", st)
+	}
+}
