@@ -18,7 +18,8 @@
 //	              console)
 //	5 lab         sandbox/* (stand-ins of providers, their fault injector), internal/harness,
 //	              internal/restarttest, agent/agenttest, tools/toolstest,
-//	              internal/pgtest, internal/testutil
+//	              internal/pgtest, internal/testutil, internal/problemdocs,
+//	              internal/pixspec (test machinery)
 //	6 commands    cmd/*
 //
 // Tests may also import lab packages and packages of their own layer (an

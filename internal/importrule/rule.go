@@ -47,6 +47,7 @@ var layers = map[string]int{
 	"internal/pgtest":      5,
 	"internal/testutil":    5,
 	"internal/problemdocs": 5,
+	"internal/pixspec":     5,
 
 	"cmd/*": 6,
 }
