@@ -195,7 +195,7 @@ func runDemoAPIPix(ctx context.Context, e *env, cfg harness.StackConfig, asJSON 
 	}
 	say("11. A partial refund of R$ 50,00 (pix.refund, its own intent): %s, then %s (replayed %v);",
 		rep.Refund.Status, rep.RefundReplayed.Status, rep.RefundReplayed.Replayed)
-	say("    the PSP settles it and notifies it; the order stays paid.")
+	say("    the PSP settles it and notifies it; the order is partially refunded.")
 	// Let a late duplicate (there should be none) show up before counting.
 	time.Sleep(time.Second)
 
@@ -237,7 +237,7 @@ func runDemoAPIPix(ctx context.Context, e *env, cfg harness.StackConfig, asJSON 
 		}
 	}
 	rep.OK = len(rep.Cobs) == 1 && rep.Cobs[0].TxID == rep.TxID && rep.PSP["cob_overwritten"] == 0 && rep.PSP["cob_puts"] == 1 &&
-		len(rep.Replies) == 1 && len(rep.Receipts) == 2 && rep.OrderStatus == "paid" && rep.ActionStatus == "completed" &&
+		len(rep.Replies) == 1 && len(rep.Receipts) == 2 && rep.OrderStatus == "partially_refunded" && rep.ActionStatus == "completed" &&
 		rep.Sidecar.Key == fi.Key && rep.Sidecar.Replayed && refunds == 1 && rep.PSP["refunds_created"] == 1 &&
 		rep.Refund.Status == "completed" && rep.RefundReplayed.Replayed
 	say("")
