@@ -139,7 +139,7 @@ func runDemoAPIPix(ctx context.Context, e *env, cfg harness.StackConfig, asJSON 
 		return err
 	}
 	say("7. Worker #2 took the lease over, asked the PSP by txid (GET /cob/%s) and found the", rep.TxID)
-	say("   charge instead of creating another (%.0fs; the PSP saw %d PUT, %d reads).", rep.RecoverySecs, ps["cob_puts"], ps["cob_reads"])
+	say("   charge instead of creating another (%.0fs; the PSP saw PUTs %d, reads %d).", rep.RecoverySecs, ps["cob_puts"], ps["cob_reads"])
 
 	if err := st.Pay(ctx, rep.TxID); err != nil {
 		return err
@@ -246,7 +246,7 @@ func runDemoAPIPix(ctx context.Context, e *env, cfg harness.StackConfig, asJSON 
 	say("  replies sent         %d  %s", len(rep.Replies), replyText(rep.Replies))
 	say("  receipts sent        %d  %v (order %s)", len(rep.Receipts), templates(rep.Receipts), rep.OrderStatus)
 	say("  refunds at the PSP   %d  (PUTs %d)", refunds, rep.PSP["refund_puts"])
-	say("  Pix callbacks        %v", rep.Callbacks)
+	say("  Pix callbacks        %s", countsText(rep.Callbacks))
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
