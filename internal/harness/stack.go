@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +31,9 @@ import (
 type StackConfig struct {
 	// DatabaseURL; empty starts a private cluster (stopped by Close).
 	DatabaseURL string
+	// Database configures the private cluster (durable by default); unused
+	// with DatabaseURL.
+	Database DatabaseConfig
 	// Schema for retrysafe's and River's tables; default a fresh random
 	// one (dropped by Close unless Keep). The PSP uses Schema+"_psp".
 	Schema string
@@ -60,6 +62,8 @@ type StackConfig struct {
 	WorkerArgs []string
 	// ServeArgs are added to the server's flags (executor timings).
 	ServeArgs []string
+	// Env is added to every process's environment.
+	Env []string
 }
 
 func (c *StackConfig) defaults() {
@@ -88,7 +92,12 @@ type Stack struct {
 	Cfg      StackConfig
 	URL      string // database URL
 	Pool     *pgxpool.Pool
-	Cluster  *pgembed.Cluster
+	Cluster  *pgembed.Cluster // the primary of a private cluster
+	// Standby is the private cluster's streaming standby
+	// (Database.Standby); Failover swaps the two.
+	Standby *pgembed.Cluster
+	// PSPCluster is the PSP's own private cluster (Database.SeparatePSP).
+	PSPCluster *pgembed.Cluster
 	PSP      *Proc
 	Model    *Proc
 	WhatsApp *Proc
@@ -112,10 +121,9 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		}
 	}()
 	if s.URL == "" {
-		if s.Cluster, err = pgembed.Start(ctx); err != nil {
+		if err = s.startClusters(ctx); err != nil {
 			return nil, err
 		}
-		s.URL = s.Cluster.URL
 	}
 	if s.Pool, err = dbconf.Open(ctx, s.URL, cfg.Schema, 4); err != nil {
 		return nil, err
@@ -136,8 +144,12 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.serveAddr = fmt.Sprintf("127.0.0.1:%d", servePort)
-	pspArgs := append([]string{"sandbox", "psp", "--addr", "127.0.0.1:0", "--schema", cfg.Schema + "_psp",
-		"--webhook-url", "http://" + s.serveAddr + "/webhooks/payments/sandbox", "--webhook-backoff", "200ms"}, cfg.PSPArgs...)
+	pspArgs := []string{"sandbox", "psp", "--addr", "127.0.0.1:0", "--schema", cfg.Schema + "_psp",
+		"--webhook-url", "http://" + s.serveAddr + "/webhooks/payments/sandbox", "--webhook-backoff", "200ms"}
+	if s.PSPCluster != nil {
+		pspArgs = append(pspArgs, "--database-url", s.PSPCluster.URL)
+	}
+	pspArgs = append(pspArgs, cfg.PSPArgs...)
 	if s.PSP, err = start("psp", "retrysafe sandbox psp: listening on ", pspArgs...); err != nil {
 		return nil, err
 	}
@@ -173,6 +185,7 @@ func (s *Stack) env() []string {
 		"RETRYSAFE_WHATSAPP_TENANTS=" + s.Cfg.PhoneNumberID + "=" + s.Cfg.Tenant,
 		"OPENAI_API_KEY=",
 	}
+	env = append(env, s.Cfg.Env...)
 	if s.PSP != nil {
 		env = append(env, "RETRYSAFE_PSP_URL="+s.PSP.Ready)
 	}
@@ -448,11 +461,7 @@ func (s *Stack) Close() {
 		}
 		s.Pool.Close()
 	}
-	if s.Cluster != nil {
-		if err := s.Cluster.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stop private cluster: %v\n", err)
-		}
-	}
+	s.stopClusters()
 }
 
 // paymentSecret signs the PSP's webhooks to the server.

@@ -1,6 +1,7 @@
 package restarttest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,6 +44,9 @@ type Kill struct {
 type scenarioStats struct {
 	faultsInjected int // PSP faults asked for by the proxy
 	pgRestarts     int
+	pgCrashes      int
+	failovers      int
+	dbDown         time.Duration // longest time without a database (crash, failover)
 	raceHandouts   int // running jobs handed to a second worker
 	workers        int
 }
@@ -142,8 +146,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		t.settings.Scenarios = append(t.settings.Scenarios, s.name)
 	}
 
+	db := harness.DatabaseConfig{SynchronousCommit: cfg.DBSynchronousCommit, SeparatePSP: cfg.DatabaseURL == ""}
+	for _, sc := range scens {
+		if sc.fault != nil && sc.fault.Name == "pg-failover" {
+			db.Standby = cmp.Or(cfg.Standby, "sync")
+		}
+	}
 	stack, err := harness.StartStack(ctx, harness.StackConfig{
-		DatabaseURL: cfg.DatabaseURL, Keep: cfg.Keep, Bin: cfg.Bin, Log: cfg.Log,
+		DatabaseURL: cfg.DatabaseURL, Database: db, Keep: cfg.Keep, Bin: cfg.Bin, Log: cfg.Log,
 		Tenant: "restart-test", PhoneNumberID: "5511400000001",
 		ModelSeed: cfg.Seed, ModelWrongAmountRate: cfg.WrongAmountRate, ModelArgs: modelArgs,
 		WorkerArgs: wargs, ServeArgs: sargs,
@@ -154,11 +164,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer stack.Close()
 	t.stack = stack
 	t.settings.Schema = stack.Cfg.Schema
-	if stack.Cluster != nil {
-		t.settings.Database = fmt.Sprintf("private cluster on 127.0.0.1:%d (started by the test)", stack.Cluster.Port)
-	} else {
-		t.settings.Database = "given by --database-url / DATABASE_URL"
-	}
+	t.settings.Database = describeDatabase(ctx, stack)
 
 	for _, r := range t.runs {
 		if err := stack.SeedConversation(ctx, r.WaID, r.Customer, r.Invoice, r.AmountCents); err != nil {
@@ -386,7 +392,7 @@ func (t *tester) batch(ctx context.Context, s scenario, chunk, scope []*RunPlan)
 		hosted    atomic.Pointer[worker] // for the proxy's kill
 		role      = strings.TrimPrefix(s.name, "fault:")
 		race      = s.fault != nil && s.fault.Name == "race"
-		pgRestart = s.fault != nil && s.fault.Name == "pg-restart"
+		dbFault   = s.fault.dbFault()
 	)
 	switch {
 	case s.point != nil && s.point.Failpoint != "":
@@ -397,7 +403,7 @@ func (t *tester) batch(ctx context.Context, s scenario, chunk, scope []*RunPlan)
 		// The first racer is slow inside the PSP call, so that the second
 		// gets the job while the first still holds it.
 		fault = "delay=" + raceDelay.String()
-	case s.fault != nil && !pgRestart:
+	case s.fault != nil && !dbFault:
 		fault = pspFault(s.fault.Name, t.cfg.Timings)
 	}
 	rate := 0.5
@@ -451,7 +457,14 @@ func (t *tester) batch(ctx context.Context, s scenario, chunk, scope []*RunPlan)
 		case <-w.proc.Done():
 		case <-restarted:
 			restarted = nil
-			arm(faultKill / 2)
+			// The worker dies a little later: after a crash or a
+			// failover it must first have found the database again.
+			if s.fault.Name == "pg-restart" {
+				arm(faultKill / 2)
+			} else {
+				arm(time.Second + faultKill)
+			}
+			deadline.Reset(killDeadline)
 		case <-timer:
 			t.killWorker(w, "timer")
 		case <-deadline.C:
@@ -478,20 +491,23 @@ func (t *tester) batch(ctx context.Context, s scenario, chunk, scope []*RunPlan)
 				if busy() {
 					arm(randomKill)
 				}
-			case pgRestart:
-				if !restartBegun && (time.Since(started) > 3*time.Second || busy()) {
+			case dbFault:
+				// A restart goes once the worker is working the batch; a
+				// crash or failover once a charge has reached the PSP too,
+				// so that claims, completions and provider calls are in
+				// flight when the database dies.
+				trigger := busy()
+				if s.fault.Name != "pg-restart" {
+					posts, _, _ := proxy.stats()
+					trigger = trigger && posts > 0
+				}
+				if !restartBegun && (time.Since(started) > 3*time.Second || trigger) {
 					restartBegun = true
 					restarted = make(chan struct{})
 					go func(done chan struct{}) {
 						defer close(done)
 						time.Sleep(restartAfter)
-						if err := t.stack.Cluster.Restart(ctx); err != nil {
-							t.problem("pg_ctl restart: %v", err)
-							return
-						}
-						t.mu.Lock()
-						st.pgRestarts++
-						t.mu.Unlock()
+						t.databaseFault(ctx, s.fault.Name, st)
 					}(restarted)
 				}
 			case race:
@@ -539,6 +555,71 @@ func (t *tester) batch(ctx context.Context, s scenario, chunk, scope []*RunPlan)
 	st.faultsInjected += injected
 	t.mu.Unlock()
 	return nil
+}
+
+// databaseFault does a pg-* fault to the test's own cluster and counts it.
+func (t *tester) databaseFault(ctx context.Context, name string, st *scenarioStats) {
+	var down time.Duration
+	switch name {
+	case "pg-restart":
+		if err := t.stack.Cluster.Restart(ctx); err != nil {
+			t.problem("pg_ctl restart: %v", err)
+			return
+		}
+	case "pg-crash":
+		d, err := t.stack.CrashDatabase(ctx)
+		if err != nil {
+			t.problem("crash PostgreSQL: %v", err)
+			return
+		}
+		down = d
+	case "pg-failover":
+		ft, err := t.stack.Failover(ctx)
+		if err != nil {
+			t.problem("failover: %v", err)
+			return
+		}
+		down = ft.Down
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch name {
+	case "pg-restart":
+		st.pgRestarts++
+	case "pg-crash":
+		st.pgCrashes++
+	case "pg-failover":
+		st.failovers++
+	}
+	st.dbDown = max(st.dbDown, down)
+}
+
+// describeDatabase says which database the test ran on and with which
+// settings, as the server reports them to a new session (the database's
+// own default included).
+func describeDatabase(ctx context.Context, stack *harness.Stack) string {
+	var fsync, syncCommit, fpw, standbys string
+	err := stack.Pool.QueryRow(ctx, `SELECT current_setting('fsync'), current_setting('synchronous_commit'),
+		current_setting('full_page_writes'), current_setting('synchronous_standby_names')`).Scan(&fsync, &syncCommit, &fpw, &standbys)
+	settings := fmt.Sprintf("fsync=%s synchronous_commit=%s full_page_writes=%s", fsync, syncCommit, fpw)
+	if err != nil {
+		settings = "settings unreadable: " + err.Error()
+	}
+	if stack.Cluster == nil {
+		return "given by --database-url / DATABASE_URL (" + settings + ")"
+	}
+	d := fmt.Sprintf("private cluster on 127.0.0.1:%d (started by the test; %s)", stack.Cluster.Port, settings)
+	if stack.Standby != nil {
+		mode := "asynchronous"
+		if standbys != "" {
+			mode = "synchronous, synchronous_standby_names=" + standbys
+		}
+		d += fmt.Sprintf(", streaming standby on 127.0.0.1:%d (%s), processes given both hosts with target_session_attrs=read-write", stack.Standby.Port, mode)
+	}
+	if stack.PSPCluster != nil {
+		d += fmt.Sprintf("; the PSP's tables on a cluster of their own (127.0.0.1:%d), which no fault touches", stack.PSPCluster.Port)
+	}
+	return d
 }
 
 // working reports whether a worker started at since has a job of scope
