@@ -105,6 +105,9 @@ type Report struct {
 	WebhookPosts int `json:"webhook_posts"`
 	Messages     int `json:"messages"`
 	RunsHitTwice int `json:"runs_hit_twice"`
+	// RiverLeader: after database faults, River's leader once the
+	// redelivery was done, elected after the last fault.
+	RiverLeader string `json:"river_leader,omitempty"`
 	// StartedActions: actions of any kind left 'started' at the end.
 	StartedActions int         `json:"started_actions"`
 	Problems       []string    `json:"problems,omitempty"`
@@ -349,8 +352,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		t.FaultsInjected, t.PGRestarts, t.PGCrashes, t.Failovers, t.RaceHandouts, t.ModelCalls, t.ModelReplayed)
 	for _, row := range r.Rows {
 		if row.DBDownMax != "" {
-			fmt.Fprintf(w, "  %s: the database was gone for at most %s (from SIGKILL until it took writes again)\n", row.Scenario, row.DBDownMax)
+			fmt.Fprintf(w, "  %s: the database was gone for at most %s (from SIGKILL until it took writes again); River's rescuer brought back %d jobs\n", row.Scenario, row.DBDownMax, row.Rescues)
 		}
+	}
+	if r.RiverLeader != "" {
+		fmt.Fprintf(w, "  River's leader after the redelivery: %s\n", r.RiverLeader)
 	}
 	if r.WrongAmounts > 0 {
 		fmt.Fprintf(w, "  charged once at a misread amount: %d (the model's first extraction was wrong and was frozen; --wrong-amount-rate)\n", r.WrongAmounts)

@@ -71,6 +71,8 @@ type tester struct {
 	problems   []string    // harness-level failures (they fail the verdict)
 	workerSeq  int
 	lastKill   time.Time
+	lastDB     time.Time // when the last database fault ended
+	leader     string    // riverLeader, read before the redelivery workers stop
 	progress   Progress
 }
 
@@ -194,6 +196,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	rep.RiverLeader = t.leader
 	t.setPhase("done", "")
 	return rep, nil
 }
@@ -592,6 +595,34 @@ func (t *tester) databaseFault(ctx context.Context, name string, st *scenarioSta
 		st.failovers++
 	}
 	st.dbDown = max(st.dbDown, down)
+	t.lastDB = time.Now()
+}
+
+// riverLeader says which River client leads once the redelivery is done,
+// and whether it was elected after the last database fault: River's
+// leader table is UNLOGGED, so crash recovery empties it and a standby
+// never has its rows; the queue's maintenance (the rescuer the redelivery
+// depends on) needs a new election after every crash or failover.
+func (t *tester) riverLeader(ctx context.Context) string {
+	t.mu.Lock()
+	last := t.lastDB
+	t.mu.Unlock()
+	if last.IsZero() {
+		return ""
+	}
+	var id string
+	var elected time.Time
+	err := retryQuery(ctx, func() error {
+		return t.stack.Pool.QueryRow(ctx, `SELECT leader_id, elected_at FROM river_leader ORDER BY elected_at DESC LIMIT 1`).Scan(&id, &elected)
+	})
+	if err != nil {
+		t.problem("River has no leader after the redelivery: %v", err)
+		return ""
+	}
+	if !elected.After(last) {
+		t.problem("River's leader %s was elected at %s, before the last database fault ended (%s)", id, elected.Format(time.RFC3339Nano), last.Format(time.RFC3339Nano))
+	}
+	return fmt.Sprintf("%s, elected %s after the last database fault ended", id, elected.Sub(last).Round(100*time.Millisecond))
 }
 
 // describeDatabase says which database the test ran on and with which
@@ -911,6 +942,8 @@ func (t *tester) redeliver(ctx context.Context) error {
 			if n == len(t.runs) {
 				var started int
 				if err := t.stack.Pool.QueryRow(ctx, `SELECT count(*) FROM actions WHERE tenant_id = $1 AND status = 'started'`, t.stack.Cfg.Tenant).Scan(&started); err == nil && started == 0 {
+					// While the workers run: a leader that stops resigns.
+					t.leader = t.riverLeader(ctx)
 					return nil
 				}
 			}
