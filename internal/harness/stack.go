@@ -89,20 +89,20 @@ func (c *StackConfig) defaults() {
 
 // Stack is a running deployment.
 type Stack struct {
-	Cfg      StackConfig
-	URL      string // database URL
-	Pool     *pgxpool.Pool
-	Cluster  *pgembed.Cluster // the primary of a private cluster
+	Cfg     StackConfig
+	URL     string // database URL
+	Pool    *pgxpool.Pool
+	Cluster *pgembed.Cluster // the primary of a private cluster
 	// Standby is the private cluster's streaming standby
 	// (Database.Standby); Failover swaps the two.
 	Standby *pgembed.Cluster
 	// PSPCluster is the PSP's own private cluster (Database.SeparatePSP).
 	PSPCluster *pgembed.Cluster
-	PSP      *Proc
-	Model    *Proc
-	WhatsApp *Proc
-	Server   *Proc
-	APIToken string
+	PSP        *Proc
+	Model      *Proc
+	WhatsApp   *Proc
+	Server     *Proc
+	APIToken   string
 
 	serveAddr string
 

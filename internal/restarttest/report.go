@@ -66,8 +66,8 @@ type Row struct {
 	// DBDownMax: the longest a crash (until recovery ended) or a failover
 	// (until the standby took writes) left the processes without a
 	// database.
-	DBDownMax string `json:"db_down_max,omitempty"`
-	RaceHandouts     int     `json:"race_handouts,omitempty"`
+	DBDownMax    string `json:"db_down_max,omitempty"`
+	RaceHandouts int    `json:"race_handouts,omitempty"`
 	// Covered: the scenario's point was reached (or its fault happened) at
 	// least once.
 	Covered bool `json:"covered"`

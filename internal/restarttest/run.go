@@ -47,7 +47,7 @@ type scenarioStats struct {
 	pgCrashes      int
 	failovers      int
 	dbDown         time.Duration // longest time without a database (crash, failover)
-	raceHandouts   int // running jobs handed to a second worker
+	raceHandouts   int           // running jobs handed to a second worker
 	workers        int
 }
 
