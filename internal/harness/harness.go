@@ -6,6 +6,11 @@
 //
 // Every child runs in its own process group and gets SIGKILL if the harness
 // itself dies (Pdeathsig), so an interrupted run leaves nothing behind.
+//
+// A stack on its own private cluster (StackConfig.Database) can have the
+// database crashed (CrashDatabase) or failed over to a streaming standby
+// (Failover), with the sandbox PSP's ledger on a cluster of its own that
+// neither touches.
 package harness
 
 import (
