@@ -13,12 +13,11 @@ import (
 	"github.com/retrysafe/retrysafe/internal/pgembed"
 )
 
-// DatabaseConfig describes a stack's private cluster.
+// DatabaseConfig describes a stack's private cluster, which always runs
+// durable settings (pgembed's default): the restart test crashes it and
+// must see what a crash loses, and a server that refuses fsync=off starts
+// on it without an override.
 type DatabaseConfig struct {
-	// Unsafe runs it with fsync, synchronous_commit and full_page_writes
-	// off (pgembed.Options.Unsafe). Off by default: the restart test
-	// crashes the database and must see what a crash loses.
-	Unsafe bool
 	// SynchronousCommit, when set, is made the database's default with
 	// ALTER DATABASE postgres SET synchronous_commit before any process
 	// connects: an operator's throughput tuning, which a transaction can
@@ -59,7 +58,7 @@ func (s *Stack) startClusters(ctx context.Context) error {
 		return err
 	}
 	var err error
-	if s.Cluster, err = pgembed.StartWith(ctx, pgembed.Options{Unsafe: dc.Unsafe}); err != nil {
+	if s.Cluster, err = pgembed.Start(ctx); err != nil {
 		return err
 	}
 	s.URL = s.Cluster.URL
@@ -85,7 +84,7 @@ func (s *Stack) startClusters(ctx context.Context) error {
 // makes it synchronous if so configured, waits until it streams, and sets
 // s.URL to name both.
 func (s *Stack) attachStandby(ctx context.Context, port int) error {
-	sb, err := s.Cluster.Standby(ctx, pgembed.StandbyOptions{Name: standbyName, Port: port, Unsafe: s.Cfg.Database.Unsafe})
+	sb, err := s.Cluster.Standby(ctx, pgembed.StandbyOptions{Name: standbyName, Port: port})
 	if err != nil {
 		return err
 	}
