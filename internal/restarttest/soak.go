@@ -124,16 +124,21 @@ type SoakReport struct {
 	Total string `json:"total"`
 	Seed  int64  `json:"seed"`
 	// What the load did.
-	Runs           int      `json:"runs"`
-	Storms         int      `json:"storms"`
-	Redeliveries   int      `json:"webhook_redeliveries"`
-	FaultsAsked    int      `json:"psp_faults"`
-	ChargePosts    int      `json:"charge_posts_via_proxies"`
-	Crashes        int      `json:"crashes"`
-	CrashDownMax   string   `json:"crash_down_max"`
-	WorkerRestarts int      `json:"worker_restarts"`
-	Trends         []Trend  `json:"trends"`
-	Samples        []Sample `json:"samples"`
+	Runs         int    `json:"runs"`
+	Storms       int    `json:"storms"`
+	Redeliveries int    `json:"webhook_redeliveries"`
+	FaultsAsked  int    `json:"psp_faults"`
+	ChargePosts  int    `json:"charge_posts_via_proxies"`
+	Crashes      int    `json:"crashes"`
+	CrashDownMax string `json:"crash_down_max"`
+	// CrashJobsRunning and CrashActionsStarted: River jobs running and
+	// actions started (claimed, not completed) just before each crash,
+	// summed over the crashes: what they hit.
+	CrashJobsRunning    int      `json:"crash_jobs_running"`
+	CrashActionsStarted int      `json:"crash_actions_started"`
+	WorkerRestarts      int      `json:"worker_restarts"`
+	Trends              []Trend  `json:"trends"`
+	Samples             []Sample `json:"samples"`
 	// Restart is the restart test's own verdict over every run of the
 	// soak: one charge per intent, none lost, none stuck, one key.
 	Restart  *Report `json:"report"`
@@ -394,6 +399,10 @@ load:
 			crashDone = make(chan struct{})
 			go func(done chan struct{}) {
 				defer close(done)
+				// What the crash finds in flight, read just before it.
+				var jobs, started int
+				stack.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM river_job WHERE state = 'running'),
+					(SELECT count(*) FROM actions WHERE status = 'started')`).Scan(&jobs, &started) //nolint:errcheck // a figure, 0 if unread
 				d, err := stack.CrashDatabase(ctx)
 				if err != nil {
 					t.problem("crash PostgreSQL: %v", err)
@@ -402,6 +411,8 @@ load:
 				t.mu.Lock()
 				crashes++
 				crashDown = max(crashDown, d)
+				rep.CrashJobsRunning += jobs
+				rep.CrashActionsStarted += started
 				t.mu.Unlock()
 			}(crashDone)
 		case <-sampleTick.C:
@@ -582,8 +593,9 @@ func (r *SoakReport) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "  database: %s\n", r.Database)
 	fmt.Fprintf(w, "  load: %d intents, %d same-key storms, %d webhook redeliveries, %d PSP faults of %d charge requests through the workers' proxies\n",
 		r.Runs, r.Storms, r.Redeliveries, r.FaultsAsked, r.ChargePosts)
-	fmt.Fprintf(w, "  database crashes: %d (SIGKILL of the postmaster and every backend, then crash recovery; down at most %s); workers restarted: %d\n\n",
+	fmt.Fprintf(w, "  database crashes: %d (SIGKILL of the postmaster and every backend, then crash recovery; down at most %s); workers restarted: %d\n",
 		r.Crashes, r.CrashDownMax, r.WorkerRestarts)
+	fmt.Fprintf(w, "  in flight just before the crashes, summed: %d River jobs running, %d actions claimed and not completed\n\n", r.CrashJobsRunning, r.CrashActionsStarted)
 	fmt.Fprintln(w, "  process     pid    RSS early → late (max) KiB      goroutines early → late (max)   heap early → late KiB   flat")
 	for _, t := range r.Trends {
 		fmt.Fprintf(w, "  %-10s %6d   %7d → %7d (%7d)        %5d → %5d (%5d)           %7d → %7d        %v\n",
