@@ -399,10 +399,18 @@ load:
 			crashDone = make(chan struct{})
 			go func(done chan struct{}) {
 				defer close(done)
-				// What the crash finds in flight, read just before it.
+				// The crash waits (up to 10 s) for a moment with a job
+				// running and an action claimed, not completed: a crash
+				// between two messages would test little. What it finds
+				// in flight is counted.
 				var jobs, started int
-				stack.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM river_job WHERE state = 'running'),
-					(SELECT count(*) FROM actions WHERE status = 'started')`).Scan(&jobs, &started) //nolint:errcheck // a figure, 0 if unread
+				for wait := time.Now(); time.Since(wait) < 10*time.Second; time.Sleep(20 * time.Millisecond) {
+					err := stack.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM river_job WHERE state = 'running'),
+						(SELECT count(*) FROM actions WHERE status = 'started')`).Scan(&jobs, &started)
+					if err == nil && jobs > 0 && started > 0 {
+						break
+					}
+				}
 				d, err := stack.CrashDatabase(ctx)
 				if err != nil {
 					t.problem("crash PostgreSQL: %v", err)
