@@ -28,6 +28,9 @@ func runRestartTest(ctx context.Context, e *env, args []string) error {
 	}
 	for _, f := range restarttest.Faults {
 		faults = append(faults, fmt.Sprintf("  %-18s %s", f.Name, f.Description))
+		if f.OptIn != "" {
+			faults = append(faults, fmt.Sprintf("  %-18s (not in default: %s)", "", f.OptIn))
+		}
 	}
 	def := restarttest.DefaultTimings()
 	fs := newFlagSet(e, "restart-test", "restart-test [--runs N] [--seed S] [--crash-points LIST] [--faults LIST] [--workers N] [--naive] [--json] [flags]",
@@ -60,9 +63,17 @@ Crash points (--crash-points, comma separated; "default" is every one not
 marked otherwise below, "all" every one):
 `+strings.Join(points, "\n")+`
 
-Extra faults (--faults, comma separated; default all of them; "none" for
-none):
+Extra faults (--faults, comma separated; "default" is every one not marked
+otherwise below, "all" every one, "none" none; the pg-* faults only on the
+test's own cluster):
 `+strings.Join(faults, "\n")+`
+
+The test's own cluster runs PostgreSQL's durable settings (fsync,
+synchronous_commit and full_page_writes on); --db-synchronous-commit off
+makes off the database's default (ALTER DATABASE ... SET), the usual
+throughput tuning under which a claim must still commit durably. The
+sandbox PSP keeps its ledger on a second private cluster that no fault
+touches, as a real provider's does not go down with retrysafe's database.
 
 Worker timings are short so that a killed job comes back in seconds; they
 are printed in the report. River's rescuer runs every 30 s (fixed in River)
@@ -85,13 +96,15 @@ named in the report).`)
 	fs.IntVar(&cfg.Runs, "runs", 100, "runs (conversations), dealt evenly to the scenarios")
 	fs.Int64Var(&seed, "seed", 0, "seed of the plan and of the sandbox model (0: from the clock; the report prints it)")
 	fs.StringVar(&crash, "crash-points", "default", "crash points to cover, comma separated (see above)")
-	fs.StringVar(&faultList, "faults", "default", "extra faults, comma separated, or none (pg-restart only on the test's own cluster)")
+	fs.StringVar(&faultList, "faults", "default", "extra faults, comma separated, or none (the pg-* faults only on the test's own cluster)")
 	fs.IntVar(&cfg.Workers, "workers", 2, "worker processes that work the redeliveries at once")
 	fs.BoolVar(&cfg.Naive, "naive", false, "the control: workers send a fresh random Idempotency-Key on every provider call; must report duplicates")
 	fs.StringVar(&cfg.PSP, "psp", restarttest.PSPAPIPix, "the PSP's API: "+restarttest.PSPV1+" (pix.charge with Idempotency-Key) or "+restarttest.PSPAPIPix+
 		" (the Central Bank's API Pix: pix.cob by txid; every charge is then paid and its receipt checked)")
 	fs.BoolVar(&asJSON, "json", false, "write the report as JSON on stdout")
-	fs.StringVar(&cfg.DatabaseURL, "database-url", e.getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL); empty: a private throwaway cluster (needed by pg-restart)")
+	fs.StringVar(&cfg.DatabaseURL, "database-url", e.getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL); empty: a private throwaway cluster (needed by the pg-* faults)")
+	fs.StringVar(&cfg.DBSynchronousCommit, "db-synchronous-commit", "", "set the own cluster's database default: ALTER DATABASE ... SET synchronous_commit = this (on, off, local, ...); empty leaves the server's (on)")
+	fs.StringVar(&cfg.Standby, "standby", "sync", "pg-failover's standby: sync (synchronous_standby_names names it) or async")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the test's schemas on --database-url for inspection")
 	fs.StringVar(&corpus, "corpus", "", "message templates, one JSON object per line ({\"text\": \"... {amount} ... {key}\"}), e.g. testdata/restart/messages.jsonl; default built in")
 	fs.IntVar(&cfg.Batch, "batch", 8, "runs delivered to one armed worker")

@@ -94,7 +94,7 @@ func TestRestartTest(t *testing.T) {
 		want := map[string]bool{}
 		for _, n := range []string{"model-answered", "intent-frozen", "action-claimed", "provider-call", "provider-answered",
 			"action-completed", "turn-recorded", "inbox-before-ack", "reply-claimed", "reply-before-ack", "random",
-			"fault:pg-restart", "fault:psp-500", "fault:psp-drop", "fault:psp-fail-after", "fault:psp-slow", "fault:race"} {
+			"fault:pg-restart", "fault:pg-crash", "fault:psp-500", "fault:psp-drop", "fault:psp-fail-after", "fault:psp-slow", "fault:race"} {
 			want[n] = true
 		}
 		for _, row := range rep.Rows {

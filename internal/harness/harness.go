@@ -11,6 +11,11 @@
 // payment webhooks) or, with StackConfig.PSPFlavour = PSPAPIPix, the
 // sandbox speaking the Central Bank's API Pix (pix.cob, pix.refund, the Pix
 // callback to the server, authenticated by webhook.PixURLToken).
+//
+// A stack on its own private cluster (StackConfig.Database) can have the
+// database crashed (CrashDatabase) or failed over to a streaming standby
+// (Failover), with the sandbox PSP's ledger on a cluster of its own that
+// neither touches.
 package harness
 
 import (

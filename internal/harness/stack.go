@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +31,9 @@ import (
 type StackConfig struct {
 	// DatabaseURL; empty starts a private cluster (stopped by Close).
 	DatabaseURL string
+	// Database configures the private cluster (durable by default); unused
+	// with DatabaseURL.
+	Database DatabaseConfig
 	// Schema for retrysafe's and River's tables; default a fresh random
 	// one (dropped by Close unless Keep). The PSP uses Schema+"_psp".
 	Schema string
@@ -65,6 +67,8 @@ type StackConfig struct {
 	WorkerArgs []string
 	// ServeArgs are added to the server's flags (executor timings).
 	ServeArgs []string
+	// Env is added to every process's environment.
+	Env []string
 }
 
 func (c *StackConfig) defaults() {
@@ -90,15 +94,20 @@ func (c *StackConfig) defaults() {
 
 // Stack is a running deployment.
 type Stack struct {
-	Cfg      StackConfig
-	URL      string // database URL
-	Pool     *pgxpool.Pool
-	Cluster  *pgembed.Cluster
-	PSP      *Proc
-	Model    *Proc
-	WhatsApp *Proc
-	Server   *Proc
-	APIToken string
+	Cfg     StackConfig
+	URL     string // database URL
+	Pool    *pgxpool.Pool
+	Cluster *pgembed.Cluster // the primary of a private cluster
+	// Standby is the private cluster's streaming standby
+	// (Database.Standby); Failover swaps the two.
+	Standby *pgembed.Cluster
+	// PSPCluster is the PSP's own private cluster (Database.SeparatePSP).
+	PSPCluster *pgembed.Cluster
+	PSP        *Proc
+	Model      *Proc
+	WhatsApp   *Proc
+	Server     *Proc
+	APIToken   string
 
 	serveAddr string
 
@@ -117,10 +126,9 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		}
 	}()
 	if s.URL == "" {
-		if s.Cluster, err = pgembed.Start(ctx); err != nil {
+		if err = s.startClusters(ctx); err != nil {
 			return nil, err
 		}
-		s.URL = s.Cluster.URL
 	}
 	if s.Pool, err = dbconf.Open(ctx, s.URL, cfg.Schema, 4); err != nil {
 		return nil, err
@@ -141,11 +149,15 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.serveAddr = fmt.Sprintf("127.0.0.1:%d", servePort)
-	pspArgs := append([]string{"sandbox", "psp", "--addr", "127.0.0.1:0", "--schema", cfg.Schema + "_psp",
-		"--webhook-url", "http://" + s.serveAddr + "/webhooks/payments/sandbox", "--webhook-backoff", "200ms"}, cfg.PSPArgs...)
-	if cfg.PSPFlavour == PSPAPIPix {
-		pspArgs = append(s.apipixPSPArgs(), cfg.PSPArgs...)
+	pspArgs := []string{"sandbox", "psp", "--addr", "127.0.0.1:0", "--schema", cfg.Schema + "_psp",
+		"--webhook-url", "http://" + s.serveAddr + "/webhooks/payments/sandbox", "--webhook-backoff", "200ms"}
+	switch {
+	case cfg.PSPFlavour == PSPAPIPix:
+		pspArgs = s.apipixPSPArgs() // its ledger is in memory: no database to crash
+	case s.PSPCluster != nil:
+		pspArgs = append(pspArgs, "--database-url", s.PSPCluster.URL)
 	}
+	pspArgs = append(pspArgs, cfg.PSPArgs...)
 	if s.PSP, err = start("psp", "retrysafe sandbox psp: listening on ", pspArgs...); err != nil {
 		return nil, err
 	}
@@ -181,11 +193,7 @@ func (s *Stack) env() []string {
 		"RETRYSAFE_WHATSAPP_TENANTS=" + s.Cfg.PhoneNumberID + "=" + s.Cfg.Tenant,
 		"OPENAI_API_KEY=",
 	}
-	if s.Cluster != nil {
-		// A private cluster is a throwaway: serve may run on it even
-		// with fsync off.
-		env = append(env, "RETRYSAFE_ALLOW_UNSAFE_DATABASE=true")
-	}
+	env = append(env, s.Cfg.Env...)
 	switch {
 	case s.PSP != nil && s.Cfg.PSPFlavour == PSPAPIPix:
 		env = append(env, s.apipixEnv()...)
@@ -464,11 +472,7 @@ func (s *Stack) Close() {
 		}
 		s.Pool.Close()
 	}
-	if s.Cluster != nil {
-		if err := s.Cluster.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stop private cluster: %v\n", err)
-		}
-	}
+	s.stopClusters()
 }
 
 // paymentSecret signs the PSP's webhooks to the server.

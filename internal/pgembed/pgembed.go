@@ -9,6 +9,27 @@
 // pg_ctl daemonizes the server, so a process killed before Stop would leave
 // it running; a small reaper process (a shell in its own session) watches
 // the starting process and stops and removes the cluster when it is gone.
+//
+// # Durability
+//
+// A cluster runs PostgreSQL's durable settings (fsync, synchronous_commit
+// and full_page_writes on, passed explicitly) unless Options.Unsafe: the
+// restart test crashes it on purpose (Crash: SIGKILL of the postmaster and
+// every backend at once, then Recover through crash recovery) and must see
+// what a real crash loses. A SIGKILL of the server's processes loses what
+// was only in PostgreSQL's shared memory (WAL not yet written: the commits
+// of synchronous_commit=off from the last few hundred milliseconds), not
+// what the kernel holds; losing the kernel's page cache (fsync=off,
+// full_page_writes=off) takes a machine crash, which this package does not
+// simulate.
+//
+// # Standbys
+//
+// Standby takes a base backup of a running cluster (pg_basebackup) and
+// starts it as a streaming standby under an application_name, which the
+// primary can name in synchronous_standby_names for synchronous
+// replication; Promote makes it a primary. Every cluster, standby or not,
+// has its own directory, port and reaper.
 package pgembed
 
 import (
@@ -20,8 +41,10 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -36,6 +59,7 @@ type Cluster struct {
 	URL  string // postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable
 	bin  string
 	cred *syscall.Credential
+	opts string // the postgres options pg_ctl starts it with (Recover reuses them)
 	// reaper stops and removes the cluster if this process dies without
 	// Stop (SIGKILL, a crash): pg_ctl daemonizes the postmaster, so nothing
 	// else would.
@@ -75,9 +99,59 @@ func versionOf(initdb string) int {
 	return v
 }
 
-// Start initializes and starts a cluster. PostgreSQL refuses to run as root,
-// so as root the cluster is owned by and run as the "postgres" system user.
-func Start(ctx context.Context) (*Cluster, error) {
+// Options configure a cluster. The zero value is a durable cluster on a
+// free port.
+type Options struct {
+	// Unsafe runs with fsync, synchronous_commit and full_page_writes off:
+	// faster, and a crash of the machine may lose or corrupt anything in
+	// it. For throwaway data only.
+	Unsafe bool
+	// Settings are more server settings, "name=value" each, passed as -c
+	// after the defaults (a later one wins). A setting given here cannot
+	// be changed by ALTER SYSTEM.
+	Settings []string
+	// Port to listen on; 0 picks a free one.
+	Port int
+}
+
+// durableSettings are passed explicitly, so that the cluster is durable
+// whatever the installation's postgresql.conf template says.
+var durableSettings = []string{"fsync=on", "synchronous_commit=on", "full_page_writes=on"}
+
+var unsafeSettings = []string{"fsync=off", "synchronous_commit=off", "full_page_writes=off"}
+
+// Start initializes and starts a durable cluster on a free port. PostgreSQL
+// refuses to run as root, so as root the cluster is owned by and run as the
+// "postgres" system user.
+func Start(ctx context.Context) (*Cluster, error) { return StartWith(ctx, Options{}) }
+
+// StartWith is Start with options.
+func StartWith(ctx context.Context, o Options) (*Cluster, error) {
+	c, err := newCluster()
+	if err != nil {
+		return nil, err
+	}
+	data := filepath.Join(c.Dir, "data")
+	// --no-sync: initdb's own files need no fsync for a cluster that
+	// lives as long as this process (a machine crash loses it anyway).
+	if out, err := c.run(ctx, "initdb", "-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync"); err != nil {
+		os.RemoveAll(c.Dir)
+		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	settings := durableSettings
+	if o.Unsafe {
+		settings = unsafeSettings
+	}
+	if err := c.launch(ctx, o.Port, append(slices.Clone(settings), o.Settings...)); err != nil {
+		os.RemoveAll(c.Dir)
+		return nil, err
+	}
+	return c, nil
+}
+
+// newCluster makes the directory of a cluster, owned by the user the
+// server will run as.
+func newCluster() (*Cluster, error) {
 	bin, err := FindBinDir()
 	if err != nil {
 		return nil, err
@@ -101,34 +175,47 @@ func Start(ctx context.Context) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	data := filepath.Join(dir, "data")
-	if out, err := c.run(ctx, "initdb", "-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync"); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
-	}
+	return c, nil
+}
+
+// launch starts the server on port (0: a free one, retried if taken
+// meanwhile) with settings, and its reaper.
+func (c *Cluster) launch(ctx context.Context, port int, settings []string) error {
+	data := filepath.Join(c.Dir, "data")
 	for attempt := 0; ; attempt++ {
-		c.Port, err = freePort()
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, err
+		c.Port = port
+		if port == 0 {
+			p, err := freePort()
+			if err != nil {
+				return err
+			}
+			c.Port = p
 		}
-		opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", c.Port, dir)
-		out, err := c.run(ctx, "pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start")
+		opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c max_connections=200", c.Port, c.Dir)
+		for _, s := range settings {
+			opts += " -c " + s
+		}
+		c.opts = opts
+		out, err := c.run(ctx, "pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(c.Dir, "log"), "-w", "-t", "60", "start")
 		if err == nil {
 			break
 		}
-		if attempt == 2 {
-			log, _ := os.ReadFile(filepath.Join(dir, "log"))
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("pg_ctl start: %w\n%s\n%s", err, out, log)
+		if attempt == 2 || port != 0 {
+			log, _ := os.ReadFile(filepath.Join(c.Dir, "log"))
+			return fmt.Errorf("pg_ctl start: %w\n%s\n%s", err, out, tail(log, 20))
 		}
 	}
 	c.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.Port)
 	if err := c.startReaper(); err != nil {
 		c.Stop() //nolint:errcheck
-		return nil, fmt.Errorf("start the cluster's reaper: %w", err)
+		return fmt.Errorf("start the cluster's reaper: %w", err)
 	}
-	return c, nil
+	return nil
+}
+
+func tail(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // startReaper starts a shell, in its own session so that a Ctrl-C aimed at
@@ -149,7 +236,8 @@ func (c *Cluster) startReaper() error {
 }
 
 // Restart restarts the server in place (used to inject a database restart
-// into tests that run against their own cluster).
+// into tests that run against their own cluster): a fast shutdown, which
+// checkpoints, so nothing committed is lost.
 func (c *Cluster) Restart(ctx context.Context) error {
 	out, err := c.run(ctx, "pg_ctl", "-D", filepath.Join(c.Dir, "data"), "-l", filepath.Join(c.Dir, "log"), "-m", "fast", "-w", "restart")
 	if err != nil {
@@ -158,7 +246,160 @@ func (c *Cluster) Restart(ctx context.Context) error {
 	return nil
 }
 
-// Stop shuts the server down immediately and removes its directory.
+// Crash kills the server as a crash would: the postmaster and every one of
+// its processes (backends, WAL writer, checkpointer...) get SIGKILL at the
+// same moment, with no shutdown checkpoint and nothing more written. It
+// returns once they are all gone. Recover starts it again.
+//
+// They are frozen first (SIGSTOP, the postmaster before its children, so
+// that it forks no new one and notices no death), then killed: none of
+// them outlives another long enough to write or answer anything more.
+// Backends are not in the postmaster's process group (each calls setsid),
+// so they are found by their parent in /proc.
+func (c *Cluster) Crash() error {
+	pid, err := c.postmasterPID()
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("stop postmaster %d: %w", pid, err)
+	}
+	procs := []int{pid}
+	seen := map[int]bool{pid: true}
+	// A child forked just before the postmaster stopped shows up on a
+	// later scan; three scans that find nothing new end it.
+	for quiet := 0; quiet < 3; {
+		quiet++
+		for _, ch := range childrenOf(pid) {
+			if !seen[ch] {
+				seen[ch] = true
+				procs = append(procs, ch)
+				syscall.Kill(ch, syscall.SIGSTOP) //nolint:errcheck // gone already is fine
+				quiet = 0
+			}
+		}
+	}
+	for _, p := range procs {
+		syscall.Kill(p, syscall.SIGKILL) //nolint:errcheck // gone already is fine
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, p := range procs {
+		for alive(p) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("process %d of the cluster still alive 30s after SIGKILL", p)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// A postmaster nobody has reaped yet is a zombie whose pid still
+	// answers kill(pid, 0): the next start would take its lock file for a
+	// running server's (and the socket's lock file names it too). Every
+	// process of the cluster is dead, so both are stale.
+	if isZombie(pid) {
+		os.Remove(filepath.Join(c.Dir, "data", "postmaster.pid"))                //nolint:errcheck
+		os.Remove(filepath.Join(c.Dir, fmt.Sprintf(".s.PGSQL.%d.lock", c.Port))) //nolint:errcheck
+	}
+	return nil
+}
+
+// Recover starts a crashed (or stopped) server again with the options it
+// had; PostgreSQL replays its WAL from the last checkpoint (crash
+// recovery) before it accepts connections.
+func (c *Cluster) Recover(ctx context.Context) error {
+	out, err := c.run(ctx, "pg_ctl", "-D", filepath.Join(c.Dir, "data"), "-o", c.opts, "-l", filepath.Join(c.Dir, "log"), "-w", "-t", "120", "start")
+	if err != nil {
+		log, _ := os.ReadFile(filepath.Join(c.Dir, "log"))
+		return fmt.Errorf("pg_ctl start after a crash: %w\n%s\n%s", err, out, tail(log, 20))
+	}
+	return nil
+}
+
+// Running reports whether the server answers pg_ctl status.
+func (c *Cluster) Running(ctx context.Context) bool {
+	_, err := c.run(ctx, "pg_ctl", "-D", filepath.Join(c.Dir, "data"), "status")
+	return err == nil
+}
+
+// StandbyOptions configure a standby.
+type StandbyOptions struct {
+	// Name is its application_name at the primary, the name
+	// synchronous_standby_names lists; default "standby".
+	Name string
+	// Port to listen on; 0 picks a free one.
+	Port int
+	// Unsafe and Settings as in Options.
+	Unsafe   bool
+	Settings []string
+}
+
+// Standby makes a streaming standby of c: a base backup of the running
+// server (pg_basebackup, WAL streamed along, a fast checkpoint), started in
+// standby mode with primary_conninfo pointing at c. The primary decides
+// whether it is synchronous (synchronous_standby_names naming
+// o.Name); the standby itself starts with no synchronous standby of its
+// own, so that once promoted it does not wait for one it does not have.
+// initdb's pg_hba.conf lets local replication connections in (trust).
+func (c *Cluster) Standby(ctx context.Context, o StandbyOptions) (*Cluster, error) {
+	if o.Name == "" {
+		o.Name = "standby"
+	}
+	s, err := newCluster()
+	if err != nil {
+		return nil, err
+	}
+	data := filepath.Join(s.Dir, "data")
+	if out, err := s.run(ctx, "pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(c.Port), "-U", "postgres",
+		"-D", data, "-X", "stream", "-c", "fast", "--no-sync"); err != nil {
+		os.RemoveAll(s.Dir)
+		return nil, fmt.Errorf("pg_basebackup: %w\n%s", err, out)
+	}
+	// Later lines of postgresql.auto.conf win over the primary's, which
+	// the backup copied (its synchronous_standby_names among them).
+	conf := fmt.Sprintf("\nprimary_conninfo = 'host=127.0.0.1 port=%d user=postgres application_name=%s'\nsynchronous_standby_names = ''\n", c.Port, o.Name)
+	f, err := os.OpenFile(filepath.Join(data, "postgresql.auto.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.WriteString(conf)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(data, "standby.signal"), nil, 0o600)
+	}
+	if err == nil && s.cred != nil {
+		for _, name := range []string{"postgresql.auto.conf", "standby.signal"} {
+			if err = os.Chown(filepath.Join(data, name), int(s.cred.Uid), int(s.cred.Gid)); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		os.RemoveAll(s.Dir)
+		return nil, fmt.Errorf("configure the standby: %w", err)
+	}
+	settings := durableSettings
+	if o.Unsafe {
+		settings = unsafeSettings
+	}
+	if err := s.launch(ctx, o.Port, append(slices.Clone(settings), o.Settings...)); err != nil {
+		os.RemoveAll(s.Dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// Promote ends a standby's recovery and makes it a primary, waiting until
+// it accepts writes.
+func (c *Cluster) Promote(ctx context.Context) error {
+	out, err := c.run(ctx, "pg_ctl", "-D", filepath.Join(c.Dir, "data"), "-w", "-t", "60", "promote")
+	if err != nil {
+		return fmt.Errorf("pg_ctl promote: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// Stop shuts the server down immediately and removes its directory. A
+// server that is not running (crashed) is only removed.
 func (c *Cluster) Stop() error {
 	if c.reaper != nil {
 		c.reaper.Process.Kill() //nolint:errcheck // already gone is fine
@@ -167,12 +408,87 @@ func (c *Cluster) Stop() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := c.run(ctx, "pg_ctl", "-D", filepath.Join(c.Dir, "data"), "-m", "immediate", "-w", "stop")
+	var err error
+	var out []byte
+	if c.Running(ctx) {
+		out, err = c.run(ctx, "pg_ctl", "-D", filepath.Join(c.Dir, "data"), "-m", "immediate", "-w", "stop")
+	}
 	rmErr := os.RemoveAll(c.Dir)
 	if err != nil {
 		return fmt.Errorf("pg_ctl stop: %w\n%s", err, out)
 	}
 	return rmErr
+}
+
+// postmasterPID reads the first line of postmaster.pid.
+func (c *Cluster) postmasterPID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(c.Dir, "data", "postmaster.pid"))
+	if err != nil {
+		return 0, fmt.Errorf("no running server: %w", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("postmaster.pid: bad pid %q", line)
+	}
+	if !alive(pid) {
+		return 0, fmt.Errorf("postmaster %d is not running", pid)
+	}
+	return pid, nil
+}
+
+// childrenOf lists the processes whose parent is pid, from /proc.
+func childrenOf(pid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := procStat(p); ok && st.ppid == pid {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+type stat struct {
+	state byte
+	ppid  int
+}
+
+// procStat reads a process's state and parent from /proc/PID/stat, whose
+// second field (the command, in parentheses) may hold spaces.
+func procStat(pid int) (stat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return stat{}, false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return stat{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 || len(f[0]) != 1 {
+		return stat{}, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return stat{}, false
+	}
+	return stat{state: f[0][0], ppid: ppid}, true
+}
+
+// alive: the process exists and is not a zombie.
+func alive(pid int) bool {
+	st, ok := procStat(pid)
+	return ok && st.state != 'Z' && st.state != 'X'
+}
+
+func isZombie(pid int) bool {
+	st, ok := procStat(pid)
+	return ok && st.state == 'Z'
 }
 
 func (c *Cluster) run(ctx context.Context, name string, args ...string) ([]byte, error) {

@@ -119,3 +119,126 @@ func TestChildHoldsCluster(t *testing.T) {
 	time.Sleep(2 * time.Minute)
 	c.Stop()
 }
+
+// Crash must kill every process of the cluster at once, with no shutdown
+// checkpoint: Recover then goes through crash recovery (the log says so),
+// and what was committed synchronously is there.
+func TestCrashRecover(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := pgembed.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	conn, err := pgx.Connect(ctx, c.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fsync, syncCommit, fpw string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('fsync'), current_setting('synchronous_commit'), current_setting('full_page_writes')").Scan(&fsync, &syncCommit, &fpw); err != nil {
+		t.Fatal(err)
+	}
+	if fsync != "on" || syncCommit != "on" || fpw != "on" {
+		t.Errorf("fsync %s, synchronous_commit %s, full_page_writes %s: want every one on", fsync, syncCommit, fpw)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE t (v int); INSERT INTO t VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	// A second session stays open: its backend must die with the rest.
+	if err := c.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Ping(ctx); err == nil {
+		t.Error("a session of the crashed cluster still answers")
+	}
+	conn.Close(ctx)
+	if _, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", c.Port), time.Second); err == nil {
+		t.Error("the crashed cluster's port still accepts connections")
+	}
+	if err := c.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	log, _ := os.ReadFile(c.Dir + "/log")
+	if !strings.Contains(string(log), "was interrupted") && !strings.Contains(string(log), "not properly shut down") {
+		t.Errorf("no crash recovery in the server's log:\n%s", log)
+	}
+	conn, err = pgx.Connect(ctx, c.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM t").Scan(&n); err != nil || n != 1 {
+		t.Errorf("after recovery: %d rows, %v; want the committed one", n, err)
+	}
+}
+
+// A synchronous standby has every commit the primary acknowledged: crash
+// the primary, promote the standby, and the row is there and writes work.
+func TestStandbyFailover(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p, err := pgembed.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	s, err := p.Standby(ctx, pgembed.StandbyOptions{Name: "sb1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	conn, err := pgx.Connect(ctx, p.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = 'sb1'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var state string
+		err := conn.QueryRow(ctx, "SELECT coalesce(max(sync_state), '') FROM pg_stat_replication WHERE application_name = 'sb1' AND state = 'streaming'").Scan(&state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if state == "sync" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("standby sb1 not synchronous after a minute (sync_state %q)", state)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE t (v int); INSERT INTO t VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	if err := p.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Both hosts, as an application would name them: the dead one is
+	// skipped, the promoted one accepts writes.
+	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write", p.Port, s.Port)
+	sc, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close(ctx)
+	if _, err := sc.Exec(ctx, "INSERT INTO t VALUES (2)"); err != nil {
+		t.Fatalf("write on the promoted standby: %v", err)
+	}
+	var n int
+	if err := sc.QueryRow(ctx, "SELECT count(*) FROM t").Scan(&n); err != nil || n != 2 {
+		t.Errorf("promoted standby: %d rows, %v; want 2", n, err)
+	}
+}

@@ -42,17 +42,30 @@ var CrashPoints = []CrashPoint{
 type Fault struct {
 	Name        string
 	Description string
+	// OptIn, when set, keeps the fault out of the default selection and
+	// says why; "all" (or its name) selects it.
+	OptIn string
+	// OwnCluster: the fault is done to the test's own PostgreSQL cluster,
+	// so it needs one (no --database-url).
+	OwnCluster bool
 }
 
 // Faults lists the extra faults.
 var Faults = []Fault{
-	{"pg-restart", "PostgreSQL restarted (pg_ctl restart) while the batch is in flight; only on the test's own cluster"},
-	{"psp-500", "the PSP answers 500 without charging (fail-before): the batch worker's first charge request, then half of them"},
-	{"psp-drop", "the PSP charges, then drops the connection (drop-after): first charge request, then half"},
-	{"psp-fail-after", "the PSP charges, then answers 500 (fail-after): first charge request, then half"},
-	{"psp-slow", "the PSP charges, then answers after the worker's provider timeout (slow): first charge request, then half"},
-	{"race", "two workers race for the same messages: the queue hands a running job to a second worker"},
+	{Name: "pg-restart", OwnCluster: true, Description: "PostgreSQL restarted (pg_ctl restart -m fast, a checkpointed stop) while the batch is in flight; only on the test's own cluster"},
+	{Name: "pg-crash", OwnCluster: true, Description: "PostgreSQL crashed while claims, completions and PSP calls are in flight: SIGKILL of the postmaster and every backend at once, then a start through crash recovery; only on the test's own cluster"},
+	{Name: "pg-failover", OwnCluster: true, Description: "the primary crashed (SIGKILL of every process) while the batch is in flight, its streaming standby promoted, serve and workers reconnect through the URL's second host (target_session_attrs=read-write); then a new standby; only on the test's own cluster",
+		OptIn: "runs a standby through the whole test and rebuilds it after every failover (--standby sync|async)"},
+	{Name: "psp-500", Description: "the PSP answers 500 without charging (fail-before): the batch worker's first charge request, then half of them"},
+	{Name: "psp-drop", Description: "the PSP charges, then drops the connection (drop-after): first charge request, then half"},
+	{Name: "psp-fail-after", Description: "the PSP charges, then answers 500 (fail-after): first charge request, then half"},
+	{Name: "psp-slow", Description: "the PSP charges, then answers after the worker's provider timeout (slow): first charge request, then half"},
+	{Name: "race", Description: "two workers race for the same messages: the queue hands a running job to a second worker"},
 }
+
+// dbFault reports whether f is done to the database (restart, crash,
+// failover).
+func (f *Fault) dbFault() bool { return f != nil && f.OwnCluster }
 
 // Timings are the worker settings the test runs with: short, so that a
 // killed job comes back in seconds, not minutes. They are printed in the
@@ -120,8 +133,19 @@ type Config struct {
 	// by txid; afterwards every charge is paid and its receipt checked).
 	PSP string
 
-	// DatabaseURL: empty starts a private cluster (needed by pg-restart).
+	// DatabaseURL: empty starts a private cluster (needed by the pg-*
+	// faults). The private cluster runs durable settings (fsync,
+	// synchronous_commit, full_page_writes on) and the sandbox PSP's
+	// tables live on a second cluster that no fault touches.
 	DatabaseURL string
+	// DBSynchronousCommit, when set, becomes the private database's
+	// synchronous_commit (ALTER DATABASE ... SET) before anything
+	// connects: off is the throughput tuning under which the claim must
+	// still commit durably.
+	DBSynchronousCommit string
+	// Standby is the private cluster's standby when pg-failover is
+	// selected: "sync" (the default) or "async".
+	Standby string
 	// Keep keeps the schemas (and prints them) for inspection.
 	Keep bool
 	// Bin is the retrysafe binary; default this executable.
@@ -231,7 +255,7 @@ func (c *Config) scenarios(ownCluster bool) ([]scenario, error) {
 		}
 		return sel, nil
 	}
-	var cpNames, cpDefaults, fNames []string
+	var cpNames, cpDefaults, fNames, fDefaults []string
 	for _, p := range CrashPoints {
 		cpNames = append(cpNames, p.Name)
 		if p.OptIn == "" {
@@ -240,12 +264,14 @@ func (c *Config) scenarios(ownCluster bool) ([]scenario, error) {
 	}
 	for _, f := range Faults {
 		fNames = append(fNames, f.Name)
+		if f.OptIn == "" {
+			fDefaults = append(fDefaults, f.Name)
+		}
 	}
 	cps, faults := c.CrashPoints, c.Faults
 	if cps == nil {
 		cps = []string{"default"}
 	}
-	explicitPG := slices.Contains(faults, "pg-restart")
 	if faults == nil {
 		faults = []string{"default"}
 	}
@@ -253,15 +279,17 @@ func (c *Config) scenarios(ownCluster bool) ([]scenario, error) {
 	if err != nil {
 		return nil, err
 	}
-	selF, err := pick(faults, fNames, fNames, "fault")
+	selF, err := pick(faults, fNames, fDefaults, "fault")
 	if err != nil {
 		return nil, err
 	}
-	if selF["pg-restart"] && !ownCluster {
-		if explicitPG {
-			return nil, errors.New("fault pg-restart restarts the test's own PostgreSQL cluster: leave --database-url empty, or drop pg-restart from --faults")
+	for _, f := range Faults {
+		if f.OwnCluster && selF[f.Name] && !ownCluster {
+			if slices.Contains(faults, f.Name) {
+				return nil, fmt.Errorf("fault %s is done to the test's own PostgreSQL cluster: leave --database-url empty, or drop %s from --faults", f.Name, f.Name)
+			}
+			delete(selF, f.Name) // "all" and "default" mean all that apply
 		}
-		delete(selF, "pg-restart") // "all" means all that apply
 	}
 	for i := range CrashPoints {
 		if selCP[CrashPoints[i].Name] {
@@ -293,6 +321,12 @@ func (c *Config) validate(nScenarios int) error {
 		return fmt.Errorf("--max-attempts %d: want at least 1 (0: the runtime's default)", c.MaxAttempts)
 	case c.PSP != "" && c.PSP != PSPV1 && c.PSP != PSPAPIPix:
 		return fmt.Errorf("--psp %q: want %s or %s", c.PSP, PSPV1, PSPAPIPix)
+	case c.DBSynchronousCommit != "" && c.DatabaseURL != "":
+		return errors.New("--db-synchronous-commit sets the test's own cluster's database default: leave --database-url empty")
+	case c.DBSynchronousCommit != "" && !slices.Contains([]string{"on", "off", "local", "remote_write", "remote_apply"}, c.DBSynchronousCommit):
+		return fmt.Errorf("--db-synchronous-commit %q: want on, off, local, remote_write or remote_apply", c.DBSynchronousCommit)
+	case c.Standby != "" && c.Standby != "sync" && c.Standby != "async":
+		return fmt.Errorf("--standby %q: want sync or async", c.Standby)
 	case c.Journal != "on" && c.Journal != "off":
 		return fmt.Errorf("--journal %q: want on or off", c.Journal)
 	case !(c.WrongAmountRate >= 0 && c.WrongAmountRate <= 1):

@@ -34,6 +34,15 @@
 //     a random 0..700 ms after the first fault;
 //   - pg-restart: `pg_ctl restart` of the test's own cluster once the
 //     batch is in flight, then a random kill;
+//   - pg-crash: once the worker works the batch and a charge has reached
+//     the PSP, SIGKILL of the postmaster and every backend at once
+//     (harness.Stack.CrashDatabase), a start through crash recovery, and
+//     the worker killed a second or so after it is back;
+//   - pg-failover (opt-in): the same crash of the primary, its streaming
+//     standby (synchronous unless Config.Standby is "async") promoted,
+//     every process reconnecting through a URL naming both hosts with
+//     target_session_attrs=read-write, then a new standby on the dead
+//     primary's port (harness.Stack.Failover);
 //   - race: the first worker's charges are slowed (delay) and, once it
 //     holds the batch, a second worker starts and the queue hands it every
 //     running job (the job row set back to available, as an at-least-once
@@ -59,6 +68,26 @@
 // when the last killed job is old enough: the first pass of the new leader
 // (elected once the dead leader's 15 s lease runs out) takes them all, and
 // 300 runs need one rescue wait, not 300.
+//
+// # The database
+//
+// The test's own cluster is durable (fsync, synchronous_commit,
+// full_page_writes on); Config.DBSynchronousCommit makes another
+// synchronous_commit the database's default. The PSP's tables live on a
+// second cluster no fault touches: were they in the crashed one, a lost
+// claim would take the charge it led to with it, and the duplicate would
+// never show. River's leader table is unlogged, so after database faults
+// the report names the leader found once the redelivery is done, which
+// must have been elected after the last fault.
+//
+// # Soak
+//
+// Soak (`retrysafe soak`) reuses the runs, deliveries and verdict with
+// long-lived workers, each behind a proxy that draws a PSP fault for a
+// share of the charges, under a steady stream of new runs, same-key storms
+// and redeliveries, and a database crash every SoakConfig.CrashEvery; it
+// samples serve's and the workers' RSS (/proc) and goroutines (written by
+// each process to StatsDirEnv) and requires them flat.
 //
 // # Verdict
 //

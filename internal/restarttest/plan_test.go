@@ -119,23 +119,49 @@ func TestScenarioSelection(t *testing.T) {
 			optIn++
 		}
 	}
+	faultOptIn, ownCluster := 0, 0
+	for _, f := range Faults {
+		if f.OptIn != "" {
+			faultOptIn++
+		}
+		if f.OwnCluster {
+			ownCluster++
+		}
+	}
+	if faultOptIn != 1 || ownCluster != 3 {
+		t.Fatalf("%d opt-in faults (want pg-failover), %d on the own cluster (want pg-restart, pg-crash, pg-failover)", faultOptIn, ownCluster)
+	}
 	c := Config{}
 	def, err := c.scenarios(true)
-	if err != nil || len(def) != len(CrashPoints)-optIn+len(Faults) {
+	if err != nil || len(def) != len(CrashPoints)-optIn+len(Faults)-faultOptIn {
 		t.Fatalf("default: %d scenarios, %v", len(def), err)
 	}
-	c = Config{CrashPoints: []string{"all"}}
+	c = Config{CrashPoints: []string{"all"}, Faults: []string{"all"}}
 	all, err := c.scenarios(true)
 	if err != nil || len(all) != len(CrashPoints)+len(Faults) {
 		t.Fatalf("all: %d scenarios, %v", len(all), err)
 	}
 	noPG, err := c.scenarios(false)
-	if err != nil || len(noPG) != len(all)-1 {
+	if err != nil || len(noPG) != len(all)-ownCluster {
 		t.Fatalf("without own cluster: %d scenarios, %v", len(noPG), err)
 	}
-	c = Config{Faults: []string{"pg-restart"}, CrashPoints: []string{"none"}}
-	if _, err := c.scenarios(false); err == nil {
-		t.Fatal("pg-restart on a given database accepted")
+	for _, f := range []string{"pg-restart", "pg-crash", "pg-failover"} {
+		c = Config{Faults: []string{f}, CrashPoints: []string{"none"}}
+		if _, err := c.scenarios(false); err == nil {
+			t.Fatalf("%s on a given database accepted", f)
+		}
+		if s, err := c.scenarios(true); err != nil || len(s) != 1 {
+			t.Fatalf("%s alone on the own cluster: %v, %v", f, s, err)
+		}
+	}
+	c = Config{DatabaseURL: "postgres://x", DBSynchronousCommit: "off"}
+	if err := c.validate(1); err == nil {
+		t.Fatal("--db-synchronous-commit on a given database accepted")
+	}
+	c = Config{DBSynchronousCommit: "sometimes"}
+	c.defaults()
+	if err := c.validate(1); err == nil {
+		t.Fatal("--db-synchronous-commit sometimes accepted")
 	}
 	c = Config{CrashPoints: []string{"provider-call", "nope"}}
 	if _, err := c.scenarios(true); err == nil || !strings.Contains(err.Error(), "nope") {

@@ -39,10 +39,11 @@ type pspProxy struct {
 
 	mu        sync.Mutex
 	rng       *rand.Rand
-	fault     string  // X-Sandbox-Fault for charge POSTs; "" none
-	faultRate float64 // share of charge POSTs after the first that get it
-	killAt    int     // kill the worker on this answered charge POST (1 = first); 0 never
-	kill      func()  // SIGKILLs the worker and waits for its exit
+	fault     string   // X-Sandbox-Fault for charge POSTs; "" none
+	mix       []string // else one of these, drawn per request (the soak)
+	faultRate float64  // share of charge POSTs after the first that get it
+	killAt    int      // kill the worker on this answered charge POST (1 = first); 0 never
+	kill      func()   // SIGKILLs the worker and waits for its exit
 	posts     int
 	injected  int
 	killed    bool
@@ -71,6 +72,14 @@ func (p *pspProxy) configure(fault string, rate float64, killAt int, kill func()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.fault, p.faultRate, p.killAt, p.kill = fault, rate, killAt, kill
+}
+
+// configureMix makes the proxy ask for one of faults, drawn per charge
+// request, on a share rate of them (the first always).
+func (p *pspProxy) configureMix(faults []string, rate float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mix, p.faultRate = faults, rate
 }
 
 // URL is what the worker gets as RETRYSAFE_PSP_URL.
@@ -121,8 +130,12 @@ func (p *pspProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.posts++
 		// The first charge always gets the fault (a scenario is never
 		// left untested by the dice), later ones at faultRate.
-		if p.fault != "" && (p.injected == 0 || p.rng.Float64() < p.faultRate) {
-			out.Header.Set(faultHeader, p.fault)
+		fault := p.fault
+		if len(p.mix) > 0 {
+			fault = p.mix[p.rng.IntN(len(p.mix))]
+		}
+		if fault != "" && (p.injected == 0 || p.rng.Float64() < p.faultRate) {
+			out.Header.Set(faultHeader, fault)
 			p.injected++
 		}
 		killThis = p.killAt > 0 && p.posts >= p.killAt && !p.killed && p.kill != nil

@@ -61,7 +61,13 @@ type Row struct {
 	PSPRequests      int     `json:"psp_requests"`
 	FaultsInjected   int     `json:"faults_injected,omitempty"`
 	PGRestarts       int     `json:"pg_restarts,omitempty"`
-	RaceHandouts     int     `json:"race_handouts,omitempty"`
+	PGCrashes        int     `json:"pg_crashes,omitempty"`
+	Failovers        int     `json:"failovers,omitempty"`
+	// DBDownMax: the longest a crash (until recovery ended) or a failover
+	// (until the standby took writes) left the processes without a
+	// database.
+	DBDownMax    string `json:"db_down_max,omitempty"`
+	RaceHandouts int    `json:"race_handouts,omitempty"`
 	// Covered: the scenario's point was reached (or its fault happened) at
 	// least once.
 	Covered bool `json:"covered"`
@@ -99,6 +105,9 @@ type Report struct {
 	WebhookPosts int `json:"webhook_posts"`
 	Messages     int `json:"messages"`
 	RunsHitTwice int `json:"runs_hit_twice"`
+	// RiverLeader: after database faults, River's leader once the
+	// redelivery was done, elected after the last fault.
+	RiverLeader string `json:"river_leader,omitempty"`
 	// StartedActions: actions of any kind left 'started' at the end.
 	StartedActions int         `json:"started_actions"`
 	Problems       []string    `json:"problems,omitempty"`
@@ -132,7 +141,11 @@ func (t *tester) report(results []RunResult, unattributed, pspRequests, started 
 	for _, s := range t.scenarios {
 		st := t.stats[s.name]
 		rows[s.name] = &Row{Scenario: s.name, Description: t.description(s.name), Charges: map[int]int{},
-			FaultsInjected: st.faultsInjected, PGRestarts: st.pgRestarts, RaceHandouts: st.raceHandouts}
+			FaultsInjected: st.faultsInjected, PGRestarts: st.pgRestarts, RaceHandouts: st.raceHandouts,
+			PGCrashes: st.pgCrashes, Failovers: st.failovers}
+		if st.dbDown > 0 {
+			rows[s.name].DBDownMax = elapsed(st.dbDown)
+		}
 	}
 	for _, k := range t.kills {
 		row := rows[k.Scenario]
@@ -185,6 +198,10 @@ func (t *tester) report(results []RunResult, unattributed, pspRequests, started 
 			row.Covered = row.AtPoint > 0
 		case s.fault.Name == "pg-restart":
 			row.Covered = row.PGRestarts > 0
+		case s.fault.Name == "pg-crash":
+			row.Covered = row.PGCrashes > 0
+		case s.fault.Name == "pg-failover":
+			row.Covered = row.Failovers > 0
 		case s.fault.Name == "race":
 			row.Covered = row.RaceHandouts > 0
 		default:
@@ -215,6 +232,8 @@ func (t *tester) report(results []RunResult, unattributed, pspRequests, started 
 		total.PSPRequests += row.PSPRequests
 		total.FaultsInjected += row.FaultsInjected
 		total.PGRestarts += row.PGRestarts
+		total.PGCrashes += row.PGCrashes
+		total.Failovers += row.Failovers
 		total.RaceHandouts += row.RaceHandouts
 		total.Covered = total.Covered && row.Covered
 	}
@@ -298,7 +317,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "retrysafe restart-test: %d runs, seed %d, %s%s\n", r.Runs, r.Seed, r.Duration, mode)
 	fmt.Fprintf(w, "  database:   %s, schema %s\n", s.Database, s.Schema)
-	fmt.Fprintf(w, "  workers:    one armed worker per batch of %d runs, then %d redelivery workers; journal %s\n", s.Batch, s.Workers, s.Journal)
+	if s.Batch > 0 {
+		fmt.Fprintf(w, "  workers:    one armed worker per batch of %d runs, then %d redelivery workers; journal %s\n", s.Batch, s.Workers, s.Journal)
+	} else {
+		fmt.Fprintf(w, "  workers:    %d long-lived workers, never killed; journal %s\n", s.Workers, s.Journal)
+	}
 	fmt.Fprintf(w, "  flags:      worker %s\n", s.WorkerFlags)
 	fmt.Fprintf(w, "              serve %s\n", s.ServeFlags)
 	fmt.Fprintf(w, "  model:      sandbox, --wrong-amount-rate %g, --latency %s\n", s.WrongAmountRate, s.ModelLatency)
@@ -328,8 +351,16 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "  multi-spelling intents (CPF punctuated and bare, a phone three ways, in separate messages): %d, one key and one charge: %d\n", r.MultiSpelling, r.MultiSpellingOK)
 	fmt.Fprintf(w, "  PSP requests: %d (every key attributed to an intent: %d unattributed); duplicate replies: %d; actions left started: %d\n",
 		r.PSPRequests, r.UnattributedRequests, t.DuplicateReplies, r.StartedActions)
-	fmt.Fprintf(w, "  faults: PSP faults injected %d, PostgreSQL restarts %d, jobs handed to a racing worker %d; model calls %d real + %d replayed from the journal\n",
-		t.FaultsInjected, t.PGRestarts, t.RaceHandouts, t.ModelCalls, t.ModelReplayed)
+	fmt.Fprintf(w, "  faults: PSP faults injected %d, PostgreSQL restarts %d, crashes %d, failovers %d, jobs handed to a racing worker %d; model calls %d real + %d replayed from the journal\n",
+		t.FaultsInjected, t.PGRestarts, t.PGCrashes, t.Failovers, t.RaceHandouts, t.ModelCalls, t.ModelReplayed)
+	for _, row := range r.Rows {
+		if row.DBDownMax != "" {
+			fmt.Fprintf(w, "  %s: the database was gone for at most %s (from SIGKILL until it took writes again); River's rescuer brought back %d jobs\n", row.Scenario, row.DBDownMax, row.Rescues)
+		}
+	}
+	if r.RiverLeader != "" {
+		fmt.Fprintf(w, "  River's leader after the redelivery: %s\n", r.RiverLeader)
+	}
 	if a := r.APIPix; a != nil {
 		fmt.Fprintf(w, "  API Pix: %d cob PUTs, %d charges overwritten; %d charges paid, %d payments applied by the Pix callback (%d calls), %d receipts; runs charged once with one receipt: %d, others: %d\n",
 			a.CobPuts, a.Overwritten, a.Paid, a.Effects, a.Callbacks, a.Receipts, a.RunsReceiptOnce, a.RunsReceiptWrong)

@@ -1,6 +1,7 @@
 package restarttest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,7 +44,10 @@ type Kill struct {
 type scenarioStats struct {
 	faultsInjected int // PSP faults asked for by the proxy
 	pgRestarts     int
-	raceHandouts   int // running jobs handed to a second worker
+	pgCrashes      int
+	failovers      int
+	dbDown         time.Duration // longest time without a database (crash, failover)
+	raceHandouts   int           // running jobs handed to a second worker
 	workers        int
 }
 
@@ -68,6 +72,8 @@ type tester struct {
 	workerSeq  int
 	pixPaid    int // API Pix: charges paid after the runs settled
 	lastKill   time.Time
+	lastDB     time.Time // when the last database fault ended
+	leader     string    // riverLeader, read before the redelivery workers stop
 	progress   Progress
 }
 
@@ -144,8 +150,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		t.settings.Scenarios = append(t.settings.Scenarios, s.name)
 	}
 
+	db := harness.DatabaseConfig{SynchronousCommit: cfg.DBSynchronousCommit, SeparatePSP: cfg.DatabaseURL == ""}
+	for _, sc := range scens {
+		if sc.fault != nil && sc.fault.Name == "pg-failover" {
+			db.Standby = cmp.Or(cfg.Standby, "sync")
+		}
+	}
 	stack, err := harness.StartStack(ctx, harness.StackConfig{
-		DatabaseURL: cfg.DatabaseURL, Keep: cfg.Keep, Bin: cfg.Bin, Log: cfg.Log,
+		DatabaseURL: cfg.DatabaseURL, Database: db, Keep: cfg.Keep, Bin: cfg.Bin, Log: cfg.Log,
 		Tenant: "restart-test", PhoneNumberID: "5511400000001",
 		ModelSeed: cfg.Seed, ModelWrongAmountRate: cfg.WrongAmountRate, ModelArgs: modelArgs,
 		WorkerArgs: wargs, ServeArgs: sargs, PSPFlavour: t.pspFlavour(),
@@ -156,11 +168,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer stack.Close()
 	t.stack = stack
 	t.settings.Schema = stack.Cfg.Schema
-	if stack.Cluster != nil {
-		t.settings.Database = fmt.Sprintf("private cluster on 127.0.0.1:%d (started by the test)", stack.Cluster.Port)
-	} else {
-		t.settings.Database = "given by --database-url / DATABASE_URL"
-	}
+	t.settings.Database = describeDatabase(ctx, stack)
 
 	for _, r := range t.runs {
 		if err := stack.SeedConversation(ctx, r.WaID, r.Customer, r.Invoice, r.AmountCents); err != nil {
@@ -194,6 +202,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	t.checkReceipts(rep)
+	rep.RiverLeader = t.leader
 	t.setPhase("done", "")
 	return rep, nil
 }
@@ -393,7 +402,7 @@ func (t *tester) batch(ctx context.Context, s scenario, chunk, scope []*RunPlan)
 		hosted    atomic.Pointer[worker] // for the proxy's kill
 		role      = strings.TrimPrefix(s.name, "fault:")
 		race      = s.fault != nil && s.fault.Name == "race"
-		pgRestart = s.fault != nil && s.fault.Name == "pg-restart"
+		dbFault   = s.fault.dbFault()
 	)
 	switch {
 	case s.point != nil && s.point.Failpoint != "":
@@ -404,7 +413,7 @@ func (t *tester) batch(ctx context.Context, s scenario, chunk, scope []*RunPlan)
 		// The first racer is slow inside the PSP call, so that the second
 		// gets the job while the first still holds it.
 		fault = "delay=" + raceDelay.String()
-	case s.fault != nil && !pgRestart:
+	case s.fault != nil && !dbFault:
 		fault = pspFault(s.fault.Name, t.cfg.Timings)
 	}
 	rate := 0.5
@@ -458,7 +467,14 @@ func (t *tester) batch(ctx context.Context, s scenario, chunk, scope []*RunPlan)
 		case <-w.proc.Done():
 		case <-restarted:
 			restarted = nil
-			arm(faultKill / 2)
+			// The worker dies a little later: after a crash or a
+			// failover it must first have found the database again.
+			if s.fault.Name == "pg-restart" {
+				arm(faultKill / 2)
+			} else {
+				arm(time.Second + faultKill)
+			}
+			deadline.Reset(killDeadline)
 		case <-timer:
 			t.killWorker(w, "timer")
 		case <-deadline.C:
@@ -485,20 +501,23 @@ func (t *tester) batch(ctx context.Context, s scenario, chunk, scope []*RunPlan)
 				if busy() {
 					arm(randomKill)
 				}
-			case pgRestart:
-				if !restartBegun && (time.Since(started) > 3*time.Second || busy()) {
+			case dbFault:
+				// A restart goes once the worker is working the batch; a
+				// crash or failover once a charge has reached the PSP too,
+				// so that claims, completions and provider calls are in
+				// flight when the database dies.
+				trigger := busy()
+				if s.fault.Name != "pg-restart" {
+					posts, _, _ := proxy.stats()
+					trigger = trigger && posts > 0
+				}
+				if !restartBegun && (time.Since(started) > 3*time.Second || trigger) {
 					restartBegun = true
 					restarted = make(chan struct{})
 					go func(done chan struct{}) {
 						defer close(done)
 						time.Sleep(restartAfter)
-						if err := t.stack.Cluster.Restart(ctx); err != nil {
-							t.problem("pg_ctl restart: %v", err)
-							return
-						}
-						t.mu.Lock()
-						st.pgRestarts++
-						t.mu.Unlock()
+						t.databaseFault(ctx, s.fault.Name, st)
 					}(restarted)
 				}
 			case race:
@@ -546,6 +565,99 @@ func (t *tester) batch(ctx context.Context, s scenario, chunk, scope []*RunPlan)
 	st.faultsInjected += injected
 	t.mu.Unlock()
 	return nil
+}
+
+// databaseFault does a pg-* fault to the test's own cluster and counts it.
+func (t *tester) databaseFault(ctx context.Context, name string, st *scenarioStats) {
+	var down time.Duration
+	switch name {
+	case "pg-restart":
+		if err := t.stack.Cluster.Restart(ctx); err != nil {
+			t.problem("pg_ctl restart: %v", err)
+			return
+		}
+	case "pg-crash":
+		d, err := t.stack.CrashDatabase(ctx)
+		if err != nil {
+			t.problem("crash PostgreSQL: %v", err)
+			return
+		}
+		down = d
+	case "pg-failover":
+		ft, err := t.stack.Failover(ctx)
+		if err != nil {
+			t.problem("failover: %v", err)
+			return
+		}
+		down = ft.Down
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch name {
+	case "pg-restart":
+		st.pgRestarts++
+	case "pg-crash":
+		st.pgCrashes++
+	case "pg-failover":
+		st.failovers++
+	}
+	st.dbDown = max(st.dbDown, down)
+	t.lastDB = time.Now()
+}
+
+// riverLeader says which River client leads once the redelivery is done,
+// and whether it was elected after the last database fault: River's
+// leader table is UNLOGGED, so crash recovery empties it and a standby
+// never has its rows; the queue's maintenance (the rescuer the redelivery
+// depends on) needs a new election after every crash or failover.
+func (t *tester) riverLeader(ctx context.Context) string {
+	t.mu.Lock()
+	last := t.lastDB
+	t.mu.Unlock()
+	if last.IsZero() {
+		return ""
+	}
+	var id string
+	var elected time.Time
+	err := retryQuery(ctx, func() error {
+		return t.stack.Pool.QueryRow(ctx, `SELECT leader_id, elected_at FROM river_leader ORDER BY elected_at DESC LIMIT 1`).Scan(&id, &elected)
+	})
+	if err != nil {
+		t.problem("River has no leader after the redelivery: %v", err)
+		return ""
+	}
+	if !elected.After(last) {
+		t.problem("River's leader %s was elected at %s, before the last database fault ended (%s)", id, elected.Format(time.RFC3339Nano), last.Format(time.RFC3339Nano))
+	}
+	return fmt.Sprintf("%s, elected %s after the last database fault ended", id, elected.Sub(last).Round(100*time.Millisecond))
+}
+
+// describeDatabase says which database the test ran on and with which
+// settings, as the server reports them to a new session (the database's
+// own default included).
+func describeDatabase(ctx context.Context, stack *harness.Stack) string {
+	var fsync, syncCommit, fpw, standbys string
+	err := stack.Pool.QueryRow(ctx, `SELECT current_setting('fsync'), current_setting('synchronous_commit'),
+		current_setting('full_page_writes'), current_setting('synchronous_standby_names')`).Scan(&fsync, &syncCommit, &fpw, &standbys)
+	settings := fmt.Sprintf("fsync=%s synchronous_commit=%s full_page_writes=%s", fsync, syncCommit, fpw)
+	if err != nil {
+		settings = "settings unreadable: " + err.Error()
+	}
+	if stack.Cluster == nil {
+		return "given by --database-url / DATABASE_URL (" + settings + ")"
+	}
+	d := fmt.Sprintf("private cluster on 127.0.0.1:%d (started by the test; %s)", stack.Cluster.Port, settings)
+	if stack.Standby != nil {
+		mode := "asynchronous"
+		if standbys != "" {
+			mode = "synchronous, synchronous_standby_names=" + standbys
+		}
+		d += fmt.Sprintf(", streaming standby on 127.0.0.1:%d (%s), processes given both hosts with target_session_attrs=read-write", stack.Standby.Port, mode)
+	}
+	if stack.PSPCluster != nil {
+		d += fmt.Sprintf("; the PSP's tables on a cluster of their own (127.0.0.1:%d), which no fault touches", stack.PSPCluster.Port)
+	}
+	return d
 }
 
 // working reports whether a worker started at since has a job of scope
@@ -837,6 +949,8 @@ func (t *tester) redeliver(ctx context.Context) error {
 			if n == len(t.runs) {
 				var started int
 				if err := t.stack.Pool.QueryRow(ctx, `SELECT count(*) FROM actions WHERE tenant_id = $1 AND status = 'started'`, t.stack.Cfg.Tenant).Scan(&started); err == nil && started == 0 {
+					// While the workers run: a leader that stops resigns.
+					t.leader = t.riverLeader(ctx)
 					return nil
 				}
 			}
