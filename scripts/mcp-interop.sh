@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Installs what cmd/retrysafe's MCP interoperability test needs: Node.js
+# Installs what internal/cli's MCP interoperability test needs: Node.js
 # (Debian's nodejs and npm, when missing) and the official TypeScript MCP
-# SDK into cmd/retrysafe/testdata/mcp-interop/node_modules, exactly as
+# SDK into internal/cli/testdata/mcp-interop/node_modules, exactly as
 # pinned by the committed package-lock.json. Idempotent; quiet when
 # everything is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 
-dir=cmd/retrysafe/testdata/mcp-interop
+dir=internal/cli/testdata/mcp-interop
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   echo "==> installing Node.js (apt-get)"
   sudo_if_needed apt-get update -qq

@@ -20,7 +20,10 @@
 //	              internal/restarttest, agent/agenttest, tools/toolstest,
 //	              internal/pgtest, internal/testutil, internal/problemdocs,
 //	              internal/pixspec (test machinery)
-//	6 commands    cmd/*
+//	6 commands    internal/cli (the engine's commands and the shared flags)
+//	7 lab cmds    internal/labcli (demo, sandbox, restart-test, soak)
+//	8 binaries    cmd/retrysafe (the engine's commands only) and
+//	              cmd/retrysafe-lab (with the lab's)
 //
 // Tests may also import lab packages and packages of their own layer (an
 // external test drives its package through a neighbour), never a higher

@@ -152,7 +152,7 @@ func TestLayerOf(t *testing.T) {
 	for rel, want := range map[string]int{
 		"derive": 0, "tools": 1, "tools/apipix": 1, "intent": 2, "executor": 3,
 		"executor/internal/sandboxcheck": 3, "server/sidecar": 4, "sandbox/psp": LabLayer,
-		"tools/toolstest": LabLayer, "cmd/retrysafe": 6,
+		"tools/toolstest": LabLayer, "internal/cli": 6, "internal/labcli": 7, "cmd/retrysafe": 8,
 	} {
 		if got, ok := LayerOf(rel); !ok || got != want {
 			t.Errorf("LayerOf(%q) = %d, %v; want %d", rel, got, ok, want)

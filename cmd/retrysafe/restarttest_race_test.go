@@ -1,7 +1,0 @@
-//go:build race
-
-package main
-
-// raceEnabled: this test binary runs under the race detector, and so do
-// the retrysafe processes TestRestartTest builds and starts.
-const raceEnabled = true

@@ -1,0 +1,241 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retrysafe/retrysafe/derive"
+	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/server/metrics"
+	"github.com/retrysafe/retrysafe/server/sidecar"
+	"github.com/retrysafe/retrysafe/tools"
+)
+
+// parseAPITokens reads RETRYSAFE_API_TOKENS: "tenant-a=token1,tenant-b=token2".
+// White space around entries is ignored. Errors name the entry by position
+// and tenant, never the token.
+func parseAPITokens(s string) ([]sidecar.Credential, error) {
+	var out []sidecar.Credential
+	for i, entry := range strings.Split(s, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		tenant, token, ok := strings.Cut(entry, "=")
+		tenant, token = strings.TrimSpace(tenant), strings.TrimSpace(token)
+		if !ok || tenant == "" || token == "" {
+			return nil, fmt.Errorf("RETRYSAFE_API_TOKENS entry %d: want tenant=token", i+1)
+		}
+		out = append(out, sidecar.Credential{Tenant: tenant, Token: token})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("RETRYSAFE_API_TOKENS is empty: set it to tenant=token pairs, e.g. tenant-a=secret1,tenant-b=secret2")
+	}
+	if err := sidecar.ValidateCredentials(out); err != nil {
+		return nil, fmt.Errorf("RETRYSAFE_API_TOKENS: %w", err)
+	}
+	return out, nil
+}
+
+// runtimeFlags configure what executes tools: the HMAC secret, the providers
+// and the executor's timings. serve and reconcile share them. Flags override
+// the environment; secrets are best left in the environment (flags show in
+// the process list).
+type runtimeFlags struct {
+	hmacKey                   string
+	pspURL, pspToken          string
+	whatsappURL, whatsappTok  string
+	emailURL, emailToken      string
+	owner                     string
+	lease, timeout, heartbeat time.Duration
+	maxAttempts               int
+	retryHorizon, backoffMax  time.Duration
+	reconcileInterval         time.Duration
+	reconcileBatch            int
+	syncCompletion            bool
+	groupCommit               int
+	groupCommitConns          int
+	syncCompletionEnv         string // checked by registry: a typo must not pass for false
+	apipix                    apipixFlags
+}
+
+func (f *runtimeFlags) register(fs *flag.FlagSet, e *Env) {
+	fs.StringVar(&f.hmacKey, "hmac-key", e.Getenv("RETRYSAFE_HMAC_KEY"),
+		"HMAC secret the keys are derived with, at least 32 bytes (env RETRYSAFE_HMAC_KEY; prefer the env)")
+	fs.StringVar(&f.pspURL, "psp-url", e.Getenv("RETRYSAFE_PSP_URL"), "base URL of the Pix PSP for pix.charge (env RETRYSAFE_PSP_URL)")
+	fs.StringVar(&f.pspToken, "psp-token", e.Getenv("RETRYSAFE_PSP_TOKEN"), "bearer token pix.charge presents to the PSP (env RETRYSAFE_PSP_TOKEN; prefer the env)")
+	fs.StringVar(&f.whatsappURL, "whatsapp-url", e.Getenv("RETRYSAFE_WHATSAPP_URL"), "base URL of the WhatsApp API for whatsapp.send_template (env RETRYSAFE_WHATSAPP_URL; empty: tool off)")
+	fs.StringVar(&f.whatsappTok, "whatsapp-token", e.Getenv("RETRYSAFE_WHATSAPP_TOKEN"), "bearer token for the WhatsApp API (env RETRYSAFE_WHATSAPP_TOKEN)")
+	fs.StringVar(&f.emailURL, "email-url", e.Getenv("RETRYSAFE_EMAIL_URL"), "base URL of the e-mail API for email.send (env RETRYSAFE_EMAIL_URL; empty: tool off)")
+	fs.StringVar(&f.emailToken, "email-token", e.Getenv("RETRYSAFE_EMAIL_TOKEN"), "bearer token for the e-mail API (env RETRYSAFE_EMAIL_TOKEN)")
+	f.apipix.register(fs, e)
+	fs.StringVar(&f.owner, "owner", "", "lease owner name of this process (default host:pid:random)")
+	fs.DurationVar(&f.lease, "lease", 30*time.Second, "how long a claim on an action is exclusive; must exceed --timeout plus a 2s margin")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "bound on one provider call")
+	fs.DurationVar(&f.heartbeat, "heartbeat", 0, "extend the lease this often during a call (0: off)")
+	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "also bound the attempts of one action (0: only --retry-horizon ends the retries)")
+	fs.DurationVar(&f.retryHorizon, "retry-horizon", 6*time.Hour,
+		"how long after its first claim an action's transient or uncertain failures are retried with the same key; then it fails if the provider provably never acted, else goes to review")
+	fs.DurationVar(&f.backoffMax, "backoff-max", time.Minute, "longest pause between two tries of one action (exponential from 200ms, with jitter)")
+	fs.DurationVar(&f.reconcileInterval, "reconcile-interval", 5*time.Second, "pause between reconciler passes that found little to do")
+	fs.IntVar(&f.reconcileBatch, "reconcile-batch", 50, "expired leases one reconciler pass takes")
+	fs.IntVar(&f.groupCommit, "group-commit", 32, "most concurrent calls that share one claim (or completion) round trip and commit; 1 turns grouping off")
+	fs.IntVar(&f.groupCommitConns, "group-commit-conns", 2, "grouped round trips of each kind at the database at once, each on its own pool connection")
+	f.syncCompletionEnv = e.Getenv("RETRYSAFE_SYNC_COMPLETION")
+	syncDefault, _ := strconv.ParseBool(f.syncCompletionEnv)
+	fs.BoolVar(&f.syncCompletion, "sync-completion", syncDefault,
+		"make every completion wait for its WAL flush (env RETRYSAFE_SYNC_COMPLETION=true); by default a success the provider can tell again by the key does not")
+}
+
+// registry builds the tool registry from the provider settings. It checks
+// everything that can be checked without a database, so that a bad
+// configuration fails at start-up with a message naming the setting.
+func (f *runtimeFlags) registry() (*tools.Registry, error) {
+	if v := f.syncCompletionEnv; v != "" {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return nil, fmt.Errorf("RETRYSAFE_SYNC_COMPLETION=%q: want true or false", v)
+		}
+	}
+	if f.hmacKey == "" {
+		return nil, errors.New("RETRYSAFE_HMAC_KEY (or --hmac-key) is not set: set it to a secret of at least 32 bytes, shared by every service that must derive the same keys")
+	}
+	if len(f.hmacKey) < derive.MinSecretLen {
+		return nil, fmt.Errorf("RETRYSAFE_HMAC_KEY is %d bytes; at least %d are required", len(f.hmacKey), derive.MinSecretLen)
+	}
+	// No client timeout: the executor bounds each call with its context,
+	// shorter than the lease.
+	client := &http.Client{Transport: &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		MaxIdleConnsPerHost: 32,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+	}}
+	reg, _ := tools.NewRegistry()
+	add := func(name, setting, base, token string, mk func(tools.HTTPConfig) (tools.Tool, error)) error {
+		if base == "" {
+			return nil
+		}
+		if err := checkURL(base); err != nil {
+			return fmt.Errorf("%s: %w", setting, err)
+		}
+		t, err := mk(tools.HTTPConfig{BaseURL: base, Token: token, Client: client})
+		if err != nil {
+			return fmt.Errorf("%s: %w", setting, err)
+		}
+		return reg.Register(t)
+	}
+	if err := add(tools.PixChargeName, "RETRYSAFE_PSP_URL", f.pspURL, f.pspToken, func(c tools.HTTPConfig) (tools.Tool, error) { return tools.NewPixCharge(c) }); err != nil {
+		return nil, err
+	}
+	if err := add(tools.WhatsAppName, "RETRYSAFE_WHATSAPP_URL", f.whatsappURL, f.whatsappTok, func(c tools.HTTPConfig) (tools.Tool, error) { return tools.NewWhatsAppTemplate(c) }); err != nil {
+		return nil, err
+	}
+	if err := add(tools.EmailSendName, "RETRYSAFE_EMAIL_URL", f.emailURL, f.emailToken, func(c tools.HTTPConfig) (tools.Tool, error) { return tools.NewEmailSend(c) }); err != nil {
+		return nil, err
+	}
+	if err := f.apipix.add(reg); err != nil {
+		return nil, err
+	}
+	if len(reg.Names()) == 0 {
+		return nil, errors.New("no tools configured: set RETRYSAFE_PSP_URL (pix.charge), RETRYSAFE_WHATSAPP_URL or RETRYSAFE_EMAIL_URL")
+	}
+	if f.pspURL != "" && f.pspToken == "" {
+		return nil, errors.New("RETRYSAFE_PSP_TOKEN (or --psp-token) is not set: pix.charge needs the bearer token the PSP issued")
+	}
+	return reg, nil
+}
+
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http(s) URL", raw)
+	}
+	return nil
+}
+
+// toolRuntime is what executes tools.
+type toolRuntime struct {
+	Tools    *tools.Registry
+	Deriver  *derive.Deriver
+	Intents  *intent.Store
+	Executor *executor.Executor
+	Metrics  *metrics.Metrics
+}
+
+// build assembles the executor on db. The executor sees the tools through
+// the metrics wrapper, so provider calls are timed.
+func (f *runtimeFlags) build(db executor.DBTX, reg *tools.Registry, m *metrics.Metrics, log *slog.Logger) (*toolRuntime, error) {
+	d, err := reg.Deriver([]byte(f.hmacKey))
+	if err != nil {
+		return nil, fmt.Errorf("RETRYSAFE_HMAC_KEY / tool schemas: %w", err)
+	}
+	store, err := intent.New(intent.Config{Deriver: d, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	ex, err := executor.New(executor.Config{
+		DB:                db,
+		Intents:           store,
+		Tools:             m.InstrumentTools(reg),
+		Owner:             f.owner,
+		Lease:             f.lease,
+		Timeout:           f.timeout,
+		Heartbeat:         f.heartbeat,
+		MaxAttempts:       f.maxAttempts,
+		RetryHorizon:      f.retryHorizon,
+		BackoffMax:        f.backoffMax,
+		Logger:            log,
+		ReconcileBatch:    f.reconcileBatch,
+		ReconcileInterval: f.reconcileInterval,
+		SyncCompletion:    f.syncCompletion,
+		GroupCommit:       f.groupCommit,
+		GroupCommitConns:  f.groupCommitConns,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("executor settings (--lease, --timeout, --heartbeat, --max-attempts, --retry-horizon, --backoff-max, --group-commit, --group-commit-conns): %w", err)
+	}
+	return &toolRuntime{Tools: reg, Deriver: d, Intents: store, Executor: ex, Metrics: m}, nil
+}
+
+// LogFlags choose the slog handler. Logs go to stderr; stdout is for the
+// command's own output (serve's ready line, inspect's report).
+type LogFlags struct {
+	format, level string
+}
+
+func (l *LogFlags) Register(fs *flag.FlagSet, e *Env) {
+	format := e.Getenv("RETRYSAFE_LOG_FORMAT")
+	if format == "" {
+		format = "text"
+	}
+	level := e.Getenv("RETRYSAFE_LOG_LEVEL")
+	if level == "" {
+		level = "info"
+	}
+	fs.StringVar(&l.format, "log-format", format, "log format: text or json (env RETRYSAFE_LOG_FORMAT)")
+	fs.StringVar(&l.level, "log-level", level, "log level: debug, info, warn or error (env RETRYSAFE_LOG_LEVEL)")
+}
+
+func (l *LogFlags) Logger(w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", l.level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch l.format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", l.format)
+}

@@ -1,0 +1,269 @@
+package labcli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/retrysafe/retrysafe/internal/cli"
+	"github.com/retrysafe/retrysafe/internal/restarttest"
+)
+
+func init() {
+	cli.Register(&cli.Command{Name: "restart-test", Summary: "kill real workers at every crash point, let the queue redeliver, prove each intent charged once", Run: runRestartTest})
+}
+
+func runRestartTest(ctx context.Context, e *cli.Env, args []string) error {
+	var points, faults []string
+	for _, p := range restarttest.CrashPoints {
+		points = append(points, fmt.Sprintf("  %-18s %s", p.Name, p.Description))
+		if p.OptIn != "" {
+			points = append(points, fmt.Sprintf("  %-18s (not in default: %s)", "", p.OptIn))
+		}
+	}
+	for _, f := range restarttest.Faults {
+		faults = append(faults, fmt.Sprintf("  %-18s %s", f.Name, f.Description))
+		if f.OptIn != "" {
+			faults = append(faults, fmt.Sprintf("  %-18s (not in default: %s)", "", f.OptIn))
+		}
+	}
+	def := restarttest.DefaultTimings()
+	fs := cli.NewFlagSet(e, "restart-test", "restart-test [--runs N] [--seed S] [--crash-points LIST] [--faults LIST] [--workers N] [--naive] [--json] [flags]",
+		`Starts a whole deployment as real processes — PostgreSQL (a private cluster
+unless --database-url / DATABASE_URL), the sandbox PSP, model and WhatsApp,
+'retrysafe serve' with the WhatsApp webhook — and 'retrysafe worker'
+processes, then kills the workers with SIGKILL while they charge customers.
+
+Each run is one conversation (its own customer, invoice, amount and Pix key:
+CPF, CNPJ, e-mail or phone, in varied spellings) whose billing message is
+delivered through the signed webhook, sometimes several times at once, and
+sometimes as two or three messages spelling the same key differently (CPF
+punctuated and bare, a phone three ways: one intent). Runs are dealt to
+scenarios. A scenario's runs go in batches (--batch) to a worker armed for
+it — RETRYSAFE_FAILPOINTS=<point>@k, which does nothing unless set — that
+dies at the point with its whole batch in flight. After the last scenario, the
+test waits --rescue-after and starts --workers plain workers: River's own
+rescuer hands the killed jobs back, and the test waits until every run is
+settled, runs 'retrysafe reconcile' once, and checks:
+
+  every intent charged exactly once at the PSP, no intent lost (a charge and
+  a reply for every message), no action left 'started', and one key per
+  intent: the frozen key, the key each turn recorded and the Idempotency-Key
+  of every request the PSP saw (its /_sandbox/requests log) are equal.
+
+Exit 0 only when all of that holds and every selected scenario was reached;
+1 otherwise (and with --naive, which must fail: it proves the test can).
+
+Crash points (--crash-points, comma separated; "default" is every one not
+marked otherwise below, "all" every one):
+`+strings.Join(points, "\n")+`
+
+Extra faults (--faults, comma separated; "default" is every one not marked
+otherwise below, "all" every one, "none" none; the pg-* faults only on the
+test's own cluster):
+`+strings.Join(faults, "\n")+`
+
+The test's own cluster runs PostgreSQL's durable settings (fsync,
+synchronous_commit and full_page_writes on); --db-synchronous-commit off
+makes off the database's default (ALTER DATABASE ... SET), the usual
+throughput tuning under which a claim must still commit durably. The
+sandbox PSP keeps its ledger on a second private cluster that no fault
+touches, as a real provider's does not go down with retrysafe's database.
+
+Worker timings are short so that a killed job comes back in seconds; they
+are printed in the report. River's rescuer runs every 30 s (fixed in River)
+and once when a worker becomes leader; the test needs no other redelivery
+path. The plan (runs, messages, batches, failpoint counts, kill delays) is
+reproducible with --seed; process timing is real and is not.
+
+Progress goes to stderr; the report (a table, or JSON with --json) to
+stdout. Process logs go to --log (default a file in the temp directory,
+named in the report).`)
+	var (
+		cfg       restarttest.Config
+		crash     string
+		faultList string
+		corpus    string
+		logPath   string
+		asJSON    bool
+		seed      int64
+	)
+	fs.IntVar(&cfg.Runs, "runs", 100, "runs (conversations), dealt evenly to the scenarios")
+	fs.Int64Var(&seed, "seed", 0, "seed of the plan and of the sandbox model (0: from the clock; the report prints it)")
+	fs.StringVar(&crash, "crash-points", "default", "crash points to cover, comma separated (see above)")
+	fs.StringVar(&faultList, "faults", "default", "extra faults, comma separated, or none (the pg-* faults only on the test's own cluster)")
+	fs.IntVar(&cfg.Workers, "workers", 2, "worker processes that work the redeliveries at once")
+	fs.BoolVar(&cfg.Naive, "naive", false, "the control: workers send a fresh random Idempotency-Key on every provider call; must report duplicates")
+	fs.StringVar(&cfg.PSP, "psp", restarttest.PSPAPIPix, "the PSP's API: "+restarttest.PSPV1+" (pix.charge with Idempotency-Key) or "+restarttest.PSPAPIPix+
+		" (the Central Bank's API Pix: pix.cob by txid; every charge is then paid and its receipt checked)")
+	fs.BoolVar(&asJSON, "json", false, "write the report as JSON on stdout")
+	fs.StringVar(&cfg.DatabaseURL, "database-url", e.Getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL); empty: a private throwaway cluster (needed by the pg-* faults)")
+	fs.StringVar(&cfg.DBSynchronousCommit, "db-synchronous-commit", "", "set the own cluster's database default: ALTER DATABASE ... SET synchronous_commit = this (on, off, local, ...); empty leaves the server's (on)")
+	fs.StringVar(&cfg.Standby, "standby", "sync", "pg-failover's standby: sync (synchronous_standby_names names it) or async")
+	fs.BoolVar(&cfg.Keep, "keep", false, "keep the test's schemas on --database-url for inspection")
+	fs.StringVar(&corpus, "corpus", "", "message templates, one JSON object per line ({\"text\": \"... {amount} ... {key}\"}), e.g. testdata/restart/messages.jsonl; default built in")
+	fs.IntVar(&cfg.Batch, "batch", 8, "runs delivered to one armed worker")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 8, "each worker's --concurrency (jobs in flight per process)")
+	fs.StringVar(&cfg.Journal, "journal", "on", "the workers' --journal: on (replay model answers) or off")
+	fs.Float64Var(&cfg.WrongAmountRate, "wrong-amount-rate", 0.05, "sandbox model: probability that a tool call carries a misread amount")
+	fs.DurationVar(&cfg.ModelLatency, "model-latency", 50*time.Millisecond, "sandbox model: time to answer, ±50%")
+	fs.DurationVar(&cfg.Timings.ModelTimeout, "model-timeout", def.ModelTimeout, "worker --model-timeout")
+	fs.DurationVar(&cfg.Timings.ClaimTTL, "claim-ttl", def.ClaimTTL, "worker --claim-ttl (> --model-timeout)")
+	fs.DurationVar(&cfg.Timings.JobTimeout, "job-timeout", def.JobTimeout, "worker --job-timeout")
+	fs.DurationVar(&cfg.Timings.RescueAfter, "rescue-after", def.RescueAfter, "worker --rescue-after (> --job-timeout): how old a killed job must be before River rescues it")
+	fs.DurationVar(&cfg.Timings.RetryBase, "retry-base", def.RetryBase, "worker --retry-base")
+	fs.DurationVar(&cfg.Timings.RetryMax, "retry-max", def.RetryMax, "worker --retry-max")
+	fs.DurationVar(&cfg.Timings.Poll, "poll", def.Poll, "worker --poll")
+	fs.DurationVar(&cfg.Timings.ProviderTimeout, "timeout", def.ProviderTimeout, "worker and serve --timeout (one provider call)")
+	fs.DurationVar(&cfg.Timings.Lease, "lease", def.Lease, "worker and serve --lease (> --timeout + 2s)")
+	fs.DurationVar(&cfg.Timings.ReconcileInterval, "reconcile-interval", def.ReconcileInterval, "worker and serve --reconcile-interval")
+	fs.IntVar(&cfg.MaxAttempts, "max-attempts", 0, "worker and serve --max-attempts: claims of one action before it goes to review (0: their default, 5)")
+	serveReconcile := fs.Bool("serve-reconcile", true, "run serve's reconciler too, as a deployment does (false: only the workers settle expired actions)")
+	fs.DurationVar(&cfg.SettleTimeout, "settle-timeout", 3*time.Minute, "how long the redelivery may take before unsettled runs count as lost")
+	fs.StringVar(&logPath, "log", "", "file for every process's output (default: a new file in the temp directory)")
+	if err := cli.ParseNoArgs(e, fs, args); err != nil {
+		return err
+	}
+	if seed == 0 {
+		seed = time.Now().UnixNano() % 1_000_000_000
+	}
+	cfg.Seed = seed
+	cfg.ServeReconcileOff = !*serveReconcile
+	cfg.CrashPoints = splitList(crash)
+	cfg.Faults = splitList(faultList)
+	if corpus != "" {
+		f, err := os.Open(corpus)
+		if err != nil {
+			return fmt.Errorf("--corpus: %w", err)
+		}
+		cfg.Templates, err = restarttest.ReadTemplates(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("--corpus %s: %w", corpus, err)
+		}
+	}
+	var logFile *os.File
+	var err error
+	if logPath == "" {
+		logFile, err = os.CreateTemp("", "retrysafe-restart-test-*.log")
+	} else {
+		logFile, err = os.Create(logPath)
+	}
+	if err != nil {
+		return fmt.Errorf("--log: %w", err)
+	}
+	defer logFile.Close()
+	logName, _ := filepath.Abs(logFile.Name())
+	cfg.Log = &lockedWriter{w: logFile}
+	prog := newProgressLine(e.Stderr)
+	cfg.Progress = prog.update
+	fmt.Fprintf(e.Stderr, "retrysafe restart-test: seed %d, %d runs; process logs in %s\n", seed, cfg.Runs, logName)
+
+	rep, err := restarttest.Run(ctx, cfg)
+	prog.end()
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		out := struct {
+			*restarttest.Report
+			Log string `json:"log"`
+		}{rep, logName}
+		enc := json.NewEncoder(e.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	} else {
+		if err := rep.WriteTable(e.Stdout); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.Stdout, "(process logs: %s)\n", logName)
+	}
+	if !rep.Pass {
+		return cli.ErrSilentFailure
+	}
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// lockedWriter serializes the processes' output into one file.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// progressLine keeps one status line on a terminal (rewritten in place),
+// or prints a line every 10 s and at each phase change elsewhere (CI logs).
+type progressLine struct {
+	mu        sync.Mutex
+	w         io.Writer
+	tty       bool
+	lastPhase string // phase and scenario of the last line printed
+	lastPrint time.Time
+	width     int
+}
+
+func newProgressLine(w io.Writer) *progressLine {
+	p := &progressLine{w: w}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	return p
+}
+
+func (p *progressLine) update(pr restarttest.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	line := fmt.Sprintf("restart-test %s  %-11s", pr.Elapsed.Round(time.Second), pr.Phase)
+	switch pr.Phase {
+	case "kills":
+		line += fmt.Sprintf(" scenario %d/%d %-18s delivered %d/%d  kills %d", min(pr.Scenarios+1, pr.Total), pr.Total, pr.Scenario, pr.Delivered, pr.Runs, pr.Kills)
+	case "redelivery", "verifying", "done":
+		line += fmt.Sprintf(" settled %d/%d  kills %d", pr.Settled, pr.Runs, pr.Kills)
+	}
+	if p.tty {
+		pad := ""
+		if n := p.width - len(line); n > 0 {
+			pad = strings.Repeat(" ", n)
+		}
+		p.width = len(line)
+		fmt.Fprintf(p.w, "\r%s%s", line, pad)
+		return
+	}
+	if at := pr.Phase + " " + pr.Scenario; at != p.lastPhase || time.Since(p.lastPrint) >= 10*time.Second {
+		fmt.Fprintln(p.w, line)
+		p.lastPhase, p.lastPrint = at, time.Now()
+	}
+}
+
+func (p *progressLine) end() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty && p.width > 0 {
+		fmt.Fprintln(p.w)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package labcli
+
+const raceEnabled = false
