@@ -89,7 +89,7 @@ to normalize and key the fields; calls no tool.`)
 	if err != nil {
 		return err
 	}
-	rtm, err := rt.build(d.Pool, reg, metrics.New(), log)
+	rtm, err := rt.build(d.Pool, reg, metrics.New(), log, nil)
 	if err != nil {
 		return err
 	}

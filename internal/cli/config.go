@@ -173,7 +173,11 @@ type toolRuntime struct {
 
 // build assembles the executor on db. The executor sees the tools through
 // the metrics wrapper, so provider calls are timed.
-func (f *runtimeFlags) build(db executor.DBTX, reg *tools.Registry, m *metrics.Metrics, log *slog.Logger) (*toolRuntime, error) {
+//
+// wrap, when not nil, wraps the tools once more, outside the metrics (the
+// worker's failpoints). Every command that executes tools builds its
+// executor here, so that every executor flag reaches every one of them.
+func (f *runtimeFlags) build(db executor.DBTX, reg *tools.Registry, m *metrics.Metrics, log *slog.Logger, wrap func(executor.ToolSource) executor.ToolSource) (*toolRuntime, error) {
 	d, err := reg.Deriver([]byte(f.hmacKey))
 	if err != nil {
 		return nil, fmt.Errorf("RETRYSAFE_HMAC_KEY / tool schemas: %w", err)
@@ -182,10 +186,14 @@ func (f *runtimeFlags) build(db executor.DBTX, reg *tools.Registry, m *metrics.M
 	if err != nil {
 		return nil, err
 	}
+	src := m.InstrumentTools(reg)
+	if wrap != nil {
+		src = wrap(src)
+	}
 	ex, err := executor.New(executor.Config{
 		DB:                db,
 		Intents:           store,
-		Tools:             m.InstrumentTools(reg),
+		Tools:             src,
 		Owner:             f.owner,
 		Lease:             f.lease,
 		Timeout:           f.timeout,

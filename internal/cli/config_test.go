@@ -6,6 +6,7 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -130,7 +131,7 @@ func buildRuntime(t *testing.T, pool *pgxpool.Pool, extra map[string]string, arg
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rt.build(pool, reg, metrics.New(), slog.New(slog.DiscardHandler))
+	return rt.build(pool, reg, metrics.New(), slog.New(slog.DiscardHandler), nil)
 }
 
 // --sync-completion and RETRYSAFE_SYNC_COMPLETION reach the executor; the
@@ -187,5 +188,35 @@ func TestGroupCommitSetting(t *testing.T) {
 		if c := rtm.Executor.Config(); c.GroupCommit != tc.group || c.GroupCommitConns != tc.conn {
 			t.Errorf("args %v: GroupCommit %d, GroupCommitConns %d; want %d, %d", tc.args, c.GroupCommit, c.GroupCommitConns, tc.group, tc.conn)
 		}
+	}
+}
+
+// The worker builds its executor through the same builder as serve
+// (workerRuntime, which runWorker calls), so that every executor flag
+// reaches it: --sync-completion and --group-commit used to be accepted by
+// `worker` and dropped.
+func TestWorkerTakesEveryExecutorFlag(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.Schema(t, nil)
+	vars := map[string]string{"RETRYSAFE_HMAC_KEY": testSecret, "RETRYSAFE_PSP_URL": "http://127.0.0.1:1", "RETRYSAFE_PSP_TOKEN": "psp-secret"}
+	e, _, _ := testEnv(strings.NewReader(""), vars)
+	fs := NewFlagSet(e, "worker", "t", "t")
+	var rt runtimeFlags
+	rt.register(fs, e)
+	if err := fs.Parse([]string{"--sync-completion", "--group-commit", "7", "--group-commit-conns", "3", "--lease", "41s", "--retry-horizon", "2h"}); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := rt.registry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rtm, err := rt.workerRuntime(pool, reg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rtm.Executor.Config()
+	if !c.SyncCompletion || c.GroupCommit != 7 || c.GroupCommitConns != 3 || c.Lease != 41*time.Second || c.RetryHorizon != 2*time.Hour {
+		t.Fatalf("worker's executor: SyncCompletion %v, GroupCommit %d, GroupCommitConns %d, Lease %s, RetryHorizon %s",
+			c.SyncCompletion, c.GroupCommit, c.GroupCommitConns, c.Lease, c.RetryHorizon)
 	}
 }

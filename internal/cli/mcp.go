@@ -122,7 +122,7 @@ unless --reconcile=false.`)
 		return err
 	}
 	m := metrics.New()
-	rtm, err := rt.build(d.Pool, reg, m, log)
+	rtm, err := rt.build(d.Pool, reg, m, log, nil)
 	if err != nil {
 		return err
 	}

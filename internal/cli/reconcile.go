@@ -55,7 +55,7 @@ RETRYSAFE_PSP_TOKEN, ...): settling calls the providers.`)
 		return err
 	}
 	defer d.Close()
-	rtm, err := rt.build(d.Pool, reg, metrics.New(), log)
+	rtm, err := rt.build(d.Pool, reg, metrics.New(), log, nil)
 	if err != nil {
 		return err
 	}

@@ -126,7 +126,7 @@ token, --metrics-addr moves it to a listener of its own.`)
 		return err
 	}
 	m := metrics.New()
-	rtm, err := rt.build(d.Pool, reg, m, log)
+	rtm, err := rt.build(d.Pool, reg, m, log, nil)
 	if err != nil {
 		return err
 	}

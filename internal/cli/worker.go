@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,9 +15,9 @@ import (
 
 	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/executor"
-	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/failpoint"
 	"github.com/retrysafe/retrysafe/internal/riverschema"
+	"github.com/retrysafe/retrysafe/server/metrics"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/webhook"
 )
@@ -179,23 +180,11 @@ RETRYSAFE_FAILPOINTS (see package agent).`)
 		log.Warn("worker: --max-conns is small for --concurrency; jobs will wait for connections", "max_conns", db.maxConns, "suggested", want)
 	}
 
-	der, err := reg.Deriver([]byte(rt.hmacKey))
-	if err != nil {
-		return fmt.Errorf("RETRYSAFE_HMAC_KEY / tool schemas: %w", err)
-	}
-	store, err := intent.New(intent.Config{Deriver: der, Logger: log})
+	rtm, err := rt.workerRuntime(d.Pool, reg, log)
 	if err != nil {
 		return err
 	}
-	ex, err := executor.New(executor.Config{
-		DB: d.Pool, Intents: store, Tools: agent.WithFailpoints(reg, failpoint.Hit),
-		Owner: rt.owner, Lease: rt.lease, Timeout: rt.timeout, Heartbeat: rt.heartbeat, MaxAttempts: rt.maxAttempts,
-		RetryHorizon: rt.retryHorizon, BackoffMax: rt.backoffMax,
-		Logger: log, ReconcileBatch: rt.reconcileBatch, ReconcileInterval: rt.reconcileInterval,
-	})
-	if err != nil {
-		return fmt.Errorf("executor settings (--lease, --timeout, --heartbeat, --max-attempts): %w", err)
-	}
+	store, ex := rtm.Intents, rtm.Executor
 	queue, err := agent.NewInserter(d.Pool, d.Schema)
 	if err != nil {
 		return err
@@ -294,4 +283,13 @@ func providerClient() *http.Client {
 		IdleConnTimeout:     90 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second,
 	}}
+}
+
+// workerRuntime is the worker's executor: the shared builder's, with the
+// crash tests' failpoints around the tools (they do nothing unless
+// RETRYSAFE_FAILPOINTS names them).
+func (f *runtimeFlags) workerRuntime(db executor.DBTX, reg *tools.Registry, log *slog.Logger) (*toolRuntime, error) {
+	return f.build(db, reg, metrics.New(), log, func(src executor.ToolSource) executor.ToolSource {
+		return agent.WithFailpoints(src, failpoint.Hit)
+	})
 }
