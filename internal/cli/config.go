@@ -66,6 +66,7 @@ type runtimeFlags struct {
 	groupCommitConns          int
 	syncCompletionEnv         string // checked by registry: a typo must not pass for false
 	apipix                    apipixFlags
+	stripe                    stripeFlags
 }
 
 func (f *runtimeFlags) register(fs *flag.FlagSet, e *Env) {
@@ -78,6 +79,7 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, e *Env) {
 	fs.StringVar(&f.emailURL, "email-url", e.Getenv("RETRYSAFE_EMAIL_URL"), "base URL of the e-mail API for email.send (env RETRYSAFE_EMAIL_URL; empty: tool off)")
 	fs.StringVar(&f.emailToken, "email-token", e.Getenv("RETRYSAFE_EMAIL_TOKEN"), "bearer token for the e-mail API (env RETRYSAFE_EMAIL_TOKEN)")
 	f.apipix.register(fs, e)
+	f.stripe.register(fs, e)
 	fs.StringVar(&f.owner, "owner", "", "lease owner name of this process (default host:pid:random)")
 	fs.DurationVar(&f.lease, "lease", 30*time.Second, "how long a claim on an action is exclusive; must exceed --timeout plus a 2s margin")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "bound on one provider call")
@@ -100,16 +102,19 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, e *Env) {
 // everything that can be checked without a database, so that a bad
 // configuration fails at start-up with a message naming the setting.
 func (f *runtimeFlags) registry() (*tools.Registry, error) {
+	// Every setting that is wrong is named at once: a first start should
+	// not take one failed start per missing variable.
+	var errs []error
 	if v := f.syncCompletionEnv; v != "" {
 		if _, err := strconv.ParseBool(v); err != nil {
-			return nil, fmt.Errorf("RETRYSAFE_SYNC_COMPLETION=%q: want true or false", v)
+			errs = append(errs, fmt.Errorf("RETRYSAFE_SYNC_COMPLETION=%q: want true or false", v))
 		}
 	}
-	if f.hmacKey == "" {
-		return nil, errors.New("RETRYSAFE_HMAC_KEY (or --hmac-key) is not set: set it to a secret of at least 32 bytes, shared by every service that must derive the same keys")
-	}
-	if len(f.hmacKey) < derive.MinSecretLen {
-		return nil, fmt.Errorf("RETRYSAFE_HMAC_KEY is %d bytes; at least %d are required", len(f.hmacKey), derive.MinSecretLen)
+	switch {
+	case f.hmacKey == "":
+		errs = append(errs, errors.New("RETRYSAFE_HMAC_KEY (or --hmac-key) is not set: set it to a secret of at least 32 bytes, shared by every service that must derive the same keys"))
+	case len(f.hmacKey) < derive.MinSecretLen:
+		errs = append(errs, fmt.Errorf("RETRYSAFE_HMAC_KEY is %d bytes; at least %d are required", len(f.hmacKey), derive.MinSecretLen))
 	}
 	// No client timeout: the executor bounds each call with its context,
 	// shorter than the lease.
@@ -133,23 +138,20 @@ func (f *runtimeFlags) registry() (*tools.Registry, error) {
 		}
 		return reg.Register(t)
 	}
-	if err := add(tools.PixChargeName, "RETRYSAFE_PSP_URL", f.pspURL, f.pspToken, func(c tools.HTTPConfig) (tools.Tool, error) { return tools.NewPixCharge(c) }); err != nil {
-		return nil, err
+	errs = append(errs,
+		add(tools.PixChargeName, "RETRYSAFE_PSP_URL", f.pspURL, f.pspToken, func(c tools.HTTPConfig) (tools.Tool, error) { return tools.NewPixCharge(c) }),
+		add(tools.WhatsAppName, "RETRYSAFE_WHATSAPP_URL", f.whatsappURL, f.whatsappTok, func(c tools.HTTPConfig) (tools.Tool, error) { return tools.NewWhatsAppTemplate(c) }),
+		add(tools.EmailSendName, "RETRYSAFE_EMAIL_URL", f.emailURL, f.emailToken, func(c tools.HTTPConfig) (tools.Tool, error) { return tools.NewEmailSend(c) }),
+		f.apipix.add(reg),
+		f.stripe.add(reg))
+	if f.pspURL != "" && f.pspToken == "" {
+		errs = append(errs, errors.New("RETRYSAFE_PSP_TOKEN (or --psp-token) is not set: pix.charge needs the bearer token the PSP issued"))
 	}
-	if err := add(tools.WhatsAppName, "RETRYSAFE_WHATSAPP_URL", f.whatsappURL, f.whatsappTok, func(c tools.HTTPConfig) (tools.Tool, error) { return tools.NewWhatsAppTemplate(c) }); err != nil {
-		return nil, err
-	}
-	if err := add(tools.EmailSendName, "RETRYSAFE_EMAIL_URL", f.emailURL, f.emailToken, func(c tools.HTTPConfig) (tools.Tool, error) { return tools.NewEmailSend(c) }); err != nil {
-		return nil, err
-	}
-	if err := f.apipix.add(reg); err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	if len(reg.Names()) == 0 {
-		return nil, errors.New("no tools configured: set RETRYSAFE_PSP_URL (pix.charge), RETRYSAFE_WHATSAPP_URL or RETRYSAFE_EMAIL_URL")
-	}
-	if f.pspURL != "" && f.pspToken == "" {
-		return nil, errors.New("RETRYSAFE_PSP_TOKEN (or --psp-token) is not set: pix.charge needs the bearer token the PSP issued")
+		return nil, errors.New("no tools configured: set RETRYSAFE_APIPIX_URL (pix.cob, pix.refund; with its client id, secret and chave), RETRYSAFE_PSP_URL (pix.charge), RETRYSAFE_STRIPE_API_KEY (stripe.payment), RETRYSAFE_WHATSAPP_URL or RETRYSAFE_EMAIL_URL")
 	}
 	return reg, nil
 }
@@ -157,7 +159,11 @@ func (f *runtimeFlags) registry() (*tools.Registry, error) {
 func checkURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q is not an http(s) URL", raw)
+		// The value itself is not echoed: a URL may carry credentials.
+		return errors.New("not an http(s) URL (want https://host[:port][/path])")
+	}
+	if u.User != nil {
+		return errors.New("the URL carries user:password; give credentials in their own settings")
 	}
 	return nil
 }

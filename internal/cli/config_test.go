@@ -12,6 +12,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/server/metrics"
+	"github.com/retrysafe/retrysafe/tools/stripe"
 )
 
 func TestParseAPITokens(t *testing.T) {
@@ -74,8 +75,9 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		{"no hmac", with("RETRYSAFE_HMAC_KEY", ""), nil, "RETRYSAFE_HMAC_KEY (or --hmac-key) is not set"},
 		{"short hmac", with("RETRYSAFE_HMAC_KEY", "short-secret"), nil, "RETRYSAFE_HMAC_KEY is 12 bytes; at least 32 are required"},
 		{"short hmac flag", good, []string{"--hmac-key", "0123456789"}, "RETRYSAFE_HMAC_KEY is 10 bytes"},
-		{"no tools", with("RETRYSAFE_PSP_URL", ""), nil, "no tools configured: set RETRYSAFE_PSP_URL"},
-		{"bad psp url", with("RETRYSAFE_PSP_URL", "ftp://psp"), nil, `RETRYSAFE_PSP_URL: "ftp://psp" is not an http(s) URL`},
+		{"no tools", with("RETRYSAFE_PSP_URL", ""), nil, "no tools configured: set RETRYSAFE_APIPIX_URL"},
+		{"bad psp url", with("RETRYSAFE_PSP_URL", "ftp://psp"), nil, `RETRYSAFE_PSP_URL: not an http(s) URL`},
+		{"psp url with credentials", with("RETRYSAFE_PSP_URL", "https://u:S3cret@psp"), nil, `RETRYSAFE_PSP_URL: the URL carries user:password`},
 		{"no psp token", with("RETRYSAFE_PSP_TOKEN", ""), nil, "RETRYSAFE_PSP_TOKEN (or --psp-token) is not set"},
 		{"bad log format", good, []string{"--log-format", "xml"}, `--log-format "xml": want text or json`},
 		{"bad addr", good, []string{"--addr", "nonsense"}, `--addr "nonsense"`},
@@ -90,7 +92,7 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		if out.Len() != 0 {
 			t.Errorf("%s: stdout %q", tc.name, out.String())
 		}
-		for _, secret := range []string{"secret-token-a", "psp-secret", testSecret} {
+		for _, secret := range []string{"secret-token-a", "psp-secret", testSecret, "S3cret"} {
 			if strings.Contains(errb.String(), secret) {
 				t.Errorf("%s: stderr shows a secret", tc.name)
 			}
@@ -218,5 +220,45 @@ func TestWorkerTakesEveryExecutorFlag(t *testing.T) {
 	if !c.SyncCompletion || c.GroupCommit != 7 || c.GroupCommitConns != 3 || c.Lease != 41*time.Second || c.RetryHorizon != 2*time.Hour {
 		t.Fatalf("worker's executor: SyncCompletion %v, GroupCommit %d, GroupCommitConns %d, Lease %s, RetryHorizon %s",
 			c.SyncCompletion, c.GroupCommit, c.GroupCommitConns, c.Lease, c.RetryHorizon)
+	}
+}
+
+// A first start with nothing set names every missing setting in one
+// message, not one per failed start.
+func TestServeNamesEveryMissingSetting(t *testing.T) {
+	t.Parallel()
+	e, _, errb := testEnv(strings.NewReader(""), map[string]string{})
+	if code := Run(context.Background(), e, []string{"serve"}); code != 1 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	for _, want := range []string{"RETRYSAFE_API_TOKENS", "RETRYSAFE_HMAC_KEY"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %s:\n%s", want, errb)
+		}
+	}
+	e, _, errb = testEnv(strings.NewReader(""), map[string]string{"RETRYSAFE_API_TOKENS": "a=t", "RETRYSAFE_HMAC_KEY": testSecret})
+	if code := Run(context.Background(), e, []string{"serve"}); code != 1 || !strings.Contains(errb.String(), "no tools configured") {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+}
+
+// RETRYSAFE_STRIPE_API_KEY turns stripe.payment on, in serve, worker, mcp
+// and reconcile alike (they share the registry).
+func TestStripeToolFromSettings(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.Schema(t, nil)
+	rtm, err := buildRuntime(t, pool, map[string]string{"RETRYSAFE_STRIPE_API_KEY": "sk_test_123", "RETRYSAFE_STRIPE_URL": "http://127.0.0.1:12111"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rtm.Tools.Tool(stripe.Name); !ok {
+		t.Fatalf("stripe.payment not registered: %v", rtm.Tools.Names())
+	}
+	e, _, _ := testEnv(strings.NewReader(""), map[string]string{"RETRYSAFE_HMAC_KEY": testSecret, "RETRYSAFE_STRIPE_URL": "http://127.0.0.1:12111"})
+	fs := NewFlagSet(e, "t", "t", "t")
+	var rt runtimeFlags
+	rt.register(fs, e)
+	if _, err := rt.registry(); err == nil || !strings.Contains(err.Error(), "without RETRYSAFE_STRIPE_API_KEY") {
+		t.Fatalf("a Stripe URL without a key: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -91,15 +92,10 @@ token, --metrics-addr moves it to a listener of its own.`)
 	if err != nil {
 		return err
 	}
-	creds, err := parseAPITokens(*apiTokens)
-	if err != nil {
-		return err
-	}
-	reg, err := rt.registry()
-	if err != nil {
-		return err
-	}
-	if err := lf.Check(); err != nil {
+	// Every wrong setting is named at once, not one per failed start.
+	creds, credErr := parseAPITokens(*apiTokens)
+	reg, regErr := rt.registry()
+	if err := errors.Join(credErr, regErr, lf.Check()); err != nil {
 		return err
 	}
 	if v := allowUnsafeEnv; v != "" {
