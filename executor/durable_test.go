@@ -114,9 +114,12 @@ func TestClaimsCommitSynchronouslyWhateverTheSession(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	pool := envPool(t, e, 4, nil)
-	// The same pool's configuration, with the session setting off.
+	// The same pool's configuration, with the session setting off, and
+	// without dbconf's AfterConnect, which would turn it on again: the
+	// executor must protect its claims on any pool a user gives it.
 	cfg := pool.Config()
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	cfg.AfterConnect = nil
 	off, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

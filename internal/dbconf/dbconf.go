@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retrysafe/retrysafe/migrations"
@@ -13,6 +14,19 @@ import (
 
 // PoolConfig parses url and sets search_path so that retrysafe's unqualified
 // table names resolve to schema (public stays reachable after it).
+//
+// A connection that finds synchronous_commit off (ALTER DATABASE or ALTER
+// ROLE ... SET synchronous_commit = off, a usual throughput tuning) turns
+// it on for its session. The claims force it for themselves anyway
+// (executor), but everything else a crash must not lose is written on the
+// same connections: a turn recorded, a reply's status, a River job's
+// completion, which River keeps in memory and retries after the database
+// is back, so a job whose handler's commits were lost is marked completed
+// and never runs again (the restart test's pg-crash under
+// --db-synchronous-commit off lost turns that way). Any other value
+// (local, remote_write, on, remote_apply) already survives a crash of
+// the primary and is left alone. The completions that are allowed not to
+// wait still say so for themselves (set_config(..., true)).
 func PoolConfig(url, schema string) (*pgxpool.Config, error) {
 	if err := migrations.ValidateSchema(schema); err != nil {
 		return nil, err
@@ -25,7 +39,24 @@ func PoolConfig(url, schema string) (*pgxpool.Config, error) {
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "retrysafe"
 	}
+	cfg.AfterConnect = durableSession
 	return cfg, nil
+}
+
+// durableSession turns synchronous_commit on for a session that starts
+// with it off (see PoolConfig).
+func durableSession(ctx context.Context, c *pgx.Conn) error {
+	var v string
+	if err := c.QueryRow(ctx, "SELECT current_setting('synchronous_commit')").Scan(&v); err != nil {
+		return fmt.Errorf("read synchronous_commit: %w", err)
+	}
+	if v != "off" {
+		return nil
+	}
+	if _, err := c.Exec(ctx, "SET synchronous_commit = on"); err != nil {
+		return fmt.Errorf("set synchronous_commit: %w", err)
+	}
+	return nil
 }
 
 // Open connects a pool with PoolConfig and checks that the server answers.

@@ -1,0 +1,38 @@
+package dbconf_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/retrysafe/retrysafe/internal/dbconf"
+	"github.com/retrysafe/retrysafe/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// A session that would start with synchronous_commit off (a database or
+// role default) runs with it on; a setting that survives a crash of the
+// primary is left alone.
+func TestSessionsCommitSynchronously(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct{ start, want string }{{"off", "on"}, {"local", "local"}, {"remote_apply", "remote_apply"}} {
+		cfg, err := dbconf.PoolConfig(pgtest.URL(t), "public")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = tc.start // as ALTER DATABASE ... SET would start it
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		err = pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&got)
+		pool.Close()
+		if err != nil || got != tc.want {
+			t.Errorf("session starting at %s runs with %q (%v), want %s", tc.start, got, err, tc.want)
+		}
+	}
+}
