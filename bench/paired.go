@@ -29,11 +29,10 @@ const maxSpread = 0.20
 // slot is one workload of a level's rotation: started once, measured in
 // every round, stopped at the end.
 type slot struct {
-	w    workload
-	db   *database
-	op   opFunc
-	stop func()
-	err  error
+	w   workload
+	db  *database
+	op  opFunc // the current slice's
+	err error
 	// issued is how many operations earlier slices issued: a slice's i
 	// starts there, so that no two slices run one operation (a first
 	// execution's intent) twice.
@@ -145,9 +144,6 @@ func (b *bench) rotate(ctx context.Context, ws []workload, callers int) ([]*resu
 			continue
 		}
 		s.commits = -c0.commits
-		if s.op, s.stop, err = w.start(ctx, s.db, conns); err != nil {
-			s.err = fmt.Errorf("start: %w", err)
-		}
 	}
 	defer func() {
 		for _, s := range slots {
@@ -163,36 +159,44 @@ func (b *bench) rotate(ctx context.Context, ws []workload, callers int) ([]*resu
 			if s.err != nil || ctx.Err() != nil {
 				continue
 			}
-			b.slice(ctx, s, callers)
+			b.slice(ctx, s, callers, conns)
 		}
 	}
 	out := make([]*result, len(slots))
 	for i, s := range slots {
-		if s.stop != nil {
-			s.stop()
-		}
 		out[i] = b.pooled(ctx, s, callers, conns)
 	}
 	return out, slots
 }
 
-// slice measures one slice of s and adds it to s's tallies.
-func (b *bench) slice(ctx context.Context, s *slot, callers int) {
+// slice measures one slice of s and adds it to s's tallies. The
+// workload's pools are opened for the slice and closed after it: a level's
+// workloads at 128 callers, all open at once, would need more connections
+// than a default server allows. The CPU figures therefore include the
+// slice's connection set-up and warm-up, spread over its operations.
+func (b *bench) slice(ctx context.Context, s *slot, callers, conns int) {
 	k0, err := s.db.counters(ctx)
 	if err != nil {
 		s.err = err
 		return
 	}
-	pids := b.backends(ctx, s.db)
-	srv0, known0 := cpuOf(pids)
 	cl0 := selfCPU()
+	op, stop, err := s.w.start(ctx, s.db, conns)
+	if err != nil {
+		s.err = fmt.Errorf("start: %w", err)
+		return
+	}
+	s.op = op
 	base := s.issued
 	sm := measure(ctx, callers, b.cfg.sliceWarmup, b.cfg.slice, func(ctx context.Context, w int, i int64) (toolSpan, error) {
 		return s.op(ctx, w, base+i)
 	})
 	s.issued += sm.Total // every operation a slice starts is counted when it ends
+	// The backends that served the slice, from their start: pooled
+	// connections live as long as the slice's pools.
+	srv, known := cpuOf(b.backends(ctx, s.db))
+	stop()
 	cl1 := selfCPU()
-	srv1, known1 := cpuOf(pids)
 	k1, err := s.db.counters(ctx)
 	if err != nil {
 		s.err = err
@@ -209,8 +213,8 @@ func (b *bench) slice(ctx context.Context, s *slot, callers int) {
 	s.fpi += k1.fpi - k0.fpi
 	s.total += sm.Total
 	s.client += cl1 - cl0
-	s.server += srv1 - srv0
-	s.serverKnown = known0 && known1 && (len(s.samples) == 1 || s.serverKnown)
+	s.server += srv
+	s.serverKnown = known && (len(s.samples) == 1 || s.serverKnown)
 }
 
 // pooled is s's row: rate over all slices, latencies pooled, per-operation
