@@ -154,7 +154,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.serveAddr = fmt.Sprintf("127.0.0.1:%d", servePort)
-	pspArgs := []string{"sandbox", "psp", "--addr", "127.0.0.1:0", "--schema", cfg.Schema + "_psp",
+	pspArgs := []string{"sandbox", "psp", "--flavour", "v1", "--addr", "127.0.0.1:0", "--schema", cfg.Schema + "_psp",
 		"--webhook-url", "http://" + s.serveAddr + "/webhooks/payments/sandbox", "--webhook-backoff", "200ms"}
 	switch {
 	case cfg.PSPFlavour == PSPAPIPix:

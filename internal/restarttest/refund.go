@@ -220,7 +220,10 @@ func (t *tester) refundPhase(ctx context.Context) error {
 func (t *tester) refundBatch(ctx context.Context, p CrashPoint, chunk []*RunPlan) error {
 	k := 1 + t.rng.IntN(min(3, len(chunk)))
 	proxySeed := t.rng.Uint64()
-	randomKill := time.Duration(t.rng.IntN(400)) * time.Millisecond
+	// The sidecar's attempt leaves the lease cut to a backoff of about a
+	// second: a random moment in the 1.2 s after its answers spans the
+	// takeover.
+	randomKill := time.Duration(t.rng.IntN(1200)) * time.Millisecond
 	proxy, err := newPSPProxy(t.stack.PSP.Ready, proxySeed)
 	if err != nil {
 		return err
