@@ -36,6 +36,12 @@ func TestSandboxHelp(t *testing.T) {
 	if strings.Contains(out.String(), "do-not-print") {
 		t.Error("--help printed the webhook secret")
 	}
+	// Without --flavour, the PSP speaks API Pix.
+	e, out, _ = testEnv(strings.NewReader(""), nil)
+	if code := cli.Run(context.Background(), e, []string{"sandbox", "psp", "--help"}); code != 0 ||
+		!strings.Contains(out.String(), "PUT    /api/cob/{txid}") || strings.Contains(out.String(), "Idempotency-Key: <key>") {
+		t.Errorf("sandbox psp --help (the default flavour): exit %d\n%s", code, out)
+	}
 	for _, args := range [][]string{
 		{"sandbox"},
 		{"sandbox", "nope"},
