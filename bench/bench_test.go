@@ -82,7 +82,7 @@ func TestTinyRun(t *testing.T) {
 		}
 	}
 	for _, w := range []string{"floor/single-row commit", "floor/commit + tool + commit", "retrysafe/first execution",
-		"retrysafe/replay", "dbos/first execution", "dbos/replay (re-run)", "naive/first execution",
+		"retrysafe/replay", "retrysafe/" + cobName, "dbos/first execution", "dbos/replay (re-run)", "naive/first execution",
 		"retrysafe/first execution, 0 rows", "retrysafe/first execution, 2k rows", "retrysafe/first execution during purge"} {
 		if !want[w] {
 			t.Errorf("no result for %s", w)
@@ -94,6 +94,9 @@ func TestTinyRun(t *testing.T) {
 	if p, ok := rep.findPair("retrysafe first execution / floor", 2); !ok || len(p.Ratios) != 3 {
 		t.Errorf("paired ratio of first executions to the floor at 2 callers: %+v", p)
 	}
+	if p, ok := rep.findPair("retrysafe first execution, pix.cob / floor", 2); !ok || len(p.Ratios) != 3 || p.Median <= 0 {
+		t.Errorf("paired ratio of pix.cob first executions to the floor at 2 callers: %+v", p)
+	}
 	for _, r := range rep.Races {
 		if r.System == "retrysafe" && (r.ExtraCalls != 0 || r.ExtraRows != 0) {
 			t.Errorf("retrysafe duplicated under a race: %+v", r)
@@ -102,7 +105,7 @@ func TestTinyRun(t *testing.T) {
 	if rep.Scale == nil || rep.Scale.PurgedActions != 2000 || rep.Scale.PurgedIntents != 2000 {
 		t.Errorf("scale: %+v", rep.Scale)
 	}
-	for _, w := range [][2]string{{"retrysafe", "first execution"}, {"floor", floorToolName}, {"dbos", "first execution"}, {"naive", "first execution"}} {
+	for _, w := range [][2]string{{"retrysafe", "first execution"}, {"retrysafe", cobName}, {"floor", floorToolName}, {"dbos", "first execution"}, {"naive", "first execution"}} {
 		if r := rep.find(w[0], w[1], 2); r == nil || r.Around == nil || r.Around.ToolP50 <= 0 {
 			t.Errorf("%s/%s: no split around the tool call: %+v", w[0], w[1], r)
 		}
@@ -121,7 +124,7 @@ func TestTinyRun(t *testing.T) {
 	}
 	md := rep.markdown()
 	for _, s := range []string{"| floor | single-row commit | 1 |", "| retrysafe | replay | 2 |", "Targets (issue 24)", "× floor", "Paired ratios",
-		"Latency around the tool call", "| retrysafe | first execution | 2 |"} {
+		"Latency around the tool call", "| retrysafe | first execution | 2 |", "| retrysafe first execution, pix.cob / floor | 2 |"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("markdown lacks %q:\n%s", s, md)
 		}

@@ -368,7 +368,7 @@ const (
 func (b *bench) level(ctx context.Context, rep *report, n int) {
 	ws := []workload{b.floorWorkload(), b.floorToolWorkload(), b.rsFirstWorkload(firstName, nil),
 		b.rsFirstWorkloadWith("first execution, sync completion", nil, syncCompletion),
-		b.rsFirstWorkloadWith("first execution, no group commit", nil, noGroupCommit), b.rsReplayWorkload()}
+		b.rsFirstWorkloadWith("first execution, no group commit", nil, noGroupCommit), b.rsCobWorkload(), b.rsReplayWorkload()}
 	if !b.cfg.skipDBOS {
 		ws = append(ws, b.dbosFirstWorkload(), b.dbosReplayWorkload())
 	}
@@ -410,6 +410,8 @@ func (b *bench) level(ctx context.Context, rep *report, n int) {
 	first := find("retrysafe", firstName)
 	pair("retrysafe first execution / floor", first, floor, false)
 	pair("retrysafe first execution / commit + tool + commit", first, find("floor", floorToolName), false)
+	pair("retrysafe first execution, pix.cob / floor", find("retrysafe", cobName), floor, false)
+	pair("retrysafe first execution, pix.cob / first execution", find("retrysafe", cobName), first, false)
 	pair("retrysafe replay / floor", find("retrysafe", replayName), floor, false)
 	pair("retrysafe first execution / DBOS first execution", first, find("dbos", firstName), false)
 	pair("p50 latency: retrysafe first execution / commit + tool + commit", first, find("floor", floorToolName), true)

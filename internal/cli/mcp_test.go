@@ -323,7 +323,7 @@ const mcpPSPToken = "merchant-token-mcp"
 
 func newMCPEnv(t *testing.T, bin, dbURL, pspFault string) *mcpEnv {
 	t.Helper()
-	args := []string{"sandbox", "psp", "--addr", "127.0.0.1:0", "--schema", scratchSchema(t, "mcp_psp_"), "--max-conns", "4", "--log-level", "warn"}
+	args := []string{"sandbox", "psp", "--flavour", "v1", "--addr", "127.0.0.1:0", "--schema", scratchSchema(t, "mcp_psp_"), "--max-conns", "4", "--log-level", "warn"}
 	if pspFault != "" {
 		args = append(args, "--fault", pspFault)
 	}

@@ -42,7 +42,7 @@ func TestServeBlackBox(t *testing.T) {
 	const pspToken = "merchant-token-bb"
 
 	psp := startProc(t, bin, []string{"DATABASE_URL=" + dbURL},
-		"sandbox", "psp", "--addr", "127.0.0.1:0", "--schema", pspSchema, "--max-conns", "4", "--log-level", "warn")
+		"sandbox", "psp", "--flavour", "v1", "--addr", "127.0.0.1:0", "--schema", pspSchema, "--max-conns", "4", "--log-level", "warn")
 	side := startProc(t, bin, []string{
 		"DATABASE_URL=" + dbURL,
 		"RETRYSAFE_API_TOKENS=tenant-a=bb-token-a,tenant-b=bb-token-b",

@@ -69,6 +69,11 @@ type StackConfig struct {
 	ServeArgs []string
 	// Env is added to every process's environment.
 	Env []string
+	// ServeAPIPixURL, when set, gives the API Pix base URL the server
+	// alone uses, from the sandbox's: a test puts a proxy of its own
+	// between the sidecar and the PSP (the restart test fails the
+	// sidecar's first refund request there, so that workers settle it).
+	ServeAPIPixURL func(pspReady string) string
 }
 
 func (c *StackConfig) defaults() {
@@ -149,7 +154,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.serveAddr = fmt.Sprintf("127.0.0.1:%d", servePort)
-	pspArgs := []string{"sandbox", "psp", "--addr", "127.0.0.1:0", "--schema", cfg.Schema + "_psp",
+	pspArgs := []string{"sandbox", "psp", "--flavour", "v1", "--addr", "127.0.0.1:0", "--schema", cfg.Schema + "_psp",
 		"--webhook-url", "http://" + s.serveAddr + "/webhooks/payments/sandbox", "--webhook-backoff", "200ms"}
 	switch {
 	case cfg.PSPFlavour == PSPAPIPix:
@@ -170,7 +175,12 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 		return nil, err
 	}
 	serveArgs := append([]string{"serve", "--addr", s.serveAddr, "--schema", cfg.Schema}, cfg.ServeArgs...)
-	if s.Server, err = start("serve", "retrysafe: listening on ", serveArgs...); err != nil {
+	serveEnv := s.env()
+	if cfg.ServeAPIPixURL != nil && cfg.PSPFlavour == PSPAPIPix {
+		// Later entries win in os/exec's environment.
+		serveEnv = append(serveEnv, "RETRYSAFE_APIPIX_URL="+cfg.ServeAPIPixURL(s.PSP.Ready))
+	}
+	if s.Server, err = Start(ctx, Spec{Name: "serve", Bin: cfg.Bin, Args: serveArgs, Env: serveEnv, Ready: "retrysafe: listening on ", Log: cfg.Log}); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -57,6 +57,16 @@ settled, runs 'retrysafe reconcile' once, and checks:
   intent: the frozen key, the key each turn recorded and the Idempotency-Key
   of every request the PSP saw (its /_sandbox/requests log) are equal.
 
+With --psp apipix (the default) every charge is then paid, and its receipt
+must go out once; a share of the runs (--refund-rate) then refund part of
+the charge: a pix.refund intent of its own ("<invoice>:refund:1") asked for
+through serve's sidecar (POST /v1/tools/pix.refund/execute with the paid
+Pix's e2eid), whose first PUT the test fails before the PSP acts, so that
+a worker's reconciler takes it over; that worker is armed for one of the
+refund's crash points (`+strings.Join(restarttest.RefundPoints, ", ")+`)
+and killed there. Every refund must be made exactly once at the PSP, under
+one devolução id on every attempt, none lost or left started.
+
 Exit 0 only when all of that holds and every selected scenario was reached;
 1 otherwise (and with --naive, which must fail: it proves the test can).
 
@@ -102,6 +112,8 @@ named in the report).`)
 	fs.BoolVar(&cfg.Naive, "naive", false, "the control: workers send a fresh random Idempotency-Key on every provider call; must report duplicates")
 	fs.StringVar(&cfg.PSP, "psp", restarttest.PSPAPIPix, "the PSP's API: "+restarttest.PSPV1+" (pix.charge with Idempotency-Key) or "+restarttest.PSPAPIPix+
 		" (the Central Bank's API Pix: pix.cob by txid; every charge is then paid and its receipt checked)")
+	fs.Float64Var(&cfg.RefundRate, "refund-rate", 0.3, "API Pix: share of runs that, once paid, refund part of the charge (pix.refund through serve's sidecar, settled by workers killed at "+
+		strings.Join(restarttest.RefundPoints, ", ")+"); 0: none; ignored with --psp "+restarttest.PSPV1)
 	fs.BoolVar(&asJSON, "json", false, "write the report as JSON on stdout")
 	fs.StringVar(&cfg.DatabaseURL, "database-url", e.Getenv("DATABASE_URL"), "PostgreSQL URL (env DATABASE_URL); empty: a private throwaway cluster (needed by the pg-* faults)")
 	fs.StringVar(&cfg.DBSynchronousCommit, "db-synchronous-commit", "", "set the own cluster's database default: ALTER DATABASE ... SET synchronous_commit = this (on, off, local, ...); empty leaves the server's (on)")

@@ -52,6 +52,24 @@ type restartReport struct {
 		Stuck        int    `json:"stuck"`
 		Hits         int    `json:"hits"`
 	} `json:"results"`
+	Refunds *struct {
+		Requested  int `json:"requested"`
+		PSPCreated int `json:"refunds_created"`
+		Rows       []struct {
+			Scenario string `json:"scenario"`
+			Runs     int    `json:"runs"`
+			AtPoint  int    `json:"kills_at_point"`
+			Covered  bool   `json:"covered"`
+		} `json:"rows"`
+		Total struct {
+			Runs       int `json:"runs"`
+			Kills      int `json:"kills"`
+			KeysEqual  int `json:"keys_equal"`
+			Duplicates int `json:"duplicate_charges"`
+			Lost       int `json:"lost"`
+			Stuck      int `json:"stuck"`
+		} `json:"total"`
+	} `json:"refunds"`
 	MultiSpelling   int    `json:"multi_spelling_runs"`
 	MultiSpellingOK int    `json:"multi_spelling_one_key_one_charge"`
 	Log             string `json:"log"`
@@ -112,12 +130,24 @@ func TestRestartTest(t *testing.T) {
 		if rep.MultiSpelling == 0 || rep.MultiSpellingOK != rep.MultiSpelling {
 			t.Errorf("multi-spelling intents %d, one key and one charge %d", rep.MultiSpelling, rep.MultiSpellingOK)
 		}
+		// Refunds (--refund-rate 0.3 by default): each made once under one
+		// devolução id, every refund point with runs reached by a kill.
+		rf := rep.Refunds
+		if rf == nil || rf.Total.Runs == 0 || rf.Total.Runs != rf.Requested || rf.PSPCreated != rf.Total.Runs ||
+			rf.Total.KeysEqual != rf.Total.Runs || rf.Total.Duplicates != 0 || rf.Total.Lost != 0 || rf.Total.Stuck != 0 || rf.Total.Kills == 0 {
+			t.Fatalf("refunds: %+v", rf)
+		}
+		for _, row := range rf.Rows {
+			if row.Runs > 0 && (!row.Covered || row.AtPoint == 0) {
+				t.Errorf("refund row %s: %d refunds, covered %v, kills at point %d", row.Scenario, row.Runs, row.Covered, row.AtPoint)
+			}
+		}
 	})
 
 	t.Run("naive", func(t *testing.T) {
 		// The points where the charge exists and the worker never learns
 		// it: a fresh key on the redelivery charges again, every time.
-		rep, code, took := execRestartTest(t, bin, "--naive", "--runs", "12", "--seed", "7",
+		rep, code, took := execRestartTest(t, bin, "--naive", "--runs", "12", "--seed", "7", "--refund-rate", "1",
 			"--crash-points", "provider-call,provider-answered,random", "--faults", "psp-fail-after")
 		t.Logf("%s (%s)", rep.Verdict, took)
 		if code == 0 || rep.Pass {
@@ -128,6 +158,12 @@ func TestRestartTest(t *testing.T) {
 		}
 		if rep.Total.KeysEqual == rep.Total.Runs {
 			t.Fatalf("naive control: every intent's attempts carried one key")
+		}
+		// A fresh key per worker's call is a fresh devolução id (serve,
+		// which is not the control, may still settle some refunds under
+		// the frozen key's): the check must see the difference.
+		if rf := rep.Refunds; rf == nil || rf.Total.Runs == 0 || rf.Total.KeysEqual == rf.Total.Runs {
+			t.Fatalf("naive control's refunds: %+v", rf)
 		}
 	})
 }

@@ -17,9 +17,9 @@ import (
 const (
 	flavourV1     = "v1"     // the invented POST /v1/pix/charges API (Idempotency-Key)
 	flavourAPIPix = "apipix" // the Central Bank's API Pix
-	// defaultFlavour stays v1 until the demo and the restart test run on
-	// API Pix: they start `sandbox psp` with v1's flags.
-	defaultFlavour = flavourV1
+	// defaultFlavour is what real PSPs speak; v1 stays for the v1 flavour
+	// of the demo and the restart test (--psp v1), which ask for it.
+	defaultFlavour = flavourAPIPix
 )
 
 // splitFlavour takes --flavour out of a `sandbox psp` command line.

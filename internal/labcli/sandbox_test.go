@@ -25,7 +25,7 @@ func TestSandboxHelp(t *testing.T) {
 		}
 	}
 	e, out, _ := testEnv(strings.NewReader(""), map[string]string{"RETRYSAFE_PSP_WEBHOOK_SECRET": "do-not-print"})
-	if code := cli.Run(context.Background(), e, []string{"sandbox", "psp", "--help"}); code != 0 {
+	if code := cli.Run(context.Background(), e, []string{"sandbox", "psp", "--flavour", "v1", "--help"}); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	for _, want := range []string{"POST /v1/pix/charges", "Idempotency-Key", "kept 24h0m0s", "purge", "X-Sandbox-Fault", "Retrysafe-Signature", "--webhook-url", "retrysafe_psp"} {
@@ -36,12 +36,21 @@ func TestSandboxHelp(t *testing.T) {
 	if strings.Contains(out.String(), "do-not-print") {
 		t.Error("--help printed the webhook secret")
 	}
+	// Without --flavour, the PSP speaks API Pix.
+	e, out, _ = testEnv(strings.NewReader(""), nil)
+	if code := cli.Run(context.Background(), e, []string{"sandbox", "psp", "--help"}); code != 0 ||
+		!strings.Contains(out.String(), "PUT    /api/cob/{txid}") || strings.Contains(out.String(), "Idempotency-Key: <key>") {
+		t.Errorf("sandbox psp --help (the default flavour): exit %d\n%s", code, out)
+	}
 	for _, args := range [][]string{
 		{"sandbox"},
 		{"sandbox", "nope"},
+		{"sandbox", "psp", "--flavour", "v1", "--fault", "explode"},
+		{"sandbox", "psp", "--flavour", "v1", "--webhook-url", "http://127.0.0.1:1/h"}, // no secret
+		{"sandbox", "psp", "--flavour", "v1", "extra"},
 		{"sandbox", "psp", "--fault", "explode"},
-		{"sandbox", "psp", "--webhook-url", "http://127.0.0.1:1/h"}, // no secret
 		{"sandbox", "psp", "extra"},
+		{"sandbox", "psp", "--flavour", "v2"},
 	} {
 		e, _, errb := testEnv(strings.NewReader(""), nil)
 		if code := cli.Run(context.Background(), e, args); code == 0 || errb.Len() == 0 {
@@ -171,7 +180,7 @@ func startSandboxPSP(t *testing.T, bin string, args ...string) *sandboxPSPProc {
 	t.Helper()
 	schema := scratchSchema(t, "psp_bb_")
 	p := startProc(t, bin, []string{"DATABASE_URL=" + pgtest.URL(t)},
-		append([]string{"sandbox", "psp", "--addr", "127.0.0.1:0", "--schema", schema, "--max-conns", "4"}, args...)...)
+		append([]string{"sandbox", "psp", "--flavour", "v1", "--addr", "127.0.0.1:0", "--schema", schema, "--max-conns", "4"}, args...)...)
 	if !strings.HasPrefix(p.readyLine, "retrysafe sandbox psp: listening on ") {
 		t.Fatalf("ready line %q", p.readyLine)
 	}

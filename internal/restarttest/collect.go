@@ -221,10 +221,14 @@ func (t *tester) collect(ctx context.Context) (*Report, error) {
 		refByKey[f.key] = ref
 	}
 	reqKeys := map[string][]string{} // intent_ref → keys of its requests, in order
-	unattributed := 0
+	unattributed, pspRequests := 0, len(reqs)
 	for _, rq := range reqs {
 		if rq.Method == "GET" && rq.IdempotencyKey == "" {
 			continue // a listing (this test's own), not an attempt
+		}
+		if strings.Contains(rq.Path, "/devolucao/") {
+			pspRequests--
+			continue // a refund's: collectRefunds reads those
 		}
 		ref, ok := refByKey[t.requestKey(rq.IdempotencyKey, refByKey)]
 		if !ok {
@@ -305,7 +309,7 @@ func (t *tester) collect(ctx context.Context) (*Report, error) {
 		res.LostWhy = strings.Join(why, "; ")
 		results[i] = res
 	}
-	rep := t.report(results, unattributed, len(reqs), totalStarted)
+	rep := t.report(results, unattributed, pspRequests, totalStarted)
 	return rep, nil
 }
 

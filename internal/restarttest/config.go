@@ -173,6 +173,12 @@ type Config struct {
 	// SettleTimeout bounds the wait for every run to settle after the
 	// kills.
 	SettleTimeout time.Duration
+	// RefundRate is the share of runs (API Pix only; ignored for v1) that,
+	// once their charge is paid, refund part of it: a pix.refund intent of
+	// its own (intent_ref "<invoice>:refund:1"), asked for through serve's
+	// sidecar and settled by workers killed at the refund's crash points
+	// (RefundPoints).
+	RefundRate float64
 
 	// Log receives every process's output (line-prefixed); nil discards.
 	Log io.Writer
@@ -329,6 +335,8 @@ func (c *Config) validate(nScenarios int) error {
 		return fmt.Errorf("--standby %q: want sync or async", c.Standby)
 	case c.Journal != "on" && c.Journal != "off":
 		return fmt.Errorf("--journal %q: want on or off", c.Journal)
+	case !(c.RefundRate >= 0 && c.RefundRate <= 1):
+		return fmt.Errorf("--refund-rate %v: want 0..1", c.RefundRate)
 	case !(c.WrongAmountRate >= 0 && c.WrongAmountRate <= 1):
 		return fmt.Errorf("--wrong-amount-rate %v: want 0..1", c.WrongAmountRate)
 	case c.Timings.RescueAfter <= c.Timings.JobTimeout:

@@ -115,6 +115,28 @@
 // unless every run charged once got exactly one receipt and no charge was
 // overwritten at the PSP.
 //
+// # Refunds
+//
+// With API Pix and Config.RefundRate, a share of the runs (drawn from a
+// generator of their own, so the rest of the plan does not move) refund
+// part of their paid charge: a pix.refund intent of its own
+// (intent_ref "<invoice>:refund:1", the paid Pix's e2eid, 1 centavo to half
+// the charge), asked for through serve's sidecar. Serve reaches the PSP
+// through a proxy of the test's (harness.StackConfig.ServeAPIPixURL) that
+// fails each refund's first PUT before the PSP acts (fail-before), so the
+// sidecar answers in_flight and leaves the action started: the refund is
+// then a worker's, whose reconciler takes it over. Refund runs are dealt to
+// RefundPoints (the executor's points: claimed, inside the PSP call, the
+// answer in hand, random; the turn's do not exist for a sidecar call) and
+// go, a batch at a time, to a worker armed for the point (its reconciler
+// polling ten times as often as serve's, so that it usually wins the
+// takeover), which is killed there; a plain worker then settles the rest,
+// the sidecar is asked the same call again (it must answer completed,
+// replayed), and the PSP settles and notifies each refund. The verdict adds:
+// one refund per refund intent at the PSP, every refund request under the
+// frozen key's devolução id, refunds created = refund intents, none lost
+// or left started, every refund point with runs reached.
+//
 // # Imports
 //
 // internal/harness (processes), agent (failpoint names, job kinds), tools,

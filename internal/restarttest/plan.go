@@ -117,6 +117,12 @@ type RunPlan struct {
 	// Concurrent: the messages of a multi-spelling run go out at once
 	// rather than one after the other.
 	Concurrent bool `json:"concurrent"`
+	// RefundScenario, when set, is the refund's crash point (RefundPoints):
+	// once paid, RefundCents of the charge are refunded (API Pix).
+	RefundScenario string `json:"refund_scenario,omitempty"`
+	RefundCents    int64  `json:"refund_cents,omitempty"`
+	// E2EID is the paid Pix the refund is made on (known once paid).
+	E2EID string `json:"e2eid,omitempty"`
 }
 
 // planRuns draws the runs of one test. Everything about them comes from

@@ -47,6 +47,11 @@ type pspProxy struct {
 	posts     int
 	injected  int
 	killed    bool
+	// failFirstRefund: the proxy stands before serve's sidecar and fails
+	// the first PUT of each refund (503, the PSP does nothing), so that
+	// the refund is left to the workers' reconcilers.
+	failFirstRefund bool
+	refundsSeen     map[string]bool
 }
 
 func newPSPProxy(target string, seed uint64) (*pspProxy, error) {
@@ -121,8 +126,21 @@ func (p *pspProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, h := range hopHeaders {
 		out.Header.Del(h)
 	}
+	refund := r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/api/pix/") && strings.Contains(r.URL.Path, "/devolucao/")
 	charge := r.Method == http.MethodPost && r.URL.Path == "/v1/pix/charges" ||
-		r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/api/cob/") // API Pix
+		r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/api/cob/") || // API Pix
+		refund
+	if refund {
+		p.mu.Lock()
+		first := p.failFirstRefund && !p.refundsSeen[r.URL.Path]
+		if p.failFirstRefund {
+			p.refundsSeen[r.URL.Path] = true
+		}
+		p.mu.Unlock()
+		if first {
+			out.Header.Set(faultHeader, "fail-before")
+		}
+	}
 
 	killThis := false
 	if charge {

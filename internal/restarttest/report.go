@@ -116,6 +116,8 @@ type Report struct {
 
 	// APIPix holds the API Pix flavour's checks (nil for the v1 PSP).
 	APIPix *APIPixCheck `json:"apipix,omitempty"`
+	// Refunds holds the refunds' (API Pix with Config.RefundRate).
+	Refunds *RefundCheck `json:"refunds,omitempty"`
 }
 
 func (t *tester) description(name string) string {
@@ -364,6 +366,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if a := r.APIPix; a != nil {
 		fmt.Fprintf(w, "  API Pix: %d cob PUTs, %d charges overwritten; %d charges paid, %d payments applied by the Pix callback (%d calls), %d receipts; runs charged once with one receipt: %d, others: %d\n",
 			a.CobPuts, a.Overwritten, a.Paid, a.Effects, a.Callbacks, a.Receipts, a.RunsReceiptOnce, a.RunsReceiptWrong)
+	}
+	if rc := r.Refunds; rc != nil {
+		if err := rc.writeTable(w); err != nil {
+			return err
+		}
 	}
 	if r.WrongAmounts > 0 {
 		fmt.Fprintf(w, "  charged once at a misread amount: %d (the model's first extraction was wrong and was frozen; --wrong-amount-rate)\n", r.WrongAmounts)

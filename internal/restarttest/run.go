@@ -75,6 +75,11 @@ type tester struct {
 	lastDB     time.Time // when the last database fault ended
 	leader     string    // riverLeader, read before the redelivery workers stop
 	progress   Progress
+	// Refunds (API Pix, Config.RefundRate): serve's proxy, what the
+	// refund phase saw, kills that found a run's refund held.
+	serveProxy *pspProxy
+	refunds    *RefundCheck
+	refundHits map[int]int
 }
 
 // Run executes one restart test and returns its report. An error means
@@ -98,7 +103,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg: cfg, scenarios: scens, byScen: map[string][]*RunPlan{}, byMsg: map[string]*RunPlan{},
 		rng:   rand.New(rand.NewPCG(uint64(cfg.Seed), 0x726573746172)),
 		stats: map[string]*scenarioStats{}, deliveries: map[int]int{}, delivered: map[int]bool{}, hits: map[int]int{},
-		start: time.Now(),
+		refundHits: map[int]int{}, start: time.Now(),
 	}
 	names := make([]string, len(scens))
 	for i, s := range scens {
@@ -106,6 +111,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		t.stats[s.name] = &scenarioStats{}
 	}
 	t.runs = planRunsOf(t.rng, cfg.Runs, names, cfg.Templates, cfg.Seed, t.keyKinds())
+	t.planRefunds()
 	for _, r := range t.runs {
 		t.byScen[r.Scenario] = append(t.byScen[r.Scenario], r)
 		for _, m := range r.Messages {
@@ -156,12 +162,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			db.Standby = cmp.Or(cfg.Standby, "sync")
 		}
 	}
-	stack, err := harness.StartStack(ctx, harness.StackConfig{
+	scfg := harness.StackConfig{
 		DatabaseURL: cfg.DatabaseURL, Database: db, Keep: cfg.Keep, Bin: cfg.Bin, Log: cfg.Log,
 		Tenant: "restart-test", PhoneNumberID: "5511400000001",
 		ModelSeed: cfg.Seed, ModelWrongAmountRate: cfg.WrongAmountRate, ModelArgs: modelArgs,
 		WorkerArgs: wargs, ServeArgs: sargs, PSPFlavour: t.pspFlavour(),
-	})
+	}
+	if t.refundsPlanned() {
+		scfg.ServeAPIPixURL = t.serveProxyURL
+	}
+	stack, err := harness.StartStack(ctx, scfg)
+	if t.serveProxy != nil {
+		defer t.serveProxy.Close()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("start the stack: %w", err)
 	}
@@ -197,11 +210,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := t.payAll(ctx); err != nil {
 		t.problem("pay the charges: %v", err)
 	}
+	if err := t.refundPhase(ctx); err != nil {
+		t.problem("refunds: %v", err)
+	}
 	rep, err := t.collect(ctx)
 	if err != nil {
 		return nil, err
 	}
 	t.checkReceipts(rep)
+	t.collectRefunds(ctx, rep)
 	rep.RiverLeader = t.leader
 	t.setPhase("done", "")
 	return rep, nil
@@ -279,7 +296,7 @@ type worker struct {
 
 // startWorker starts a worker; with a proxy, the worker reaches the PSP
 // through it.
-func (t *tester) startWorker(ctx context.Context, role, failpoint string, k int, proxy *pspProxy) (*worker, error) {
+func (t *tester) startWorker(ctx context.Context, role, failpoint string, k int, proxy *pspProxy, args ...string) (*worker, error) {
 	t.mu.Lock()
 	t.workerSeq++
 	name := fmt.Sprintf("%s-%d", role, t.workerSeq)
@@ -296,7 +313,7 @@ func (t *tester) startWorker(ctx context.Context, role, failpoint string, k int,
 		env = append(env, t.pspURLEnv(proxy.URL()))
 	}
 	w.start = time.Now()
-	p, err := t.stack.StartWorkerWith(ctx, name, []string{"--owner", name}, env...)
+	p, err := t.stack.StartWorkerWith(ctx, name, append([]string{"--owner", name}, args...), env...)
 	if err != nil {
 		return nil, fmt.Errorf("start worker %s: %w", name, err)
 	}

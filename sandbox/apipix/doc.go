@@ -14,7 +14,8 @@
 //	POST   /sandbox/cob/{txid}/pagar          the customer pays (not API Pix: the payer's side)
 //	POST   /sandbox/pix/{e2eid}/reenviar      notify the Pix again (a redelivery)
 //	GET    /sandbox/cobs                      every charge with its Pix ({"data":[...]})
-//	GET    /_sandbox/requests                 the charge requests received (PUT/GET /api/cob/{txid}), with status
+//	GET    /_sandbox/requests                 the charge and refund requests received (PUT/GET /api/cob/{txid},
+//	                                          /api/pix/{e2eid}/devolucao/{id}), with status
 //	GET    /sandbox/stats                     counters a test or the demo checks
 //	GET    /healthz
 //

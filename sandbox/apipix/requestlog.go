@@ -6,14 +6,16 @@ import (
 	"time"
 )
 
-// Request is one charge request the PSP received: the txid it named is
-// the receiver's key, the provider's witness of what each attempt sent.
+// Request is one charge or refund request the PSP received: the txid (or
+// the devolução id) it named is the receiver's key, the provider's witness
+// of what each attempt sent.
 type Request struct {
 	At     time.Time `json:"at"`
 	Method string    `json:"method"`
 	Path   string    `json:"path"`
-	// IdempotencyKey is the txid (named so for the harness, which reads the
-	// v1 sandbox's log the same way).
+	// IdempotencyKey is the txid, or the devolução id of a refund request
+	// (named so for the harness, which reads the v1 sandbox's log the same
+	// way).
 	IdempotencyKey string `json:"idempotency_key"`
 	Status         int    `json:"status"` // 0: the connection was dropped without an answer
 }
@@ -41,11 +43,13 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 }
 
 // logRequests records the requests about charges (PUT and GET
-// /api/cob/{txid}), with the status answered, 0 for a dropped answer.
+// /api/cob/{txid}) and refunds (PUT and GET
+// /api/pix/{e2eid}/devolucao/{id}), with the status answered, 0 for a
+// dropped answer.
 func (s *Server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		txid, ok := strings.CutPrefix(r.URL.Path, "/api/cob/")
-		if !ok || strings.Contains(txid, "/") {
+		txid, ok := requestKey(r.URL.Path)
+		if !ok {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -66,6 +70,19 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(rec, r)
 	})
+}
+
+// requestKey is the receiver's id a logged request names.
+func requestKey(path string) (string, bool) {
+	if txid, ok := strings.CutPrefix(path, "/api/cob/"); ok {
+		return txid, txid != "" && !strings.Contains(txid, "/")
+	}
+	rest, ok := strings.CutPrefix(path, "/api/pix/")
+	if !ok {
+		return "", false
+	}
+	e2e, id, ok := strings.Cut(rest, "/devolucao/")
+	return id, ok && e2e != "" && id != "" && !strings.Contains(e2e, "/") && !strings.Contains(id, "/")
 }
 
 // Requests returns the request log, oldest first.

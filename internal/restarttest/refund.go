@@ -1,0 +1,681 @@
+package restarttest
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/retrysafe/retrysafe/internal/harness"
+	"github.com/retrysafe/retrysafe/tools"
+	"github.com/retrysafe/retrysafe/tools/apipix"
+)
+
+// RefundPoints are the crash points a refund meets. A refund is asked for
+// through serve's sidecar, not in a conversation, so the turn's points
+// (model answer, frozen intent, turn, inbox and reply jobs) do not exist
+// for it; the executor's do, in whichever worker's reconciler takes the
+// refund over: the claim committed, inside the PSP call, the answer in
+// hand, and a random moment.
+var RefundPoints = []string{"action-claimed", "provider-call", "provider-answered", "random"}
+
+// refundRef is the refund intent's intent_ref.
+func refundRef(invoice string) string { return invoice + ":refund:1" }
+
+// RefundCheck is the refund part of the verdict.
+type RefundCheck struct {
+	// Planned: runs drawn to refund (--refund-rate); Requested: those
+	// whose charge was paid, so that the refund was asked for.
+	Planned   int `json:"planned"`
+	Requested int `json:"requested"`
+	// SidecarFirst counts the sidecar's first answers by status (the
+	// first PUT is failed on purpose: in_flight); SidecarReplay the
+	// answers to the same call once settled (completed, replayed).
+	SidecarFirst  map[string]int `json:"sidecar_first"`
+	SidecarReplay map[string]int `json:"sidecar_replay"`
+	// From the PSP: refund PUTs and refunds created (sandbox counters).
+	PSPPuts    int `json:"refund_puts"`
+	PSPCreated int `json:"refunds_created"`
+	// Notices: partial-refund notices the customers got (template
+	// reembolso_parcial).
+	Notices int            `json:"notices"`
+	Rows    []Row          `json:"rows"`
+	Total   Row            `json:"total"`
+	Kills   []Kill         `json:"kills"`
+	Results []RefundResult `json:"results"`
+}
+
+// RefundResult is what became of one run's refund.
+type RefundResult struct {
+	Index       int    `json:"index"`
+	Scenario    string `json:"scenario"`
+	IntentRef   string `json:"intent_ref"`
+	E2EID       string `json:"e2eid"`
+	AmountCents int64  `json:"amount_cents"`
+	FrozenKey   string `json:"frozen_key"`
+	// IDs: every devolução id seen for the refund: the frozen key's, and
+	// each request the PSP got for the Pix.
+	IDs          []string `json:"ids"`
+	IDsEqual     bool     `json:"ids_equal"`
+	PSPRequests  int      `json:"psp_requests"`
+	Refunds      int      `json:"refunds"` // at the PSP, on the Pix
+	ActionStatus string   `json:"action_status"`
+	Hits         int      `json:"hits"`
+	Lost         bool     `json:"lost"`
+	LostWhy      string   `json:"lost_why,omitempty"`
+}
+
+// planRefunds draws which runs refund, how much and at which point, from
+// a generator of its own (the rest of the plan does not move with the
+// rate).
+func (t *tester) planRefunds() {
+	if !t.apipix() || t.cfg.RefundRate <= 0 {
+		return
+	}
+	rng := rand.New(rand.NewPCG(uint64(t.cfg.Seed), 0x726566756e64))
+	n := 0
+	for _, r := range t.runs {
+		if rng.Float64() >= t.cfg.RefundRate {
+			continue
+		}
+		r.RefundScenario = RefundPoints[n%len(RefundPoints)]
+		// A partial refund: 1 centavo up to half the charge.
+		r.RefundCents = 1 + rng.Int64N(max(1, r.AmountCents/2))
+		n++
+	}
+}
+
+// refundCrashPoint is the crash point of name, with the failpoint of
+// pix.refund.
+func refundCrashPoint(name string) CrashPoint {
+	for _, p := range CrashPoints {
+		if p.Name == name {
+			p.Failpoint = strings.Replace(p.Failpoint, "."+tools.PixChargeName, "."+apipix.RefundName, 1)
+			return p
+		}
+	}
+	return CrashPoint{Name: name}
+}
+
+// serveProxyURL is the stack's hook: serve reaches the PSP through a
+// proxy that fails each refund's first PUT, so that every refund is
+// settled by a worker's reconciler, where the test kills it.
+func (t *tester) serveProxyURL(ready string) string {
+	p, err := newPSPProxy(ready, uint64(t.cfg.Seed))
+	if err != nil {
+		t.problem("serve's PSP proxy: %v", err)
+		return ready + "/api"
+	}
+	p.failFirstRefund, p.refundsSeen = true, map[string]bool{}
+	t.serveProxy = p
+	return p.URL() + "/api"
+}
+
+// refundPhase asks for the planned refunds once the charges are paid: a
+// refund scenario's runs go, Config.Batch at a time, to a worker armed
+// for it; the sidecar's first attempt fails before the PSP acts (serve's
+// proxy), the action is left started, and the armed worker's reconciler
+// takes it over and dies at the point. Then a plain worker settles what
+// is left, the sidecar is asked again (the replay), and the PSP settles
+// and notifies the refunds.
+func (t *tester) refundPhase(ctx context.Context) error {
+	if !t.apipix() || t.cfg.RefundRate <= 0 {
+		return nil
+	}
+	t.setPhase("refunds", "")
+	rc := &RefundCheck{SidecarFirst: map[string]int{}, SidecarReplay: map[string]int{}}
+	t.refunds = rc
+	cobs, err := t.stack.Cobs(ctx)
+	if err != nil {
+		return err
+	}
+	// The Pix of each invoice: its first paid cob's.
+	e2e := map[string]string{}
+	for _, c := range cobs {
+		if len(c.Pix) > 0 && e2e[c.SolicitacaoPagador] == "" {
+			e2e[c.SolicitacaoPagador] = c.Pix[0].EndToEndID
+		}
+	}
+	byPoint := map[string][]*RunPlan{}
+	for _, r := range t.runs {
+		if r.RefundScenario == "" {
+			continue
+		}
+		rc.Planned++
+		if r.E2EID = e2e[r.Invoice]; r.E2EID == "" {
+			continue // never charged or never paid: counted as a failure of the charge
+		}
+		rc.Requested++
+		byPoint[r.RefundScenario] = append(byPoint[r.RefundScenario], r)
+	}
+	for _, name := range RefundPoints {
+		t.setPhase("refunds", name)
+		pending := byPoint[name]
+		for len(pending) > 0 {
+			n := min(t.cfg.Batch, len(pending))
+			if err := t.refundBatch(ctx, refundCrashPoint(name), pending[:n]); err != nil {
+				return err
+			}
+			pending = pending[n:]
+		}
+	}
+	// What the kills left: a plain worker's reconciler takes it over once
+	// the dead worker's lease runs out.
+	t.setPhase("refunds", "settle")
+	w, err := t.startWorker(ctx, "refunds", "", 0, nil)
+	if err != nil {
+		return err
+	}
+	defer w.proc.Stop(5 * time.Second)
+	if err := harness.WaitFor(ctx, t.cfg.SettleTimeout, func() (bool, error) {
+		var started int
+		err := t.stack.Pool.QueryRow(ctx, `SELECT count(*) FROM actions WHERE tenant_id = $1 AND action = $2 AND status = 'started'`,
+			t.stack.Cfg.Tenant, apipix.RefundName).Scan(&started)
+		return started == 0, err
+	}); err != nil {
+		t.problem("refunds not settled within %s: %v", t.cfg.SettleTimeout, err)
+	}
+	// The caller's retry: the same call gets the settled outcome.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, runs := range byPoint {
+		for _, r := range runs {
+			wg.Go(func() {
+				st, err := t.requestRefund(ctx, r)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					t.problem("sidecar replay of %s: %v", refundRef(r.Invoice), err)
+					st = "error"
+				}
+				rc.SidecarReplay[st]++
+			})
+		}
+	}
+	wg.Wait()
+	if t.cfg.Naive {
+		// The control's refunds carry ids of no intent: their callbacks
+		// apply nothing, and there is no notice to wait for.
+		return nil
+	}
+	// The PSP settles the refunds (DEVOLVIDO) and notifies them; each is
+	// a partial refund whose notice a worker sends.
+	return harness.WaitFor(ctx, 90*time.Second, func() (bool, error) {
+		var effects, pending int
+		err := t.stack.Pool.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM processed_effects WHERE tenant_id = $1 AND transition IN ('order.partially_refunded', 'order.refunded')),
+			(SELECT count(*) FROM payment_notifications WHERE tenant_id = $1 AND status = 'pending')`,
+			t.stack.Cfg.Tenant).Scan(&effects, &pending)
+		return effects >= rc.Requested && pending == 0, err
+	})
+}
+
+// refundBatch asks for chunk's refunds with a worker armed at p running,
+// and kills it there.
+func (t *tester) refundBatch(ctx context.Context, p CrashPoint, chunk []*RunPlan) error {
+	k := 1 + t.rng.IntN(min(3, len(chunk)))
+	proxySeed := t.rng.Uint64()
+	// The sidecar's attempt leaves the lease cut to a backoff of about a
+	// second: a random moment in the 1.2 s after its answers spans the
+	// takeover.
+	randomKill := time.Duration(t.rng.IntN(1200)) * time.Millisecond
+	proxy, err := newPSPProxy(t.stack.PSP.Ready, proxySeed)
+	if err != nil {
+		return err
+	}
+	defer proxy.Close()
+	var hosted atomic.Pointer[worker]
+	killAt := 0
+	if p.Name == "provider-call" {
+		killAt = k
+	}
+	proxy.configure("", 0, killAt, func() {
+		if w := hosted.Load(); w != nil {
+			t.killWorker(w, "proxy")
+		}
+	})
+	// Its reconciler looks ten times as often as serve's, so that it, not
+	// serve, takes over most refunds once the sidecar's attempt failed.
+	w, err := t.startWorker(ctx, "refund-"+p.Name, p.Failpoint, k, proxy,
+		"--reconcile-interval", min(100*time.Millisecond, t.cfg.Timings.ReconcileInterval/10).String())
+	if err != nil {
+		return err
+	}
+	hosted.Store(w)
+
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		var wg sync.WaitGroup
+		for _, r := range chunk {
+			wg.Go(func() {
+				st, err := t.requestRefund(ctx, r)
+				t.mu.Lock()
+				defer t.mu.Unlock()
+				if err != nil {
+					t.problems = append(t.problems, fmt.Sprintf("sidecar refund %s: %v", refundRef(r.Invoice), err))
+					st = "error"
+				}
+				t.refunds.SidecarFirst[st]++
+			})
+		}
+		wg.Wait()
+	}()
+
+	refs := make([]string, len(chunk))
+	for i, r := range chunk {
+		refs[i] = refundRef(r.Invoice)
+	}
+	var timer <-chan time.Time
+	deadline := time.NewTimer(killDeadline)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !w.proc.Exited() {
+		select {
+		case <-ctx.Done():
+			w.proc.Kill()
+			return ctx.Err()
+		case <-w.proc.Done():
+		case <-timer:
+			t.killWorker(w, "timer")
+		case <-deadline.C:
+			t.killWorker(w, "forced")
+		case <-tick.C:
+			if p.Name == "random" && timer == nil && isClosed(answered) {
+				timer = time.After(randomKill)
+			}
+			// Nothing of the chunk left to settle: the point will not come
+			// (the random kill waits for its timer, as the random scenario
+			// does, whatever it finds).
+			if p.Name != "random" && isClosed(answered) && t.refundsStarted(ctx, refs) == 0 {
+				t.killWorker(w, "forced")
+			}
+		}
+	}
+	<-answered
+	<-w.proc.Done()
+	t.mu.Lock()
+	how := w.killed
+	t.mu.Unlock()
+	kill := Kill{Scenario: "refund:" + p.Name, Worker: w.name, How: how}
+	if w.point != "" && strings.Contains(w.proc.Tail(), "failpoint "+w.point+" hit") {
+		kill.How, kill.Point = "failpoint", w.armed
+	}
+	if kill.How == "" {
+		kill.How = "exited"
+		t.problem("worker %s exited on its own: %s", w.name, lastLine(w.proc.Tail()))
+	}
+	// The refunds the dead worker held: started, their lease its own.
+	hit := t.refundsHeldBy(ctx, refs, w.name)
+	kill.RunsHit = len(hit)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, r := range chunk {
+		if slices.Contains(hit, refundRef(r.Invoice)) {
+			t.refundHits[r.Index]++
+		}
+	}
+	t.refunds.Kills = append(t.refunds.Kills, kill)
+	t.lastKill = time.Now()
+	return nil
+}
+
+// refundsStarted counts the refunds of refs left started.
+func (t *tester) refundsStarted(ctx context.Context, refs []string) int {
+	var n int
+	err := t.stack.Pool.QueryRow(ctx, `SELECT count(*) FROM actions WHERE tenant_id = $1 AND action = $2 AND intent_ref = ANY($3) AND status = 'started'`,
+		t.stack.Cfg.Tenant, apipix.RefundName, refs).Scan(&n)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// refundsHeldBy lists the refunds of refs left started under owner.
+func (t *tester) refundsHeldBy(ctx context.Context, refs []string, owner string) []string {
+	var out []string
+	err := retryQuery(ctx, func() error {
+		out = out[:0]
+		rows, err := t.stack.Pool.Query(ctx, `SELECT intent_ref FROM actions WHERE tenant_id = $1 AND action = $2 AND intent_ref = ANY($3)
+			AND status = 'started' AND lease_owner = $4`, t.stack.Cfg.Tenant, apipix.RefundName, refs, owner)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var ref string
+			if err := rows.Scan(&ref); err != nil {
+				return err
+			}
+			out = append(out, ref)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		t.problem("list the refunds %s held: %v", owner, err)
+	}
+	return out
+}
+
+// requestRefund asks serve's sidecar for r's refund and returns the
+// outcome's status ("in_flight" for a 409).
+func (t *tester) requestRefund(ctx context.Context, r *RunPlan) (string, error) {
+	fields := map[string]string{
+		"e2eid":       r.E2EID,
+		"amount":      fmt.Sprintf("%d,%02d", r.RefundCents/100, r.RefundCents%100),
+		"description": "restart-test partial refund",
+	}
+	body, err := json.Marshal(map[string]any{"intent_ref": refundRef(r.Invoice), "fields": fields, "source_ref": "restart-test"})
+	if err != nil {
+		return "", err
+	}
+	for attempt := 1; ; attempt++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.stack.Server.Ready+"/v1/tools/"+apipix.RefundName+"/execute", bytes.NewReader(body))
+		if err != nil {
+			return "", err
+		}
+		req.Header.Set("Authorization", "Bearer "+t.stack.APIToken)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			var out struct {
+				Status   string `json:"status"`
+				Replayed bool   `json:"replayed"`
+			}
+			switch {
+			case resp.StatusCode == http.StatusConflict:
+				return "in_flight", nil
+			case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusAccepted:
+				if json.Unmarshal(raw, &out) != nil || out.Status == "" {
+					return "", fmt.Errorf("%s: %s", resp.Status, raw)
+				}
+				if out.Replayed {
+					return out.Status + " (replayed)", nil
+				}
+				return out.Status, nil
+			case resp.StatusCode != http.StatusServiceUnavailable:
+				return "", fmt.Errorf("%s: %s", resp.Status, raw)
+			}
+		}
+		if attempt == 20 || ctx.Err() != nil {
+			return "", fmt.Errorf("no answer after %d tries: %v", attempt, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// collectRefunds reads what became of every refund and adds it to the
+// verdict. Called after collect.
+func (t *tester) collectRefunds(ctx context.Context, rep *Report) {
+	rc := t.refunds
+	if rc == nil {
+		return
+	}
+	rep.Refunds = rc
+	var fail []string
+	tenant := t.stack.Cfg.Tenant
+	keys := map[string]string{}   // intent_ref → frozen key
+	status := map[string]string{} // intent_ref → action status
+	err := retryQuery(ctx, func() error {
+		rows, err := t.stack.Pool.Query(ctx, `SELECT i.intent_ref, i.idem_key, coalesce(a.status, '') FROM intents i
+			LEFT JOIN actions a ON a.tenant_id = i.tenant_id AND a.idem_key = i.idem_key
+			WHERE i.tenant_id = $1 AND i.action = $2`, tenant, apipix.RefundName)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var ref, key, st string
+			if err := rows.Scan(&ref, &key, &st); err != nil {
+				return err
+			}
+			keys[ref], status[ref] = key, st
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		fail = append(fail, "read the refund intents: "+err.Error())
+	}
+	cobs, err := t.stack.Cobs(ctx)
+	if err != nil {
+		fail = append(fail, "list the PSP's charges: "+err.Error())
+	}
+	refundsOn := map[string]int{} // e2eid → devoluções
+	for _, c := range cobs {
+		for _, p := range c.Pix {
+			refundsOn[p.EndToEndID] += len(p.Devolucoes)
+		}
+	}
+	reqs, err := t.stack.PSPRequests(ctx)
+	if err != nil {
+		fail = append(fail, "read the PSP's request log: "+err.Error())
+	}
+	idsOn := map[string][]string{} // e2eid → ids of its refund requests
+	for _, rq := range reqs {
+		rest, ok := strings.CutPrefix(rq.Path, "/api/pix/")
+		if !ok {
+			continue
+		}
+		if e, _, ok := strings.Cut(rest, "/devolucao/"); ok {
+			idsOn[e] = append(idsOn[e], rq.IdempotencyKey)
+		}
+	}
+	if st, err := t.stack.PixStats(ctx); err == nil {
+		rc.PSPPuts, rc.PSPCreated = st["refund_puts"], st["refunds_created"]
+	} else {
+		fail = append(fail, "read the PSP's counters: "+err.Error())
+	}
+	if msgs, err := t.stack.Messages(ctx); err == nil {
+		for _, m := range msgs {
+			if m.Type == "template" && m.Template == refundNoticeTemplate {
+				rc.Notices++
+			}
+		}
+	}
+
+	rows := map[string]*Row{}
+	for _, name := range RefundPoints {
+		rows[name] = &Row{Scenario: "refund:" + name, Description: refundCrashPoint(name).Description, Charges: map[int]int{}}
+	}
+	for _, k := range rc.Kills {
+		row := rows[strings.TrimPrefix(k.Scenario, "refund:")]
+		row.Kills++
+		row.Hit += k.RunsHit
+		if k.How == "failpoint" || k.How == "proxy" || k.How == "timer" {
+			row.AtPoint++
+		}
+	}
+	t.mu.Lock()
+	for _, r := range t.runs {
+		if r.RefundScenario == "" || r.E2EID == "" {
+			continue
+		}
+		ref := refundRef(r.Invoice)
+		res := RefundResult{Index: r.Index, Scenario: r.RefundScenario, IntentRef: ref, E2EID: r.E2EID, AmountCents: r.RefundCents,
+			FrozenKey: keys[ref], ActionStatus: status[ref], Refunds: refundsOn[r.E2EID], Hits: t.refundHits[r.Index]}
+		ids := map[string]bool{}
+		var why []string
+		if res.FrozenKey == "" {
+			why = append(why, "no frozen refund intent")
+		} else if id, err := apipix.DevolucaoID(res.FrozenKey); err == nil {
+			ids[id] = true
+		}
+		for _, id := range idsOn[r.E2EID] {
+			ids[id] = true
+			res.PSPRequests++
+		}
+		for id := range ids {
+			res.IDs = append(res.IDs, id)
+		}
+		slices.Sort(res.IDs)
+		res.IDsEqual = res.FrozenKey != "" && len(ids) == 1
+		switch {
+		case res.ActionStatus == "started":
+		case res.ActionStatus != "completed":
+			why = append(why, "refund action "+cmp.Or(res.ActionStatus, "missing"))
+		}
+		if res.Refunds == 0 {
+			why = append(why, "no refund at the PSP")
+		}
+		res.Lost = len(why) > 0
+		res.LostWhy = strings.Join(why, "; ")
+		rc.Results = append(rc.Results, res)
+
+		row := rows[r.RefundScenario]
+		row.Runs++
+		row.Messages++
+		if res.IDsEqual {
+			row.KeysEqual++
+		}
+		row.Charges[res.Refunds]++
+		row.Duplicates += max(0, res.Refunds-1)
+		if res.Lost {
+			row.Lost++
+		}
+		if res.ActionStatus == "started" {
+			row.Stuck++
+		}
+		row.PSPRequests += res.PSPRequests
+	}
+	t.mu.Unlock()
+	total := Row{Scenario: "refund total", Charges: map[int]int{}, Covered: true}
+	for _, name := range RefundPoints {
+		row := rows[name]
+		row.Covered = row.Runs == 0 || row.AtPoint > 0
+		rc.Rows = append(rc.Rows, *row)
+		total.Runs += row.Runs
+		total.Messages += row.Messages
+		total.Kills += row.Kills
+		total.AtPoint += row.AtPoint
+		total.Hit += row.Hit
+		total.KeysEqual += row.KeysEqual
+		for n, c := range row.Charges {
+			total.Charges[n] += c
+		}
+		total.Duplicates += row.Duplicates
+		total.Lost += row.Lost
+		total.Stuck += row.Stuck
+		total.PSPRequests += row.PSPRequests
+		if !row.Covered {
+			fail = append(fail, fmt.Sprintf("refund at %s not covered (never reached)", name))
+		}
+	}
+	rc.Total = total
+	if total.Duplicates > 0 {
+		fail = append(fail, fmt.Sprintf("%d duplicate refunds", total.Duplicates))
+	}
+	if total.Lost > 0 {
+		fail = append(fail, fmt.Sprintf("%d lost refunds", total.Lost))
+	}
+	if total.Stuck > 0 {
+		fail = append(fail, fmt.Sprintf("%d refunds left started", total.Stuck))
+	}
+	if total.KeysEqual < total.Runs {
+		fail = append(fail, fmt.Sprintf("%d refunds whose attempts carried different devolução ids", total.Runs-total.KeysEqual))
+	}
+	if rc.PSPCreated != total.Runs {
+		fail = append(fail, fmt.Sprintf("the PSP created %d refunds for %d refund intents", rc.PSPCreated, total.Runs))
+	}
+	if n := rc.SidecarReplay["completed (replayed)"]; n != total.Runs && !t.cfg.Naive {
+		fail = append(fail, fmt.Sprintf("%d of %d refunds asked again through the sidecar answered other than completed (replayed)", total.Runs-n, total.Runs))
+	}
+	if len(fail) == 0 {
+		if rep.Pass {
+			rep.Verdict += fmt.Sprintf("; refunds: %d made exactly once through %d worker kills, one devolução id per refund, 0 lost, 0 stuck", total.Runs, total.Kills)
+		}
+		return
+	}
+	rep.Failures = append(rep.Failures, fail...)
+	if rep.Pass {
+		rep.Pass = false
+		rep.Verdict = "FAIL: " + strings.Join(fail, ", ")
+	} else {
+		rep.Verdict += "; " + strings.Join(fail, ", ")
+	}
+}
+
+// refundNoticeTemplate is the template of a partial refund's notice
+// (webhook's default notifier).
+const refundNoticeTemplate = "reembolso_parcial"
+
+// refundsPlanned reports whether the test asks for refunds at all.
+func (t *tester) refundsPlanned() bool {
+	if !t.apipix() {
+		return false
+	}
+	for _, r := range t.runs {
+		if r.RefundScenario != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// writeTable writes the refunds' rows and figures.
+func (rc *RefundCheck) writeTable(w io.Writer) error {
+	fmt.Fprintf(w, "\n  refunds (a partial pix.refund after the paid charge, its own intent <invoice>:refund:1, asked through serve's sidecar,\n")
+	fmt.Fprintf(w, "  whose first PUT fails before the PSP acts, so that a worker's reconciler settles it): %d planned, %d asked for\n", rc.Planned, rc.Requested)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "refund scenario\trefunds\tkills\tat point\thit\tids equal\trefunds/intent\tlost\tstuck\tPSP requests\t")
+	line := func(row Row) {
+		name := row.Scenario
+		if !row.Covered {
+			name += " (!)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d/%d\t%s\t%d\t%d\t%d\t\n", name, row.Runs, row.Kills, row.AtPoint, row.Hit,
+			row.KeysEqual, row.Runs, chargesCell(row.Charges), row.Lost, row.Stuck, row.PSPRequests)
+	}
+	for _, row := range rc.Rows {
+		line(row)
+	}
+	line(rc.Total)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  refunds at the PSP: %d PUTs, %d created; sidecar first answers %s, asked again %s; partial-refund notices sent %d\n",
+		rc.PSPPuts, rc.PSPCreated, countsCell(rc.SidecarFirst), countsCell(rc.SidecarReplay), rc.Notices)
+	shown := 0
+	for _, res := range rc.Results {
+		if !res.Lost && res.Refunds == 1 && res.IDsEqual {
+			continue
+		}
+		if shown == 10 {
+			fmt.Fprintln(w, "  ... (every refund is in --json)")
+			break
+		}
+		shown++
+		fmt.Fprintf(w, "  refund of run %d (%s, %s, hit by %d kills, action %s, %d PSP requests): %d refunds, %d ids; %s\n",
+			res.Index, res.Scenario, res.IntentRef, res.Hits, cmp.Or(res.ActionStatus, "none"), res.PSPRequests, res.Refunds, len(res.IDs), res.LostWhy)
+	}
+	return nil
+}
+
+// countsCell writes counts by name: "completed 3, in_flight 20".
+func countsCell(m map[string]int) string {
+	var names []string
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %d", n, m[n]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}

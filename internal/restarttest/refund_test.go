@@ -1,0 +1,79 @@
+package restarttest
+
+import (
+	"math"
+	"testing"
+
+	"github.com/retrysafe/retrysafe/agent"
+	"github.com/retrysafe/retrysafe/tools/apipix"
+)
+
+// The refunds' plan: only API Pix, about the rate, reproducible by seed,
+// dealt evenly to the refund points, partial (1 centavo to half).
+func TestPlanRefunds(t *testing.T) {
+	t.Parallel()
+	plan := func(psp string, rate float64, seed int64) []*RunPlan {
+		tt := &tester{cfg: Config{PSP: psp, RefundRate: rate, Seed: seed}}
+		for i := range 400 {
+			tt.runs = append(tt.runs, &RunPlan{Index: i, AmountCents: int64(1000 + 37*i)})
+		}
+		tt.planRefunds()
+		return tt.runs
+	}
+	count := func(runs []*RunPlan) map[string]int {
+		n := map[string]int{}
+		for _, r := range runs {
+			if r.RefundScenario != "" {
+				n[r.RefundScenario]++
+				if r.RefundCents < 1 || r.RefundCents > max(1, r.AmountCents/2) {
+					t.Errorf("run %d: refund %d of %d", r.Index, r.RefundCents, r.AmountCents)
+				}
+			}
+		}
+		return n
+	}
+	if n := count(plan(PSPV1, 0.3, 1)); len(n) != 0 {
+		t.Errorf("v1 PSP planned refunds: %v", n)
+	}
+	if n := count(plan(PSPAPIPix, 0, 1)); len(n) != 0 {
+		t.Errorf("rate 0 planned refunds: %v", n)
+	}
+	a, b := plan(PSPAPIPix, 0.3, 42), plan(PSPAPIPix, 0.3, 42)
+	total := 0
+	n := count(a)
+	for _, p := range RefundPoints {
+		total += n[p]
+	}
+	if math.Abs(float64(total)/400-0.3) > 0.08 {
+		t.Errorf("%d of 400 runs refund at rate 0.3", total)
+	}
+	for _, p := range RefundPoints {
+		if d := n[p] - total/len(RefundPoints); d < -1 || d > 1 {
+			t.Errorf("refund point %s got %d of %d", p, n[p], total)
+		}
+	}
+	for i := range a {
+		if a[i].RefundScenario != b[i].RefundScenario || a[i].RefundCents != b[i].RefundCents {
+			t.Fatalf("run %d: the same seed planned two refunds", i)
+		}
+	}
+}
+
+// A refund point's failpoint is the executor's point for pix.refund, as
+// agent.WithFailpoints hits it.
+func TestRefundCrashPoint(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]string{
+		"action-claimed":    agent.FailActionClaimed + "." + apipix.RefundName,
+		"provider-answered": agent.FailProviderAnswered + "." + apipix.RefundName,
+		"provider-call":     "",
+		"random":            "",
+	} {
+		if got := refundCrashPoint(name).Failpoint; got != want {
+			t.Errorf("%s: failpoint %q, want %q", name, got, want)
+		}
+	}
+	if refundRef("RT-1-00001") != "RT-1-00001:refund:1" {
+		t.Error("refund intent_ref")
+	}
+}
