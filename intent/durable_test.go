@@ -62,6 +62,9 @@ func TestWritesCommitSynchronously(t *testing.T) {
 	cfg := pool.Config()
 	cfg.MaxConns = 1 // one session: what it keeps is what the next call sees
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	// Without dbconf's AfterConnect, which would turn it on again: the
+	// store must protect its writes on any pool a user gives it.
+	cfg.AfterConnect = nil
 	off, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
