@@ -167,7 +167,7 @@ func (s *Server) run(ctx context.Context, tenant string, sv *served, req *mcp.Ca
 		return result(r, true)
 	}
 	note.outcome, note.key = string(out.Status), out.Key
-	s.observe(tenant, sv.action, out, probe)
+	s.cfg.Metrics.ObserveOutcome(tenant, sv.action, out, probe)
 	r := Result{
 		Status:          string(out.Status),
 		Action:          sv.action,
@@ -406,27 +406,6 @@ func result(r Result, isError bool) *mcp.CallToolResult {
 
 func (s *Server) count(tenant, action, outcome string) {
 	s.cfg.Metrics.Executions.WithLabelValues(tenant, action, outcome).Inc()
-}
-
-// observe counts an outcome as the sidecar does.
-func (s *Server) observe(tenant, action string, out *executor.Outcome, probe *metrics.Probe) {
-	m, status := s.cfg.Metrics, string(out.Status)
-	m.Executions.WithLabelValues(tenant, action, status).Inc()
-	if out.Replayed {
-		m.Replays.WithLabelValues(tenant, action, status).Inc()
-	}
-	if len(out.Divergent) > 0 {
-		m.Divergences.WithLabelValues(tenant, action).Inc()
-	}
-	switch out.Status {
-	case executor.StatusInFlight:
-		m.InFlightConflicts.WithLabelValues(tenant, action).Inc()
-	case executor.StatusReview:
-		m.Reviews.WithLabelValues(tenant, action).Inc()
-	}
-	if !out.Replayed && out.Attempt > 1 && probe.Calls()+probe.Lookups() > 0 {
-		m.Takeovers.WithLabelValues(tenant, action, status).Inc()
-	}
 }
 
 func nonNil(s []string) []string {

@@ -147,3 +147,29 @@ func (m *Metrics) ObserveReconcile(r executor.ReconcileResult) {
 		}
 	}
 }
+
+// ObserveOutcome counts one execution's outcome, as every edge that
+// executes tools for a caller does (the sidecar, the MCP server): the
+// execution by status, a replay, a divergence, an in-flight conflict, a
+// review, and a takeover. Calls are made with executor.Opts.NoWait, so a
+// call that reached the provider (probe) at attempt > 1 claimed an expired
+// lease: a takeover.
+func (m *Metrics) ObserveOutcome(tenant, action string, out *executor.Outcome, probe *Probe) {
+	status := string(out.Status)
+	m.Executions.WithLabelValues(tenant, action, status).Inc()
+	if out.Replayed {
+		m.Replays.WithLabelValues(tenant, action, status).Inc()
+	}
+	if len(out.Divergent) > 0 {
+		m.Divergences.WithLabelValues(tenant, action).Inc()
+	}
+	switch out.Status {
+	case executor.StatusInFlight:
+		m.InFlightConflicts.WithLabelValues(tenant, action).Inc()
+	case executor.StatusReview:
+		m.Reviews.WithLabelValues(tenant, action).Inc()
+	}
+	if !out.Replayed && out.Attempt > 1 && probe.Calls()+probe.Lookups() > 0 {
+		m.Takeovers.WithLabelValues(tenant, action, status).Inc()
+	}
+}

@@ -110,7 +110,7 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, tenant string) 
 	}
 
 	note.outcome, note.key = string(out.Status), out.Key
-	s.observe(tenant, action, out, probe)
+	s.cfg.Metrics.ObserveOutcome(tenant, action, out, probe)
 	resp := ExecuteResponse{
 		Status:          string(out.Status),
 		IntentRef:       req.IntentRef,
@@ -284,28 +284,6 @@ func (s *Server) executeError(w http.ResponseWriter, note *requestNote, tenant, 
 
 func (s *Server) count(tenant, action, outcome string) {
 	s.cfg.Metrics.Executions.WithLabelValues(tenant, action, outcome).Inc()
-}
-
-func (s *Server) observe(tenant, action string, out *executor.Outcome, probe *metrics.Probe) {
-	m, status := s.cfg.Metrics, string(out.Status)
-	m.Executions.WithLabelValues(tenant, action, status).Inc()
-	if out.Replayed {
-		m.Replays.WithLabelValues(tenant, action, status).Inc()
-	}
-	if len(out.Divergent) > 0 {
-		m.Divergences.WithLabelValues(tenant, action).Inc()
-	}
-	switch out.Status {
-	case executor.StatusInFlight:
-		m.InFlightConflicts.WithLabelValues(tenant, action).Inc()
-	case executor.StatusReview:
-		m.Reviews.WithLabelValues(tenant, action).Inc()
-	}
-	// NoWait: a call never retries inside itself, so reaching the provider
-	// at attempt > 1 means this call claimed an expired lease.
-	if !out.Replayed && out.Attempt > 1 && probe.Calls()+probe.Lookups() > 0 {
-		m.Takeovers.WithLabelValues(tenant, action, status).Inc()
-	}
 }
 
 func nonNil(s []string) []string {
