@@ -11,6 +11,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/internal/dbconf"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools/apipix"
 	"github.com/retrysafe/retrysafe/webhook"
 )
@@ -73,13 +74,13 @@ func TestServeAPIPixBlackBox(t *testing.T) {
 		hookSecret             = "bb-pix-hook-secret-0123456789"
 		apiToken               = "bb-pix-token"
 	)
-	psp := startProc(t, bin, nil, "sandbox", "psp", "--flavour", "apipix", "--addr", "127.0.0.1:0",
+	psp := testutil.StartProc(t, bin, nil, "sandbox", "psp", "--flavour", "apipix", "--addr", "127.0.0.1:0",
 		"--client-id", clientID, "--client-secret", clientSecret, "--log-level", "warn")
-	side := startProc(t, bin, []string{
+	side := testutil.StartProc(t, bin, []string{
 		"DATABASE_URL=" + dbURL,
 		"RETRYSAFE_API_TOKENS=tenant-a=" + apiToken,
 		"RETRYSAFE_HMAC_KEY=" + testSecret,
-		"RETRYSAFE_APIPIX_URL=" + psp.url + "/api",
+		"RETRYSAFE_APIPIX_URL=" + psp.URL + "/api",
 		"RETRYSAFE_APIPIX_CLIENT_ID=" + clientID,
 		"RETRYSAFE_APIPIX_CLIENT_SECRET=" + clientSecret,
 		"RETRYSAFE_APIPIX_CHAVE=" + chave,
@@ -87,7 +88,7 @@ func TestServeAPIPixBlackBox(t *testing.T) {
 		"RETRYSAFE_PIX_WEBHOOK_SECRETS=sandbox=" + hookSecret,
 		"RETRYSAFE_PIX_WEBHOOK_TENANTS=sandbox=tenant-a",
 	}, "serve", "--addr", "127.0.0.1:0", "--schema", schema, "--migrate", "--max-conns", "4")
-	if strings.Contains(side.stderr.String(), clientSecret) || strings.Contains(side.stderr.String(), hookSecret) {
+	if strings.Contains(side.Stderr.String(), clientSecret) || strings.Contains(side.Stderr.String(), hookSecret) {
 		t.Fatal("serve logged a secret")
 	}
 
@@ -122,7 +123,7 @@ func TestServeAPIPixBlackBox(t *testing.T) {
 		return n
 	}
 	stats := func() map[string]int {
-		_, b := call(http.MethodGet, psp.url+"/sandbox/stats", "", "")
+		_, b := call(http.MethodGet, psp.URL+"/sandbox/stats", "", "")
 		var st map[string]int
 		json.Unmarshal(b, &st)
 		return st
@@ -132,14 +133,14 @@ func TestServeAPIPixBlackBox(t *testing.T) {
 		deadline := time.Now().Add(30 * time.Second)
 		for !cond() {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: not after 30s; psp %v\nserve: %s", what, stats(), side.stderr.String())
+				t.Fatalf("%s: not after 30s; psp %v\nserve: %s", what, stats(), side.Stderr.String())
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
 
 	// Register the callback as a deployment does.
-	tokReq, _ := http.NewRequest(http.MethodPost, psp.url+"/oauth/token", strings.NewReader("grant_type=client_credentials"))
+	tokReq, _ := http.NewRequest(http.MethodPost, psp.URL+"/oauth/token", strings.NewReader("grant_type=client_credentials"))
 	tokReq.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	tokReq.SetBasicAuth(clientID, clientSecret)
 	resp, err := client.Do(tokReq)
@@ -151,8 +152,8 @@ func TestServeAPIPixBlackBox(t *testing.T) {
 	}
 	json.NewDecoder(resp.Body).Decode(&tok)
 	resp.Body.Close()
-	hookURL := side.url + webhook.PixPathPrefix + "sandbox?hmac=" + webhook.PixURLToken(hookSecret, "sandbox") + "&ignorar="
-	if st, b := call(http.MethodPut, psp.url+"/api/webhook/"+chave, "Bearer "+tok.AccessToken, `{"webhookUrl":"`+hookURL+`"}`); st != 200 {
+	hookURL := side.URL + webhook.PixPathPrefix + "sandbox?hmac=" + webhook.PixURLToken(hookSecret, "sandbox") + "&ignorar="
+	if st, b := call(http.MethodPut, psp.URL+"/api/webhook/"+chave, "Bearer "+tok.AccessToken, `{"webhookUrl":"`+hookURL+`"}`); st != 200 {
 		t.Fatalf("PUT /webhook: %d %s", st, b)
 	}
 
@@ -165,7 +166,7 @@ func TestServeAPIPixBlackBox(t *testing.T) {
 		Response json.RawMessage `json:"response"`
 	}
 	for i := range 2 {
-		st, b := call(http.MethodPost, side.url+"/v1/tools/pix.cob/execute", "Bearer "+apiToken, body)
+		st, b := call(http.MethodPost, side.URL+"/v1/tools/pix.cob/execute", "Bearer "+apiToken, body)
 		if st != 200 || json.Unmarshal(b, &out) != nil || out.Status != "completed" || out.Replayed != (i == 1) {
 			t.Fatalf("execute %d: %d %s", i, st, b)
 		}
@@ -180,7 +181,7 @@ func TestServeAPIPixBlackBox(t *testing.T) {
 	}
 
 	// The customer pays; the PSP calls back, then again.
-	st, b := call(http.MethodPost, psp.url+"/sandbox/cob/"+txid+"/pagar", "", "")
+	st, b := call(http.MethodPost, psp.URL+"/sandbox/cob/"+txid+"/pagar", "", "")
 	var pix struct {
 		EndToEndID string `json:"endToEndId"`
 	}
@@ -188,7 +189,7 @@ func TestServeAPIPixBlackBox(t *testing.T) {
 		t.Fatalf("pay: %d %s", st, b)
 	}
 	waitFor("the callback", func() bool { return stats()["callbacks"] >= 1 })
-	if st, _ := call(http.MethodPost, psp.url+"/sandbox/pix/"+pix.EndToEndID+"/reenviar", "", ""); st != 202 {
+	if st, _ := call(http.MethodPost, psp.URL+"/sandbox/pix/"+pix.EndToEndID+"/reenviar", "", ""); st != 202 {
 		t.Fatalf("redeliver: %d", st)
 	}
 	waitFor("the redelivered callback", func() bool { return stats()["callbacks"] >= 2 })

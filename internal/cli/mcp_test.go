@@ -18,6 +18,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/internal/dbconf"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/server/mcpserver"
 )
 
@@ -210,7 +211,7 @@ func TestMCPProcesses(t *testing.T) {
 		}
 		x := newMCPEnv(t, bin, dbURL, "")
 		values := map[string]string{
-			"DATABASE_URL": dbURL, "RETRYSAFE_HMAC_KEY": testSecret, "RETRYSAFE_PSP_URL": x.psp.url,
+			"DATABASE_URL": dbURL, "RETRYSAFE_HMAC_KEY": testSecret, "RETRYSAFE_PSP_URL": x.psp.URL,
 			"RETRYSAFE_PSP_TOKEN": mcpPSPToken, "RETRYSAFE_TENANT": "tenant-readme",
 		}
 		env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "RETRYSAFE_SCHEMA=" + x.schema}
@@ -291,17 +292,17 @@ func TestMCPProcesses(t *testing.T) {
 		})
 		t.Run("http", func(t *testing.T) {
 			env := append(x.env(), "RETRYSAFE_API_TOKENS=tenant-a=mcp-token-a,tenant-b=mcp-token-b")
-			p := startProc(t, bin, env, "mcp", "--transport", "http", "--addr", "127.0.0.1:0", "--schema", x.schema, "--migrate", "--max-conns", "4")
-			run := exec.Command(node, "client.mjs", "http", p.url+"/mcp", "mcp-token-a")
+			p := testutil.StartProc(t, bin, env, "mcp", "--transport", "http", "--addr", "127.0.0.1:0", "--schema", x.schema, "--migrate", "--max-conns", "4")
+			run := exec.Command(node, "client.mjs", "http", p.URL+"/mcp", "mcp-token-a")
 			run.Dir, run.Env = dir, append(os.Environ(), "MCP_INTEROP_REF=inv-ts-http")
 			var stderr bytes.Buffer
 			run.Stderr = &stderr
 			out, err := run.Output()
 			if err != nil {
-				t.Fatalf("node: %v\n%s\nserver:\n%s", err, tail(stderr.String()), tail(p.stderr.String()))
+				t.Fatalf("node: %v\n%s\nserver:\n%s", err, tail(stderr.String()), tail(p.Stderr.String()))
 			}
 			check(t, out)
-			resp, err := http.Get(p.url + "/healthz")
+			resp, err := http.Get(p.URL + "/healthz")
 			if err != nil || resp.StatusCode != http.StatusOK {
 				t.Fatalf("/healthz: %v %v", resp, err)
 			}
@@ -316,7 +317,7 @@ func TestMCPProcesses(t *testing.T) {
 // mcpEnv is a sandbox PSP process and a schema for `retrysafe mcp`.
 type mcpEnv struct {
 	bin, dbURL, schema string
-	psp                *proc
+	psp                *testutil.Proc
 }
 
 const mcpPSPToken = "merchant-token-mcp"
@@ -327,14 +328,14 @@ func newMCPEnv(t *testing.T, bin, dbURL, pspFault string) *mcpEnv {
 	if pspFault != "" {
 		args = append(args, "--fault", pspFault)
 	}
-	psp := startProc(t, bin, []string{"DATABASE_URL=" + dbURL}, args...)
+	psp := testutil.StartProc(t, bin, []string{"DATABASE_URL=" + dbURL}, args...)
 	return &mcpEnv{bin: bin, dbURL: dbURL, schema: scratchSchema(t, "mcp_"), psp: psp}
 }
 
 func (x *mcpEnv) env() []string {
 	return append(os.Environ(),
 		"DATABASE_URL="+x.dbURL,
-		"RETRYSAFE_PSP_URL="+x.psp.url,
+		"RETRYSAFE_PSP_URL="+x.psp.URL,
 		"RETRYSAFE_PSP_TOKEN="+mcpPSPToken,
 		"RETRYSAFE_HMAC_KEY="+testSecret,
 		"RETRYSAFE_TENANT=tenant-a",
@@ -352,7 +353,7 @@ func (x *mcpEnv) command(args ...string) (*exec.Cmd, *lockedBuffer) {
 
 func (x *mcpEnv) charges(t *testing.T) []map[string]any {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, x.psp.url+"/v1/pix/charges", nil)
+	req, _ := http.NewRequest(http.MethodGet, x.psp.URL+"/v1/pix/charges", nil)
 	req.Header.Set("Authorization", "Bearer "+mcpPSPToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/server/sidecar"
 )
 
@@ -66,7 +67,7 @@ func TestServeMetricsAddr(t *testing.T) {
 	}
 	maddr := ln.Addr().String()
 	ln.Close()
-	side := startProc(t, bin, []string{
+	side := testutil.StartProc(t, bin, []string{
 		"DATABASE_URL=" + dbURL,
 		"RETRYSAFE_API_TOKENS=tenant-a=ma-token-a",
 		"RETRYSAFE_PSP_URL=http://127.0.0.1:1",
@@ -86,7 +87,7 @@ func TestServeMetricsAddr(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	if c := get(side.url+"/metrics", "scrape-secret"); c != http.StatusNotFound {
+	if c := get(side.URL+"/metrics", "scrape-secret"); c != http.StatusNotFound {
 		t.Errorf("/metrics on the API address: HTTP %d", c)
 	}
 	if c := get("http://"+maddr+"/metrics", ""); c != http.StatusUnauthorized {
@@ -95,10 +96,10 @@ func TestServeMetricsAddr(t *testing.T) {
 	if c := get("http://"+maddr+"/metrics", "scrape-secret"); c != http.StatusOK {
 		t.Errorf("/metrics with the token: HTTP %d", c)
 	}
-	if c := get(side.url+"/readyz", ""); c != http.StatusOK {
+	if c := get(side.URL+"/readyz", ""); c != http.StatusOK {
 		t.Errorf("/readyz: HTTP %d", c)
 	}
-	logs := side.stderr.String()
+	logs := side.Stderr.String()
 	if !strings.Contains(logs, "serve: database durability") || !strings.Contains(logs, "fsync=on") {
 		t.Errorf("start-up log lacks the durability settings:\n%s", logs)
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -10,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -18,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -41,12 +38,12 @@ func TestServeBlackBox(t *testing.T) {
 	pspSchema, sideSchema := "bb_psp_"+suffix, "bb_side_"+suffix
 	const pspToken = "merchant-token-bb"
 
-	psp := startProc(t, bin, []string{"DATABASE_URL=" + dbURL},
+	psp := testutil.StartProc(t, bin, []string{"DATABASE_URL=" + dbURL},
 		"sandbox", "psp", "--flavour", "v1", "--addr", "127.0.0.1:0", "--schema", pspSchema, "--max-conns", "4", "--log-level", "warn")
-	side := startProc(t, bin, []string{
+	side := testutil.StartProc(t, bin, []string{
 		"DATABASE_URL=" + dbURL,
 		"RETRYSAFE_API_TOKENS=tenant-a=bb-token-a,tenant-b=bb-token-b",
-		"RETRYSAFE_PSP_URL=" + psp.url,
+		"RETRYSAFE_PSP_URL=" + psp.URL,
 		"RETRYSAFE_PSP_TOKEN=" + pspToken,
 		"RETRYSAFE_HMAC_KEY=" + testSecret,
 	}, "serve", "--addr", "127.0.0.1:0", "--schema", sideSchema, "--migrate", "--max-conns", "4")
@@ -72,12 +69,12 @@ func TestServeBlackBox(t *testing.T) {
 		return reply{status: resp.StatusCode, header: resp.Header, body: b}
 	}
 	execute := func(token, ref, fields string) reply {
-		return call(http.MethodPost, side.url+"/v1/tools/pix.charge/execute", token,
+		return call(http.MethodPost, side.URL+"/v1/tools/pix.charge/execute", token,
 			`{"intent_ref":"`+ref+`","fields":`+fields+`,"source_ref":"wamid.`+randSuffix()+`"}`)
 	}
 	charges := func() []map[string]any {
 		t.Helper()
-		r := call(http.MethodGet, psp.url+"/v1/pix/charges", pspToken, "")
+		r := call(http.MethodGet, psp.URL+"/v1/pix/charges", pspToken, "")
 		var out struct{ Data []map[string]any }
 		if r.status != http.StatusOK || json.Unmarshal(r.body, &out) != nil {
 			t.Fatalf("PSP list: HTTP %d %s", r.status, r.body)
@@ -98,13 +95,13 @@ func TestServeBlackBox(t *testing.T) {
 	}
 
 	// Health and metrics answer.
-	if r := call(http.MethodGet, side.url+"/readyz", "", ""); r.status != http.StatusOK || !strings.Contains(string(r.body), `"status":"ok"`) {
+	if r := call(http.MethodGet, side.URL+"/readyz", "", ""); r.status != http.StatusOK || !strings.Contains(string(r.body), `"status":"ok"`) {
 		t.Fatalf("/readyz: HTTP %d %s", r.status, r.body)
 	}
-	if r := call(http.MethodGet, side.url+"/healthz", "", ""); r.status != http.StatusOK {
+	if r := call(http.MethodGet, side.URL+"/healthz", "", ""); r.status != http.StatusOK {
 		t.Fatalf("/healthz: HTTP %d", r.status)
 	}
-	if r := call(http.MethodGet, side.url+"/metrics", "", ""); r.status != http.StatusOK || !strings.Contains(string(r.body), "go_goroutines") {
+	if r := call(http.MethodGet, side.URL+"/metrics", "", ""); r.status != http.StatusOK || !strings.Contains(string(r.body), "go_goroutines") {
 		t.Fatalf("/metrics: HTTP %d", r.status)
 	}
 
@@ -128,7 +125,7 @@ func TestServeBlackBox(t *testing.T) {
 			t.Fatalf("fields %s: HTTP %d %s", fields, r.status, r.body)
 		}
 	}
-	if r := call(http.MethodPost, side.url+"/v1/tools/pix.refund/execute", "bb-token-a", `{"intent_ref":"x","fields":{}}`); r.status != http.StatusNotFound {
+	if r := call(http.MethodPost, side.URL+"/v1/tools/pix.refund/execute", "bb-token-a", `{"intent_ref":"x","fields":{}}`); r.status != http.StatusNotFound {
 		t.Fatalf("unknown action: HTTP %d", r.status)
 	}
 	if n, a, c := rows("intents"), rows("actions"), len(charges()); n != 0 || a != 0 || c != 0 {
@@ -184,7 +181,7 @@ func TestServeBlackBox(t *testing.T) {
 		return execute("bb-token-a", "inv-bb-2", bbFields(amounts[i%4], "529.982.247-25"))
 	})
 	var view sidecar.IntentView
-	if r := call(http.MethodGet, side.url+"/v1/intents/inv-bb-2/pix.charge", "bb-token-a", ""); r.status != http.StatusOK || json.Unmarshal(r.body, &view) != nil {
+	if r := call(http.MethodGet, side.URL+"/v1/intents/inv-bb-2/pix.charge", "bb-token-a", ""); r.status != http.StatusOK || json.Unmarshal(r.body, &view) != nil {
 		t.Fatalf("GET intent: HTTP %d %s", r.status, r.body)
 	}
 	frozen := view.Intent.Payload["amount"]
@@ -209,14 +206,14 @@ func TestServeBlackBox(t *testing.T) {
 		frozen, completed2, inFlight2, divergent)
 
 	// Tenant isolation: B can neither read A's intent nor act on it.
-	if r := call(http.MethodGet, side.url+"/v1/intents/inv-bb-1/pix.charge", "bb-token-b", ""); r.status != http.StatusNotFound || bytes.Contains(r.body, []byte(key1)) {
+	if r := call(http.MethodGet, side.URL+"/v1/intents/inv-bb-1/pix.charge", "bb-token-b", ""); r.status != http.StatusNotFound || bytes.Contains(r.body, []byte(key1)) {
 		t.Fatalf("B reads A's intent: HTTP %d %s", r.status, r.body)
 	}
 	ob := execute("bb-token-b", "inv-bb-1", bbFields(`"999,00"`, "52998224725")).exec(t)
 	if !ob.Created || ob.Replayed || ob.IdempotencyKey == key1 || len(ob.DivergentFields) != 0 {
 		t.Fatalf("B's execute of A's ref: %+v", ob)
 	}
-	if r := call(http.MethodGet, side.url+"/v1/intents/inv-bb-1/pix.charge", "bb-token-a", ""); r.status != http.StatusOK ||
+	if r := call(http.MethodGet, side.URL+"/v1/intents/inv-bb-1/pix.charge", "bb-token-a", ""); r.status != http.StatusOK ||
 		json.Unmarshal(r.body, &view) != nil || view.Intent.IdempotencyKey != key1 || view.Intent.Payload["amount"] != "18000" {
 		t.Fatalf("A's intent after B: %s", r.body)
 	}
@@ -225,7 +222,7 @@ func TestServeBlackBox(t *testing.T) {
 	}
 
 	// The counters saw it, labelled by tenant, action and outcome only.
-	metrics := string(call(http.MethodGet, side.url+"/metrics", "", "").body)
+	metrics := string(call(http.MethodGet, side.URL+"/metrics", "", "").body)
 	for series, want := range map[string]int{
 		`retrysafe_in_flight_conflicts_total{action="pix.charge",tenant="tenant-a"}`:            inFlight + inFlight2 + int(retryConflicts.Load()),
 		`retrysafe_divergences_total{action="pix.charge",tenant="tenant-a"}`:                    divergent,
@@ -247,10 +244,10 @@ func TestServeBlackBox(t *testing.T) {
 	}
 
 	// SIGTERM: a clean exit, and no personal data in the sidecar's logs.
-	if code := side.stop(t); code != 0 {
-		t.Fatalf("serve exited %d after SIGTERM:\n%s", code, side.stderr.String())
+	if code := side.Stop(t); code != 0 {
+		t.Fatalf("serve exited %d after SIGTERM:\n%s", code, side.Stderr.String())
 	}
-	logs := side.stderr.String()
+	logs := side.Stderr.String()
 	if !strings.Contains(logs, "serve: stopped") {
 		t.Errorf("no clean-stop line in the logs:\n%s", tail(logs))
 	}
@@ -361,82 +358,7 @@ func buildBinary(t *testing.T) string {
 	return bin
 }
 
-// proc is a retrysafe subprocess that printed "listening on URL".
-type proc struct {
-	cmd       *exec.Cmd
-	readyLine string
-	url       string
-	stderr    *lockedBuffer
-	done      chan struct{}
-	code      int
-}
-
-func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	p := &proc{cmd: cmd, stderr: &lockedBuffer{}, done: make(chan struct{})}
-	cmd.Stderr = p.stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "listening on ") {
-				select {
-				case ready <- sc.Text():
-				default:
-				}
-			}
-		}
-	}()
-	go func() {
-		err := cmd.Wait()
-		if ee, ok := err.(*exec.ExitError); ok {
-			p.code = ee.ExitCode()
-		} else if err != nil {
-			p.code = -1
-		}
-		close(p.done)
-	}()
-	t.Cleanup(func() { p.stop(t) })
-	select {
-	case p.readyLine = <-ready:
-		_, url, _ := strings.Cut(p.readyLine, "listening on ")
-		p.url = strings.TrimSpace(url)
-		return p
-	case <-p.done:
-		t.Fatalf("%s exited %d before it was ready:\n%s", args[0], p.code, p.stderr.String())
-	case <-time.After(90 * time.Second):
-		t.Fatalf("%s not ready after 90s:\n%s", args[0], p.stderr.String())
-	}
-	return nil
-}
-
-// stop sends SIGTERM and returns the exit code (killing after 20s).
-func (p *proc) stop(t *testing.T) int {
-	select {
-	case <-p.done:
-		return p.code
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		p.cmd.Process.Kill() //nolint:errcheck
-		<-p.done
-		t.Errorf("%s did not stop within 20s of SIGTERM", p.cmd.Args[1])
-	}
-	return p.code
-}
-
+// testutil.Proc is a retrysafe subprocess that printed "listening on URL".
 // lockedBuffer collects what a command writes while the test reads it.
 type lockedBuffer = testutil.LockedBuffer
 

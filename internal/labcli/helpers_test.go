@@ -1,17 +1,13 @@
 package labcli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,82 +35,6 @@ func buildBinary(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
-}
-
-// proc is a retrysafe-lab subprocess that printed "listening on URL".
-type proc struct {
-	cmd       *exec.Cmd
-	readyLine string
-	url       string
-	stderr    *lockedBuffer
-	done      chan struct{}
-	code      int
-}
-
-func startProc(t *testing.T, bin string, env []string, args ...string) *proc {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	p := &proc{cmd: cmd, stderr: &lockedBuffer{}, done: make(chan struct{})}
-	cmd.Stderr = p.stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "listening on ") {
-				select {
-				case ready <- sc.Text():
-				default:
-				}
-			}
-		}
-	}()
-	go func() {
-		err := cmd.Wait()
-		if ee, ok := err.(*exec.ExitError); ok {
-			p.code = ee.ExitCode()
-		} else if err != nil {
-			p.code = -1
-		}
-		close(p.done)
-	}()
-	t.Cleanup(func() { p.stop(t) })
-	select {
-	case p.readyLine = <-ready:
-		_, url, _ := strings.Cut(p.readyLine, "listening on ")
-		p.url = strings.TrimSpace(url)
-		return p
-	case <-p.done:
-		t.Fatalf("%s exited %d before it was ready:\n%s", args[0], p.code, p.stderr.String())
-	case <-time.After(90 * time.Second):
-		t.Fatalf("%s not ready after 90s:\n%s", args[0], p.stderr.String())
-	}
-	return nil
-}
-
-// stop sends SIGTERM and returns the exit code (killing after 20s).
-func (p *proc) stop(t *testing.T) int {
-	select {
-	case <-p.done:
-		return p.code
-	default:
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		p.cmd.Process.Kill() //nolint:errcheck
-		<-p.done
-		t.Errorf("%s did not stop within 20s of SIGTERM", p.cmd.Args[1])
-	}
-	return p.code
 }
 
 // lockedBuffer collects what a command writes while the test reads it.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/internal/cli"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/sandbox/psp"
 )
 
@@ -174,15 +175,15 @@ func TestSandboxPSPBinary(t *testing.T) {
 }
 
 // sandboxPSPProc is `retrysafe sandbox psp` on a schema of its own.
-type sandboxPSPProc struct{ *proc }
+type sandboxPSPProc struct{ *testutil.Proc }
 
 func startSandboxPSP(t *testing.T, bin string, args ...string) *sandboxPSPProc {
 	t.Helper()
 	schema := scratchSchema(t, "psp_bb_")
-	p := startProc(t, bin, []string{"DATABASE_URL=" + pgtest.URL(t)},
+	p := testutil.StartProc(t, bin, []string{"DATABASE_URL=" + pgtest.URL(t)},
 		append([]string{"sandbox", "psp", "--flavour", "v1", "--addr", "127.0.0.1:0", "--schema", schema, "--max-conns", "4"}, args...)...)
-	if !strings.HasPrefix(p.readyLine, "retrysafe sandbox psp: listening on ") {
-		t.Fatalf("ready line %q", p.readyLine)
+	if !strings.HasPrefix(p.ReadyLine, "retrysafe sandbox psp: listening on ") {
+		t.Fatalf("ready line %q", p.ReadyLine)
 	}
 	return &sandboxPSPProc{p}
 }
@@ -190,13 +191,13 @@ func startSandboxPSP(t *testing.T, bin string, args ...string) *sandboxPSPProc {
 // stopClean sends SIGTERM and expects a clean exit.
 func (p *sandboxPSPProc) stopClean(t *testing.T) {
 	t.Helper()
-	if code := p.stop(t); code != 0 {
-		t.Fatalf("exit %d after SIGTERM\n%s", code, p.stderr)
+	if code := p.Stop(t); code != 0 {
+		t.Fatalf("exit %d after SIGTERM\n%s", code, p.Stderr)
 	}
 }
 
 func (p *sandboxPSPProc) post(c *http.Client, token, key, body, faultSpec string) (*http.Response, error) {
-	req, _ := http.NewRequest(http.MethodPost, p.url+"/v1/pix/charges", strings.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, p.URL+"/v1/pix/charges", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
@@ -230,14 +231,14 @@ func (p *sandboxPSPProc) call(t *testing.T, c *http.Client, method, path, token,
 	if method == http.MethodPost {
 		resp, err = p.post(c, token, key, body, "")
 	} else {
-		req, _ := http.NewRequest(method, p.url+path, nil)
+		req, _ := http.NewRequest(method, p.URL+path, nil)
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
 		resp, err = c.Do(req)
 	}
 	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", method, path, err, p.stderr)
+		t.Fatalf("%s %s: %v\n%s", method, path, err, p.Stderr)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
