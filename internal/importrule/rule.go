@@ -20,6 +20,7 @@ var layers = map[string]int{
 	"internal/pgembed":    0,
 	"internal/strictjson": 0,
 	"internal/importrule": 0,
+	"internal/confcheck":  0,
 	"sandbox":             0, // doc.go only
 
 	"tools":                1,
@@ -33,6 +34,8 @@ var layers = map[string]int{
 
 	"executor":   3,
 	"executor/*": 3,
+
+	"internal/outbox": 3, // the outbox relay the agent and the webhook share
 
 	"agent":     4,
 	"webhook":   4,
@@ -48,6 +51,8 @@ var layers = map[string]int{
 	"internal/testutil":    5,
 	"internal/problemdocs": 5,
 	"internal/pixspec":     5,
+
+	"internal/outbox/outboxtest": 5,
 
 	"internal/cli": 6,
 
@@ -75,6 +80,12 @@ var Allowed = map[[2]string]string{
 	{"sandbox/apipix", "sandbox/fault"}:          "stand-ins share the fault injector",
 	{"internal/restarttest", "internal/harness"}: "the restart test drives the process harness",
 	{"internal/harness", "agent/agenttest"}:      "the harness starts the sandbox model the agent tests use",
+
+	{"internal/outbox", "executor"}:                     "the outbox relay runs frozen keys through the executor",
+	{"internal/outbox/outboxtest", "internal/testutil"}: "it runs a job's work as a crashable queue worker (testutil.RunCrashable)",
+	{"webhook", "agent"}:                                "the default notifier finds the customer's conversation by its open invoice (agent.ConversationByInvoice)",
+	{"server/console", "agent"}:                         "the console shows the agent's turns and model calls behind an action, and its spend",
+	{"server/console", "webhook"}:                       "the console shows the payment webhook's effects and receipts behind an action",
 }
 
 // AllowedInTests lists test imports of a higher layer, importer →
