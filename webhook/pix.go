@@ -17,7 +17,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/retrysafe/retrysafe/tools/apipix"
 )
 
