@@ -16,7 +16,6 @@ var SizePending = map[[2]string]string{
 	{"func", "agent/agent.go:Agent.answer"}:               "issue 19",
 	{"func", "agent/config.go:Config.Validate"}:           "issue 19",
 	{"func", "agent/delivery.go:mergeStatus"}:             "issue 19",
-	{"func", "derive/money.go:parseMoneyString"}:          "issue 19",
 	{"file", "executor/run.go"}:                           "issue 19",
 	{"func", "executor/run.go:Executor.work"}:             "issue 19",
 	{"func", "intent/impl.go:Store.amend"}:                "issue 19",
@@ -35,5 +34,4 @@ var SizePending = map[[2]string]string{
 	{"file", "server/console/pages.go"}:                   "issue 19",
 	{"func", "server/console/pages.go:Handler.loadStory"}: "issue 19",
 	{"func", "server/mcpserver/call.go:Server.run"}:       "issue 19",
-	{"func", "server/whatsapp/whatsapp.go:readMessage"}:   "issue 19",
 }
