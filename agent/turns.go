@@ -44,6 +44,11 @@ const turnGet = `SELECT ` + turnColumns + ` FROM agent_turns WHERE tenant_id = $
 // turnList reads a tenant's turns (the restart test's census).
 const turnList = `SELECT ` + turnColumns + ` FROM agent_turns WHERE tenant_id = $1`
 
+// turnListAnswered: which of the inbound messages $2 have their turn
+// recorded and their reply no longer pending (sent, failed or review).
+const turnListAnswered = `SELECT message_id FROM agent_turns
+WHERE tenant_id = $1 AND message_id = ANY($2) AND reply_status <> 'pending'`
+
 // turnSetReplySent records the provider's id of the reply that went out;
 // a resend's id replaces the failed one.
 const turnSetReplySent = `UPDATE agent_turns SET reply_wamid = $3,
@@ -162,6 +167,24 @@ func ListTurns(ctx context.Context, db DBTX, tenant string) ([]*Turn, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*Turn, error) { return scanTurn(r, tenant) })
 	if err != nil {
 		return nil, fmt.Errorf("agent: list turns: %w", err)
+	}
+	return out, nil
+}
+
+// Answered returns which of the tenant's inbound messages ids have their
+// turn recorded and their reply settled (sent, failed or put to review).
+func Answered(ctx context.Context, db DBTX, tenant string, ids []string) (map[string]bool, error) {
+	rows, err := db.Query(ctx, turnListAnswered, tenant, ids)
+	if err != nil {
+		return nil, fmt.Errorf("agent: answered: %w", err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("agent: answered: %w", err)
+	}
+	out := make(map[string]bool, len(got))
+	for _, id := range got {
+		out[id] = true
 	}
 	return out, nil
 }

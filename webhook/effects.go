@@ -71,6 +71,12 @@ const effectPurge = `DELETE FROM processed_effects WHERE (tenant_id, effect_key)
 	WHERE e.created_at < now() - $1::bigint * interval '1 microsecond' AND (n.status IS NULL OR n.status = 'sent')
 	ORDER BY e.created_at LIMIT $2)`
 
+// effectCount counts a tenant's effects of the transitions $2 and its
+// notifications still pending, in one snapshot: the lab's progress.
+const effectCount = `SELECT
+	(SELECT count(*) FROM processed_effects WHERE tenant_id = $1 AND transition = ANY($2::text[])),
+	(SELECT count(*) FROM payment_notifications WHERE tenant_id = $1 AND status = 'pending')`
+
 // staleEventInsert records an effect that changed nothing, with the order
 // as it stood.
 const staleEventInsert = `INSERT INTO stale_events
@@ -160,6 +166,27 @@ func EffectsOfOrder(ctx context.Context, db DBTX, tenant, orderRef, paymentRef s
 		return nil, fmt.Errorf("webhook: effects of order: %w", err)
 	}
 	return out, nil
+}
+
+// EffectCounts is how far a tenant's payment events got.
+type EffectCounts struct {
+	Effects int // effects of the transitions asked about, applied or stale
+	Pending int // notifications not sent yet, of any effect
+}
+
+// CountEffects counts the tenant's effects of the transitions ts and its
+// pending notifications, in one snapshot. It reads the tenant's effects:
+// for tests and the lab.
+func CountEffects(ctx context.Context, db DBTX, tenant string, ts ...Transition) (EffectCounts, error) {
+	var c EffectCounts
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = string(t)
+	}
+	if err := db.QueryRow(ctx, effectCount, tenant, names).Scan(&c.Effects, &c.Pending); err != nil {
+		return c, fmt.Errorf("webhook: count effects: %w", err)
+	}
+	return c, nil
 }
 
 // StaleEvent is an effect that changed nothing.
