@@ -30,6 +30,7 @@ func TestGenericPlansReadWhatTheyName(t *testing.T) {
 			"effectListByOrder":  "the console's page: the effects of a payment, by a reference no index leads with the tenant",
 			"logCountDuplicates": "the console's counts of a tenant's last day",
 			"logCountVerdicts":   "the lab's census of a tenant's deliveries",
+			"effectCount":        "the lab's progress: a tenant's effects and pending receipts, counted",
 		},
 	})
 }
