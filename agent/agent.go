@@ -216,8 +216,8 @@ type turn struct {
 // and reads their results in the next step.
 func (a *Agent) step(ctx context.Context, t *turn, step int) (*turnResult, error) {
 	cl := t.cl
-	end := func(status, code, reply string) (*turnResult, error) {
-		return &turnResult{status: status, steps: step + 1, code: code, tools: t.outcomes, reply: reply}, nil
+	end := func(status, code, reply string) *turnResult {
+		return &turnResult{status: status, steps: step + 1, code: code, tools: t.outcomes, reply: reply}
 	}
 	c, err := a.complete(ctx, cl.tenant, cl.messageID, step, t.msgs)
 	var me *ModelError
@@ -235,7 +235,7 @@ func (a *Agent) step(ctx context.Context, t *turn, step int) (*turnResult, error
 		// The refusal is in the journal (the answer as received); the
 		// customer gets what the policy says.
 		a.log.Warn("inbox: the model refused", "tenant", cl.tenant, "message_id", cl.messageID, "step", step, "policy", a.cfg.Refusal)
-		res, _ := end(TurnRefused, "refusal", a.cfg.Texts.Refusal)
+		res := end(TurnRefused, "refusal", a.cfg.Texts.Refusal)
 		switch a.cfg.Refusal {
 		case RefusalRelay:
 			res.reply = ref
@@ -250,18 +250,18 @@ func (a *Agent) step(ctx context.Context, t *turn, step int) (*turnResult, error
 		// and a text is not what the model meant to say, so neither is
 		// acted on.
 		a.log.Warn("inbox: the model's answer is incomplete", "tenant", cl.tenant, "message_id", cl.messageID, "step", step, "finish_reason", fr)
-		return end(TurnModelError, string(fr), a.cfg.Texts.Cut)
+		return end(TurnModelError, string(fr), a.cfg.Texts.Cut), nil
 	}
 	calls := c.Answer.Message.ToolCalls
 	if len(calls) == 0 {
-		return end(TurnAnswered, "", cmp.Or(strings.TrimSpace(c.Answer.Message.Content), a.cfg.Texts.Empty))
+		return end(TurnAnswered, "", cmp.Or(strings.TrimSpace(c.Answer.Message.Content), a.cfg.Texts.Empty)), nil
 	}
 	if step+1 == a.cfg.MaxSteps {
 		return nil, nil // no step left to read the tools' results
 	}
 	code, err := a.runTools(ctx, t, c.Answer.Message, step)
 	if code != "" {
-		return end(TurnToolError, code, a.cfg.Texts.ToolError)
+		return end(TurnToolError, code, a.cfg.Texts.ToolError), nil
 	}
 	return nil, err
 }
