@@ -139,147 +139,26 @@ func (t *tester) report(results []RunResult, unattributed, pspRequests, started 
 	rep := &Report{Seed: t.cfg.Seed, Runs: len(results), Naive: t.cfg.Naive, Duration: elapsed(d), Seconds: d.Seconds(),
 		Settings: t.settings, UnattributedRequests: unattributed, PSPRequests: pspRequests, StartedActions: started,
 		Problems: slices.Clone(t.problems), Kills: slices.Clone(t.kills), Results: results}
-	rows := map[string]*Row{}
-	for _, s := range t.scenarios {
-		st := t.stats[s.name]
-		rows[s.name] = &Row{Scenario: s.name, Description: t.description(s.name), Charges: map[int]int{},
-			FaultsInjected: st.faultsInjected, PGRestarts: st.pgRestarts, RaceHandouts: st.raceHandouts,
-			PGCrashes: st.pgCrashes, Failovers: st.failovers}
-		if st.dbDown > 0 {
-			rows[s.name].DBDownMax = elapsed(st.dbDown)
-		}
-	}
+	rows := t.scenarioRows()
 	for _, k := range t.kills {
-		row := rows[k.Scenario]
-		row.Kills++
-		row.Hit += k.RunsHit
-		if k.How == "failpoint" || k.How == "proxy" || k.How == "timer" {
-			row.AtPoint++
-		}
+		rows[k.Scenario].countKill(k)
 	}
 	for _, r := range results {
-		row := rows[r.Scenario]
-		row.Runs++
-		row.Messages += r.Messages
-		row.Redeliveries += r.Redeliveries
-		row.Rescues += r.Rescues
-		if r.KeysEqual {
-			row.KeysEqual++
-		}
-		row.Charges[r.Charges]++
-		row.Duplicates += max(0, r.Charges-1)
-		if r.Lost {
-			row.Lost++
-		}
-		row.Stuck += r.Stuck
-		row.DuplicateReplies += max(0, r.Replies-r.Messages)
-		row.ModelCalls += r.ModelCalls
-		row.ModelReplayed += r.ModelReplayed
-		row.MaxModelCalls = max(row.MaxModelCalls, r.MaxModelCalls)
-		row.PSPRequests += r.PSPRequests
-		if r.Messages > 1 {
-			rep.MultiSpelling++
-			if r.KeysEqual && r.Charges == 1 {
-				rep.MultiSpellingOK++
-			}
-		}
-		if r.WrongAmount {
-			rep.WrongAmounts++
-		}
-		rep.WebhookPosts += r.Deliveries
-		rep.Messages += r.Messages
-		if r.Hits > 1 {
-			rep.RunsHitTwice++
-		}
+		rows[r.Scenario].addResult(r)
+		rep.addResult(r)
 	}
 	total := Row{Scenario: "total", Charges: map[int]int{}, Covered: true}
 	for _, s := range t.scenarios {
 		row := rows[s.name]
-		switch {
-		case s.point != nil:
-			row.Covered = row.AtPoint > 0
-		case s.fault.Name == "pg-restart":
-			row.Covered = row.PGRestarts > 0
-		case s.fault.Name == "pg-crash":
-			row.Covered = row.PGCrashes > 0
-		case s.fault.Name == "pg-failover":
-			row.Covered = row.Failovers > 0
-		case s.fault.Name == "race":
-			row.Covered = row.RaceHandouts > 0
-		default:
-			row.Covered = row.FaultsInjected > 0
-		}
-		if row.Messages > 0 {
-			row.ModelPerMessage = float64(row.ModelCalls) / float64(row.Messages)
-		}
+		row.Covered = s.covered(row)
+		row.ModelPerMessage = modelPerMessage(row)
 		rep.Rows = append(rep.Rows, *row)
-		total.Runs += row.Runs
-		total.Messages += row.Messages
-		total.Kills += row.Kills
-		total.AtPoint += row.AtPoint
-		total.Hit += row.Hit
-		total.Redeliveries += row.Redeliveries
-		total.Rescues += row.Rescues
-		total.KeysEqual += row.KeysEqual
-		for n, c := range row.Charges {
-			total.Charges[n] += c
-		}
-		total.Duplicates += row.Duplicates
-		total.Lost += row.Lost
-		total.Stuck += row.Stuck
-		total.DuplicateReplies += row.DuplicateReplies
-		total.ModelCalls += row.ModelCalls
-		total.ModelReplayed += row.ModelReplayed
-		total.MaxModelCalls = max(total.MaxModelCalls, row.MaxModelCalls)
-		total.PSPRequests += row.PSPRequests
-		total.FaultsInjected += row.FaultsInjected
-		total.PGRestarts += row.PGRestarts
-		total.PGCrashes += row.PGCrashes
-		total.Failovers += row.Failovers
-		total.RaceHandouts += row.RaceHandouts
+		total.add(*row)
 		total.Covered = total.Covered && row.Covered
 	}
-	if total.Messages > 0 {
-		total.ModelPerMessage = float64(total.ModelCalls) / float64(total.Messages)
-	}
+	total.ModelPerMessage = modelPerMessage(&total)
 	rep.Total = total
-
-	// The verdict: the four conditions, plus what else would mean
-	// the test did not test (a scenario never reached, a harness failure)
-	// or a side effect repeated elsewhere (a reply sent twice).
-	var fail []string
-	if total.Duplicates > 0 {
-		dupIntents := 0
-		for n, c := range total.Charges {
-			if n > 1 {
-				dupIntents += c
-			}
-		}
-		fail = append(fail, fmt.Sprintf("%d duplicate charges on %d of %d intents", total.Duplicates, dupIntents, total.Runs))
-	}
-	if total.Lost > 0 {
-		fail = append(fail, fmt.Sprintf("%d lost intents", total.Lost))
-	}
-	if total.Stuck > 0 || started > 0 {
-		fail = append(fail, fmt.Sprintf("%d actions left started", max(total.Stuck, started)))
-	}
-	if total.KeysEqual < total.Runs {
-		fail = append(fail, fmt.Sprintf("%d intents whose attempts carried different keys", total.Runs-total.KeysEqual))
-	}
-	if unattributed > 0 {
-		fail = append(fail, fmt.Sprintf("%d PSP requests with a key of no intent", unattributed))
-	}
-	if total.DuplicateReplies > 0 {
-		fail = append(fail, fmt.Sprintf("%d duplicate replies", total.DuplicateReplies))
-	}
-	for _, row := range rep.Rows {
-		if !row.Covered {
-			fail = append(fail, fmt.Sprintf("%s not covered (never reached)", row.Scenario))
-		}
-	}
-	if len(t.problems) > 0 {
-		fail = append(fail, fmt.Sprintf("%d harness problems (listed below)", len(t.problems)))
-	}
+	fail := t.failures(rep, unattributed, started)
 	rep.Failures = fail
 	rep.Pass = len(fail) == 0
 	if rep.Pass {
@@ -292,6 +171,180 @@ func (t *tester) report(results []RunResult, unattributed, pspRequests, started 
 		}
 	}
 	return rep
+}
+
+// scenarioRows starts a row for every scenario, with what its batches
+// did beyond kills.
+func (t *tester) scenarioRows() map[string]*Row {
+	rows := map[string]*Row{}
+	for _, s := range t.scenarios {
+		st := t.stats[s.name]
+		rows[s.name] = &Row{Scenario: s.name, Description: t.description(s.name), Charges: map[int]int{},
+			FaultsInjected: st.faultsInjected, PGRestarts: st.pgRestarts, RaceHandouts: st.raceHandouts,
+			PGCrashes: st.pgCrashes, Failovers: st.failovers}
+		if st.dbDown > 0 {
+			rows[s.name].DBDownMax = elapsed(st.dbDown)
+		}
+	}
+	return rows
+}
+
+// countKill adds a kill of the row's scenario.
+func (row *Row) countKill(k Kill) {
+	row.Kills++
+	row.Hit += k.RunsHit
+	if k.How == "failpoint" || k.How == "proxy" || k.How == "timer" {
+		row.AtPoint++
+	}
+}
+
+// addResult adds a run of the row's scenario.
+func (row *Row) addResult(r RunResult) {
+	row.Runs++
+	row.Messages += r.Messages
+	row.Redeliveries += r.Redeliveries
+	row.Rescues += r.Rescues
+	if r.KeysEqual {
+		row.KeysEqual++
+	}
+	row.Charges[r.Charges]++
+	row.Duplicates += max(0, r.Charges-1)
+	if r.Lost {
+		row.Lost++
+	}
+	row.Stuck += r.Stuck
+	row.DuplicateReplies += max(0, r.Replies-r.Messages)
+	row.ModelCalls += r.ModelCalls
+	row.ModelReplayed += r.ModelReplayed
+	row.MaxModelCalls = max(row.MaxModelCalls, r.MaxModelCalls)
+	row.PSPRequests += r.PSPRequests
+}
+
+// addResult adds a run to the report's figures beyond the rows.
+func (rep *Report) addResult(r RunResult) {
+	if r.Messages > 1 {
+		rep.MultiSpelling++
+		if r.KeysEqual && r.Charges == 1 {
+			rep.MultiSpellingOK++
+		}
+	}
+	if r.WrongAmount {
+		rep.WrongAmounts++
+	}
+	rep.WebhookPosts += r.Deliveries
+	rep.Messages += r.Messages
+	if r.Hits > 1 {
+		rep.RunsHitTwice++
+	}
+}
+
+// add sums o into a total row; Covered, ModelPerMessage and DBDownMax
+// are the caller's.
+func (row *Row) add(o Row) {
+	row.Runs += o.Runs
+	row.Messages += o.Messages
+	row.Kills += o.Kills
+	row.AtPoint += o.AtPoint
+	row.Hit += o.Hit
+	row.Redeliveries += o.Redeliveries
+	row.Rescues += o.Rescues
+	row.KeysEqual += o.KeysEqual
+	for n, c := range o.Charges {
+		row.Charges[n] += c
+	}
+	row.Duplicates += o.Duplicates
+	row.Lost += o.Lost
+	row.Stuck += o.Stuck
+	row.DuplicateReplies += o.DuplicateReplies
+	row.ModelCalls += o.ModelCalls
+	row.ModelReplayed += o.ModelReplayed
+	row.MaxModelCalls = max(row.MaxModelCalls, o.MaxModelCalls)
+	row.PSPRequests += o.PSPRequests
+	row.FaultsInjected += o.FaultsInjected
+	row.PGRestarts += o.PGRestarts
+	row.PGCrashes += o.PGCrashes
+	row.Failovers += o.Failovers
+	row.RaceHandouts += o.RaceHandouts
+}
+
+// covered reports whether the scenario's point was reached (or its fault
+// happened) in row.
+func (s scenario) covered(row *Row) bool {
+	switch {
+	case s.point != nil:
+		return row.AtPoint > 0
+	case s.fault.Name == "pg-restart":
+		return row.PGRestarts > 0
+	case s.fault.Name == "pg-crash":
+		return row.PGCrashes > 0
+	case s.fault.Name == "pg-failover":
+		return row.Failovers > 0
+	case s.fault.Name == "race":
+		return row.RaceHandouts > 0
+	default:
+		return row.FaultsInjected > 0
+	}
+}
+
+func modelPerMessage(row *Row) float64 {
+	if row.Messages == 0 {
+		return 0
+	}
+	return float64(row.ModelCalls) / float64(row.Messages)
+}
+
+// failures is the verdict: the four conditions, plus what else
+// would mean the test did not test (a scenario never reached, a harness
+// failure) or a side effect repeated elsewhere (a reply sent twice).
+func (t *tester) failures(rep *Report, unattributed, started int) []string {
+	total := rep.Total
+	dupIntents := 0
+	for n, c := range total.Charges {
+		if n > 1 {
+			dupIntents += c
+		}
+	}
+	var fail failureList
+	fail.add(total.Duplicates > 0, "%d duplicate charges on %d of %d intents", total.Duplicates, dupIntents, total.Runs)
+	fail.add(total.Lost > 0, "%d lost intents", total.Lost)
+	fail.add(total.Stuck > 0 || started > 0, "%d actions left started", max(total.Stuck, started))
+	fail.add(total.KeysEqual < total.Runs, "%d intents whose attempts carried different keys", total.Runs-total.KeysEqual)
+	fail.add(unattributed > 0, "%d PSP requests with a key of no intent", unattributed)
+	fail.add(total.DuplicateReplies > 0, "%d duplicate replies", total.DuplicateReplies)
+	for _, row := range rep.Rows {
+		fail.add(!row.Covered, "%s not covered (never reached)", row.Scenario)
+	}
+	fail.add(len(t.problems) > 0, "%d harness problems (listed below)", len(t.problems))
+	return fail
+}
+
+// failureList collects the reasons a verdict fails.
+type failureList []string
+
+// add appends the reason when bad holds.
+func (f *failureList) add(bad bool, format string, a ...any) {
+	if bad {
+		*f = append(*f, fmt.Sprintf(format, a...))
+	}
+}
+
+// merge adds the failures of a check made after the runs' verdict (the
+// receipts, the refunds); pass is what a passing check adds to a passing
+// verdict.
+func (rep *Report) merge(fail []string, pass string) {
+	if len(fail) == 0 {
+		if rep.Pass {
+			rep.Verdict += pass
+		}
+		return
+	}
+	rep.Failures = append(rep.Failures, fail...)
+	if rep.Pass {
+		rep.Pass = false
+		rep.Verdict = "FAIL: " + strings.Join(fail, ", ")
+	} else {
+		rep.Verdict += "; " + strings.Join(fail, ", ")
+	}
 }
 
 // chargesCell writes a charges-per-intent histogram: "1×19", or
@@ -312,6 +365,20 @@ func chargesCell(h map[int]int) string {
 // WriteTable writes the human report: settings, one row per scenario,
 // notes and the verdict on the last line.
 func (r *Report) WriteTable(w io.Writer) error {
+	r.writeSettings(w)
+	if err := r.writeRows(w); err != nil {
+		return err
+	}
+	if err := r.writeNotes(w); err != nil {
+		return err
+	}
+	r.writeFailedRuns(w)
+	fmt.Fprintln(w)
+	_, err := fmt.Fprintln(w, r.Verdict)
+	return err
+}
+
+func (r *Report) writeSettings(w io.Writer) {
 	s := r.Settings
 	mode := ""
 	if r.Naive {
@@ -328,7 +395,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "              serve %s\n", s.ServeFlags)
 	fmt.Fprintf(w, "  model:      sandbox, --wrong-amount-rate %g, --latency %s\n", s.WrongAmountRate, s.ModelLatency)
 	fmt.Fprintf(w, "  redelivery: %s\n\n", s.Redelivery)
+}
 
+func (r *Report) writeRows(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "scenario\truns\tkills\tat point\thit\tredeliveries\tkeys equal\tcharges/intent\tlost\tstuck\tmodel calls/msg\t")
 	line := func(row Row) {
@@ -343,9 +412,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		line(row)
 	}
 	line(r.Total)
-	if err := tw.Flush(); err != nil {
-		return err
-	}
+	return tw.Flush()
+}
+
+func (r *Report) writeNotes(w io.Writer) error {
 	fmt.Fprintln(w)
 	t := r.Total
 	fmt.Fprintf(w, "  webhook: %d signed posts for %d messages (WhatsApp-style duplicates answered 200, stored once); runs found in flight by two kills or more: %d\n",
@@ -378,8 +448,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "  problem: %s\n", p)
 	}
-	// The runs that failed, duplicates first, so that a red verdict says
-	// where to look (every run is in --json).
+	return nil
+}
+
+// writeFailedRuns lists the runs that failed, duplicates first, so that a
+// red verdict says where to look (every run is in --json).
+func (r *Report) writeFailedRuns(w io.Writer) {
 	shown := 0
 	for pass := 0; pass < 2 && shown <= 10; pass++ {
 		for _, res := range r.Results {
@@ -416,7 +490,4 @@ func (r *Report) WriteTable(w io.Writer) error {
 				res.Index, res.Scenario, res.Invoice, res.Messages, res.Hits, status, res.PSPRequests, strings.Join(what, "; "))
 		}
 	}
-	fmt.Fprintln(w)
-	_, err := fmt.Fprintln(w, r.Verdict)
-	return err
 }
