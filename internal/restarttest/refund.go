@@ -164,7 +164,24 @@ func (t *tester) refundPhase(ctx context.Context) error {
 	}); err != nil {
 		t.problem("refunds not settled within %s: %v", t.cfg.SettleTimeout, err)
 	}
-	t.replayRefunds(ctx, byPoint, rc)
+	// The caller's retry: the same call gets the settled outcome.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, runs := range byPoint {
+		for _, r := range runs {
+			wg.Go(func() {
+				st, err := t.requestRefund(ctx, r)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					t.problem("sidecar replay of %s: %v", refundRef(r.Invoice), err)
+					st = "error"
+				}
+				rc.SidecarReplay[st]++
+			})
+		}
+	}
+	wg.Wait()
 	if t.cfg.Naive {
 		// The control's refunds carry ids of no intent: their callbacks
 		// apply nothing, and there is no notice to wait for.
@@ -209,28 +226,6 @@ func (t *tester) refundsByPoint(ctx context.Context, rc *RefundCheck) (map[strin
 		byPoint[r.RefundScenario] = append(byPoint[r.RefundScenario], r)
 	}
 	return byPoint, nil
-}
-
-// replayRefunds is the caller's retry: the same call gets the settled
-// outcome.
-func (t *tester) replayRefunds(ctx context.Context, byPoint map[string][]*RunPlan, rc *RefundCheck) {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, runs := range byPoint {
-		for _, r := range runs {
-			wg.Go(func() {
-				st, err := t.requestRefund(ctx, r)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					t.problem("sidecar replay of %s: %v", refundRef(r.Invoice), err)
-					st = "error"
-				}
-				rc.SidecarReplay[st]++
-			})
-		}
-	}
-	wg.Wait()
 }
 
 // refundBatch asks for chunk's refunds with a worker armed at p running,
