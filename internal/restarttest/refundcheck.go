@@ -154,22 +154,14 @@ func refundResult(res RefundResult, reqIDs []string) RefundResult {
 	return res
 }
 
-// addRefund adds a refund of the row's scenario.
+// addRefund adds a refund of the row's scenario: a run of one message
+// whose charges are the refunds and whose keys the devolução ids.
 func (row *Row) addRefund(res RefundResult) {
-	row.Runs++
-	row.Messages++
-	if res.IDsEqual {
-		row.KeysEqual++
-	}
-	row.Charges[res.Refunds]++
-	row.Duplicates += max(0, res.Refunds-1)
-	if res.Lost {
-		row.Lost++
-	}
+	stuck := 0
 	if res.ActionStatus == "started" {
-		row.Stuck++
+		stuck = 1
 	}
-	row.PSPRequests += res.PSPRequests
+	row.addResult(RunResult{Messages: 1, KeysEqual: res.IDsEqual, Charges: res.Refunds, Lost: res.Lost, Stuck: stuck, PSPRequests: res.PSPRequests})
 }
 
 // total sets the refund rows, in RefundPoints order, and their total,
@@ -247,18 +239,4 @@ func (rc *RefundCheck) writeTable(w io.Writer) error {
 }
 
 // countsCell writes counts by name: "completed 3, in_flight 20".
-func countsCell(m map[string]int) string {
-	var names []string
-	for n := range m {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	var parts []string
-	for _, n := range names {
-		parts = append(parts, fmt.Sprintf("%s %d", n, m[n]))
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
-}
+func countsCell(m map[string]int) string { return cmp.Or(joinCounts(m, "%s %d", ", "), "none") }

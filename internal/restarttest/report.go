@@ -1,10 +1,11 @@
 package restarttest
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -349,17 +350,17 @@ func (rep *Report) merge(fail []string, pass string) {
 
 // chargesCell writes a charges-per-intent histogram: "1×19", or
 // "0×1 1×15 2×3".
-func chargesCell(h map[int]int) string {
-	var ns []int
-	for n := range h {
-		ns = append(ns, n)
+func chargesCell(h map[int]int) string { return joinCounts(h, "%d×%d", " ") }
+
+// joinCounts writes m's counts in the order of their keys, each with
+// format (key, count), joined by sep.
+func joinCounts[K cmp.Ordered](m map[K]int, format, sep string) string {
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf(format, k, m[k])
 	}
-	sort.Ints(ns)
-	var parts []string
-	for _, n := range ns {
-		parts = append(parts, fmt.Sprintf("%d×%d", n, h[n]))
-	}
-	return strings.Join(parts, " ")
+	return strings.Join(parts, sep)
 }
 
 // WriteTable writes the human report: settings, one row per scenario,
