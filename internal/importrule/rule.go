@@ -64,19 +64,20 @@ const LabLayer = 5
 // Allowed lists imports inside one layer, importer → imported, each with
 // why it is not a layering problem.
 var Allowed = map[[2]string]string{
-	{"server/mcpserver", "server/metrics"}:         "the MCP server records the sidecar's outcome metrics",
-	{"server/sidecar", "server/metrics"}:           "the sidecar records its outcomes in the metrics it serves",
-	{"server/whatsapp", "agent"}:                   "the WhatsApp webhook enqueues the agent's inbox jobs",
-	{"tools/apipix", "tools"}:                      "a provider client implements the Tool interface",
-	{"tools/stripe", "tools"}:                      "a provider client implements the Tool interface",
-	{"sandbox/psp", "sandbox/fault"}:               "stand-ins share the fault injector",
-	{"sandbox/whatsapp", "sandbox/fault"}:          "stand-ins share the fault injector",
-	{"sandbox/model", "sandbox/fault"}:             "stand-ins share the fault injector",
-	{"sandbox/apipix", "sandbox/fault"}:            "stand-ins share the fault injector",
 	{"sandbox/psp", "sandbox/internal/standin"}:    "stand-ins' request logs share the status recorder",
 	{"sandbox/apipix", "sandbox/internal/standin"}: "stand-ins' request logs share the status recorder",
-	{"internal/restarttest", "internal/harness"}:   "the restart test drives the process harness",
-	{"internal/harness", "agent/agenttest"}:        "the harness starts the sandbox model the agent tests use",
+
+	{"server/mcpserver", "server/metrics"}:       "the MCP server records the sidecar's outcome metrics",
+	{"server/sidecar", "server/metrics"}:         "the sidecar records its outcomes in the metrics it serves",
+	{"server/whatsapp", "agent"}:                 "the WhatsApp webhook enqueues the agent's inbox jobs",
+	{"tools/apipix", "tools"}:                    "a provider client implements the Tool interface",
+	{"tools/stripe", "tools"}:                    "a provider client implements the Tool interface",
+	{"sandbox/psp", "sandbox/fault"}:             "stand-ins share the fault injector",
+	{"sandbox/whatsapp", "sandbox/fault"}:        "stand-ins share the fault injector",
+	{"sandbox/model", "sandbox/fault"}:           "stand-ins share the fault injector",
+	{"sandbox/apipix", "sandbox/fault"}:          "stand-ins share the fault injector",
+	{"internal/restarttest", "internal/harness"}: "the restart test drives the process harness",
+	{"internal/harness", "agent/agenttest"}:      "the harness starts the sandbox model the agent tests use",
 }
 
 // AllowedInTests lists test imports of a higher layer, importer →
