@@ -64,8 +64,10 @@ const LabLayer = 5
 // Allowed lists imports inside one layer, importer → imported, each with
 // why it is not a layering problem.
 var Allowed = map[[2]string]string{
-	{"sandbox/psp", "sandbox/internal/standin"}:    "stand-ins' request logs share the status recorder",
-	{"sandbox/apipix", "sandbox/internal/standin"}: "stand-ins' request logs share the status recorder",
+	{"sandbox/psp", "sandbox/internal/standin"}:      "stand-ins' request logs share the status recorder",
+	{"sandbox/apipix", "sandbox/internal/standin"}:   "stand-ins' request logs share the status recorder",
+	{"sandbox/model", "sandbox/internal/standin"}:    "stand-ins answer JSON and their health check alike",
+	{"sandbox/whatsapp", "sandbox/internal/standin"}: "stand-ins answer JSON and their health check alike",
 
 	{"server/mcpserver", "server/metrics"}:       "the MCP server records the sidecar's outcome metrics",
 	{"server/sidecar", "server/metrics"}:         "the sidecar records its outcomes in the metrics it serves",

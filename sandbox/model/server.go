@@ -1,7 +1,6 @@
 package model
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
@@ -20,6 +19,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrysafe/retrysafe/sandbox/fault"
+	"github.com/retrysafe/retrysafe/sandbox/internal/standin"
 )
 
 // FaultHeader forces model faults on one request, whatever the rates: a
@@ -102,9 +102,7 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /v1/models/{id}", s.model)
 	mux.HandleFunc("GET /v1/_stats", s.statsHandler)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	mux.HandleFunc("GET /healthz", standin.Healthz)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, "invalid_request_error", "unknown_url",
 			fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path))
@@ -226,7 +224,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.stream(w, rng, req, resp)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire(resp))
+	standin.WriteJSON(w, http.StatusOK, wire(resp))
 }
 
 // readChat reads and checks a chat completion request, answering the
@@ -421,7 +419,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
+	standin.WriteJSON(w, http.StatusOK, struct {
 		Object string         `json:"object"`
 		Data   []openai.Model `json:"data"`
 	}{"list", []openai.Model{s.modelObject(s.cfg.Model)}})
@@ -434,31 +432,17 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
 		return
 	}
-	writeJSON(w, http.StatusOK, s.modelObject(r.PathValue("id")))
+	standin.WriteJSON(w, http.StatusOK, s.modelObject(r.PathValue("id")))
 }
 
 func (s *Server) statsHandler(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.Stats())
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
-	w.WriteHeader(status)
-	w.Write(b.Bytes()) //nolint:errcheck // the client may be gone
+	standin.WriteJSON(w, http.StatusOK, s.Stats())
 }
 
 // writeAPIError answers in the API's error shape, which go-openai turns
 // into an *openai.APIError carrying the status code.
 func writeAPIError(w http.ResponseWriter, status int, typ string, code any, msg string) {
-	writeJSON(w, status, openai.ErrorResponse{Error: &openai.APIError{Type: typ, Code: code, Message: msg}})
+	standin.WriteJSON(w, status, openai.ErrorResponse{Error: &openai.APIError{Type: typ, Code: code, Message: msg}})
 }
 
 const idChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"

@@ -1,7 +1,6 @@
 package whatsapp
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -319,17 +318,6 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 func (s *Server) reset(w http.ResponseWriter, _ *http.Request) {
 	s.Reset()
 	w.WriteHeader(http.StatusNoContent)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	writeRaw(w, status, b.Bytes())
 }
 
 func writeRaw(w http.ResponseWriter, status int, body []byte) {
