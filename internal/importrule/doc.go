@@ -15,11 +15,11 @@
 //	2 ledger      intent
 //	3 engine      executor
 //	4 edges       agent, webhook, server/* (sidecar, metrics, whatsapp, mcp,
-//	              console)
+//	              console, internal/edge: what the sidecar and mcp share)
 //	5 lab         sandbox/* (stand-ins of providers, their fault injector), internal/harness,
 //	              internal/restarttest, agent/agenttest, tools/toolstest,
 //	              internal/pgtest, internal/testutil, internal/problemdocs,
-//	              internal/pixspec (test machinery)
+//	              internal/pixspec, server/internal/edgetest (test machinery)
 //	6 commands    internal/cli (the engine's commands and the shared flags)
 //	7 lab cmds    internal/labcli (demo, sandbox, restart-test, soak)
 //	8 binaries    cmd/retrysafe (the engine's commands only) and
