@@ -11,7 +11,7 @@
 //	0 leaves      derive, migrations, internal/failpoint, internal/riverretry,
 //	              internal/pgembed, internal/strictjson
 //	1 adapters    tools and tools/* (provider clients), internal/dbconf,
-//	              internal/riverschema, internal/tokens, server/idempotency
+//	              internal/riverschema, internal/tokens, idempotency
 //	2 ledger      intent
 //	3 engine      executor
 //	4 edges       agent, webhook, server/* (sidecar, metrics, whatsapp, mcp,

@@ -27,7 +27,7 @@ var layers = map[string]int{
 	"internal/dbconf":      1,
 	"internal/riverschema": 1,
 	"internal/tokens":      1,
-	"server/idempotency":   1,
+	"idempotency":          1,
 
 	"intent": 2,
 

@@ -3,8 +3,8 @@ package idempotency_test
 import (
 	"testing"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/problemdocs"
-	"github.com/retrysafe/retrysafe/server/idempotency"
 )
 
 // Every problem type the middleware answers with is a documented URL.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testutil"
-	"github.com/retrysafe/retrysafe/server/idempotency"
 )
 
 var route = idempotency.Route{Operation: "POST /effects"}

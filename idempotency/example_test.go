@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/retrysafe/retrysafe/server/idempotency"
+	"github.com/retrysafe/retrysafe/idempotency"
 )
 
 // A user's own POST route made safe to retry. The tenant comes from

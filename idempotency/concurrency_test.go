@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testutil"
-	"github.com/retrysafe/retrysafe/server/idempotency"
 )
 
 // Many simultaneous requests with one key at a small pool: exactly one

@@ -15,9 +15,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/dbconf"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
-	"github.com/retrysafe/retrysafe/server/idempotency"
 )
 
 // The crash tests run this test binary again as a child process whose

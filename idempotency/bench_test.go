@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/retrysafe/retrysafe/server/idempotency"
+	"github.com/retrysafe/retrysafe/idempotency"
 )
 
 // The benchmarks measure the middleware's own cost on the local
