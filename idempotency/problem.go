@@ -1,11 +1,11 @@
 package idempotency
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
+
+	"github.com/retrysafe/retrysafe/internal/problem"
 )
 
 // Problem is an RFC 9457 problem details object, the body of every answer
@@ -17,13 +17,12 @@ type Problem struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// ProblemDocs is where every problem type is documented: each type is
-// this URL and the anchor of its section (docs/problems.md in the
-// repository).
-const ProblemDocs = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md"
+// ProblemDocs documents every problem type; each type URI below is this
+// page and the anchor of its section, stable so that clients can switch
+// on it.
+const ProblemDocs = problem.Docs
 
-// Problem type URIs, stable so that clients can switch on them; each is
-// its section of ProblemDocs.
+// The middleware's problem types.
 const (
 	ProblemKeyMissing     = ProblemDocs + "#idempotency-key-missing"
 	ProblemKeyInvalid     = ProblemDocs + "#idempotency-key-invalid"
@@ -81,19 +80,12 @@ var (
 	errBodyRead     = errors.New("idempotency: reading the request body")
 )
 
-// WriteProblem answers with a problem+json body (and Retry-After when
-// retryAfter > 0, rounded up to whole seconds as HTTP requires).
+// WriteProblem answers with p as application/problem+json (and
+// Retry-After when retryAfter > 0, rounded up to whole seconds as HTTP
+// requires), as the middleware answers on its own: a handler can answer its
+// own errors in the same form.
 func WriteProblem(w http.ResponseWriter, p Problem, retryAfter time.Duration) {
-	body, _ := json.Marshal(p)
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	if retryAfter > 0 {
-		secs := int64((retryAfter + time.Second - 1) / time.Second)
-		h.Set("Retry-After", strconv.FormatInt(secs, 10))
-	}
-	w.WriteHeader(p.Status)
-	w.Write(body) //nolint:errcheck // the client may be gone
+	problem.Write(w, p.Status, p, &problem.Opts{RetryAfter: retryAfter})
 }
 
 func writeError(w http.ResponseWriter, err error) {
