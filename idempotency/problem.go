@@ -74,12 +74,6 @@ func problemFor(err error) (Problem, time.Duration) {
 	}
 }
 
-var (
-	errNotCommitted = errors.New("idempotency: transaction not committed")
-	errStore        = errors.New("idempotency: store unavailable")
-	errBodyRead     = errors.New("idempotency: reading the request body")
-)
-
 // WriteProblem answers with p as application/problem+json (and
 // Retry-After when retryAfter > 0, rounded up to whole seconds as HTTP
 // requires), as the middleware answers on its own: a handler can answer its
