@@ -62,6 +62,15 @@ func newEnv(tb testing.TB, maxConns int32, cfg idempotency.Config) *env {
 	return &env{pool: pool, schema: schema, mw: mw}
 }
 
+// bothModes is one route per mode, with the effect handlers; the two
+// operations keep their keys apart.
+func (e *env) bothModes() []http.Handler {
+	return []http.Handler{
+		e.mw.Transactional(idempotency.Route{Operation: "tx"}, effectTx),
+		e.mw.Reservation(idempotency.Route{Operation: "res"}, effectPlain(e.pool)),
+	}
+}
+
 type effectReq struct {
 	Amount int `json:"amount"`
 }

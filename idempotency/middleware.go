@@ -273,6 +273,22 @@ type claimed struct {
 	busy   bool        // another request holds the key
 }
 
+// owned reports whether the key is now this request's.
+func (c claimed) owned() bool { return c.res.Attempt > 0 }
+
+// finish ends a round whose key is not this request's: err, a busy key, or
+// a replay of the stored answer.
+func (c claimed) finish(w http.ResponseWriter, err error) (outcome, error) {
+	switch {
+	case err != nil:
+		return answered, err
+	case c.busy:
+		return busy, nil
+	}
+	writeResponse(w, c.replay, true)
+	return answered, nil
+}
+
 // claim makes the key this request's, on q (the request's transaction, or
 // the pool): it inserts the key, or reads the row the insert conflicted
 // with and decides. A row whose retention or lease has ended is taken over
@@ -343,15 +359,9 @@ func (h *handler) serveTx(w http.ResponseWriter, r *http.Request, p reserveParam
 	// is restored before the handler's statements.
 	p.LockTimeout = m.cfg.LockTimeout
 	c, err := claim(ctx, tx, p)
-	switch {
-	case err != nil:
-		return answered, err
-	case c.busy:
-		return busy, nil
-	case c.replay != nil:
+	if err != nil || !c.owned() {
 		release()
-		writeResponse(w, c.replay, true)
-		return answered, nil
+		return c.finish(w, err)
 	}
 	res := c.res
 
@@ -391,14 +401,8 @@ func (h *handler) serveReservation(w http.ResponseWriter, r *http.Request, p res
 	m := h.m
 	ctx := r.Context()
 	c, err := claim(ctx, m.db, p)
-	switch {
-	case err != nil:
-		return answered, err
-	case c.busy:
-		return busy, nil
-	case c.replay != nil:
-		writeResponse(w, c.replay, true)
-		return answered, nil
+	if err != nil || !c.owned() {
+		return c.finish(w, err)
 	}
 	res := c.res
 

@@ -152,10 +152,7 @@ func TestErrorAnswersAreStoredAndReplayed(t *testing.T) {
 func TestKeyReusedWithOtherBodyIs422(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 2, idempotency.Config{})
-	for _, h := range []http.Handler{
-		e.mw.Transactional(idempotency.Route{Operation: "tx"}, effectTx),
-		e.mw.Reservation(idempotency.Route{Operation: "res"}, effectPlain(e.pool)),
-	} {
+	for _, h := range e.bothModes() {
 		if r := do(h, "acme", "k", `{"amount":100}`); r.status != http.StatusCreated {
 			t.Fatal(r)
 		}
@@ -317,10 +314,7 @@ func TestWaitForTheFirstRequest(t *testing.T) {
 func TestExpiredKeyRunsAgain(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 2, idempotency.Config{})
-	for _, h := range []http.Handler{
-		e.mw.Transactional(idempotency.Route{Operation: "tx"}, effectTx),
-		e.mw.Reservation(idempotency.Route{Operation: "res"}, effectPlain(e.pool)),
-	} {
+	for _, h := range e.bothModes() {
 		if r := do(h, "acme", "old", `{"amount":1}`); r.status != http.StatusCreated {
 			t.Fatal(r)
 		}

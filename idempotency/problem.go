@@ -9,21 +9,16 @@ import (
 )
 
 // Problem is an RFC 9457 problem details object, the body of every answer
-// the middleware gives on its own (Content-Type application/problem+json).
-type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
-}
+// the middleware gives on its own (Content-Type application/problem+json):
+// its members type, title, status and detail (omitted when empty), in that
+// order. It is the problem type the sidecar and the sandboxes write too.
+type Problem = problem.Details
 
-// ProblemDocs documents every problem type; each type URI below is this
-// page and the anchor of its section, stable so that clients can switch
-// on it.
-const ProblemDocs = problem.Docs
-
-// The middleware's problem types.
+// Problem type URIs, stable for clients to switch on: each is a section of
+// ProblemDocs, the page docs/problems.md in the repository.
 const (
+	ProblemDocs = problem.Docs
+
 	ProblemKeyMissing     = ProblemDocs + "#idempotency-key-missing"
 	ProblemKeyInvalid     = ProblemDocs + "#idempotency-key-invalid"
 	ProblemKeyReused      = ProblemDocs + "#idempotency-key-reused"
@@ -47,31 +42,35 @@ func problemFor(err error) (Problem, time.Duration) {
 	var inflight *InFlightError
 	switch {
 	case errors.Is(err, ErrKeyMissing):
-		return Problem{ProblemKeyMissing, "Idempotency-Key header missing", http.StatusBadRequest,
-			"This operation requires an Idempotency-Key header: a unique value (at most 255 printable ASCII characters) that the client reuses when it retries the same request."}, 0
+		return answer(ProblemKeyMissing, "Idempotency-Key header missing", http.StatusBadRequest,
+			"This operation requires an Idempotency-Key header: a unique value (at most 255 printable ASCII characters) that the client reuses when it retries the same request."), 0
 	case errors.Is(err, ErrKeyInvalid):
-		return Problem{ProblemKeyInvalid, "Invalid Idempotency-Key", http.StatusBadRequest, err.Error()}, 0
+		return answer(ProblemKeyInvalid, "Invalid Idempotency-Key", http.StatusBadRequest, err.Error()), 0
 	case errors.Is(err, ErrKeyReused):
-		return Problem{ProblemKeyReused, "Idempotency-Key reused with a different request", http.StatusUnprocessableEntity,
-			"This key was first used with a different method, path or body. Use a new key for a new request."}, 0
+		return answer(ProblemKeyReused, "Idempotency-Key reused with a different request", http.StatusUnprocessableEntity,
+			"This key was first used with a different method, path or body. Use a new key for a new request."), 0
 	case errors.As(err, &inflight):
-		return Problem{ProblemInFlight, "A request with this Idempotency-Key is in progress", http.StatusConflict,
-			"The first request with this key has not finished. Retry after the given delay to receive its answer."}, inflight.RetryAfter
+		return answer(ProblemInFlight, "A request with this Idempotency-Key is in progress", http.StatusConflict,
+			"The first request with this key has not finished. Retry after the given delay to receive its answer."), inflight.RetryAfter
 	case errors.Is(err, ErrUnauthenticated):
-		return Problem{ProblemUnauthorized, "Unauthenticated", http.StatusUnauthorized, "The caller could not be identified."}, 0
+		return answer(ProblemUnauthorized, "Unauthenticated", http.StatusUnauthorized, "The caller could not be identified."), 0
 	case errors.Is(err, ErrBodyTooLarge):
-		return Problem{ProblemBodyTooLarge, "Request body too large", http.StatusRequestEntityTooLarge, ""}, 0
+		return answer(ProblemBodyTooLarge, "Request body too large", http.StatusRequestEntityTooLarge, ""), 0
 	case errors.Is(err, errBodyRead):
-		return Problem{ProblemBodyUnreadable, "Request body could not be read", http.StatusBadRequest, ""}, 0
+		return answer(ProblemBodyUnreadable, "Request body could not be read", http.StatusBadRequest, ""), 0
 	case errors.Is(err, errNotCommitted):
-		return Problem{ProblemNotCommitted, "Request not committed", http.StatusInternalServerError,
-			"The request's effects were rolled back and nothing was stored; retrying with the same key is safe."}, 0
+		return answer(ProblemNotCommitted, "Request not committed", http.StatusInternalServerError,
+			"The request's effects were rolled back and nothing was stored; retrying with the same key is safe."), 0
 	case errors.Is(err, errStore):
-		return Problem{ProblemUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable,
-			"Nothing was executed; retrying with the same key is safe."}, time.Second
+		return answer(ProblemUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable,
+			"Nothing was executed; retrying with the same key is safe."), time.Second
 	default:
-		return Problem{ProblemInternalServer, "Internal server error", http.StatusInternalServerError, ""}, 0
+		return answer(ProblemInternalServer, "Internal server error", http.StatusInternalServerError, ""), 0
 	}
+}
+
+func answer(typ, title string, status int, detail string) Problem {
+	return Problem{Type: typ, Title: title, Status: status, Detail: detail}
 }
 
 // WriteProblem answers with p as application/problem+json (and

@@ -2,11 +2,12 @@
 // answer retrysafe's HTTP servers give on their own (the sidecar, the
 // idempotency middleware, the sandbox stand-ins' injected faults).
 //
-// Each server keeps its own problem type (its exported vocabulary, with
-// its extension members); what they share is here: the media type, the
-// page that documents every type URI, and how an answer goes on the wire
-// (a Content-Length, so that a client sees a complete body, and Retry-After
-// in the whole seconds HTTP requires).
+// What they share is here: the members RFC 9457 defines (Details, which is
+// the idempotency middleware's public Problem and the faults' body; the
+// sidecar's Problem repeats them in its own type because it adds field
+// errors), the page that documents every type URI, and how an answer goes
+// on the wire (a Content-Length, so that a client sees a complete body, and
+// Retry-After in the whole seconds HTTP requires).
 //
 // # Imports
 //
