@@ -6,30 +6,25 @@ import (
 	"time"
 )
 
-// Sentinel errors. Each names an answer the middleware gives on its own,
-// before any effect (problemFor maps each to its status and problem
-// type); ErrTxOwned is what a transactional handler gets from the
-// transaction it must not end.
+// Sentinel errors. Each but ErrTxOwned names an answer the middleware
+// gives on its own, before any effect (its status in parentheses).
 var (
-	ErrKeyMissing      = errors.New("idempotency: Idempotency-Key header is required")
-	ErrKeyInvalid      = errors.New("idempotency: invalid Idempotency-Key")
-	ErrKeyReused       = errors.New("idempotency: key reused with a different request")
-	ErrInFlight        = errors.New("idempotency: a request with this key is in progress")
+	// ErrKeyMissing: the route requires an Idempotency-Key and got none (400).
+	ErrKeyMissing = errors.New("idempotency: Idempotency-Key header is required")
+	// ErrKeyInvalid: the key is empty, too long, repeated or not printable
+	// ASCII (400).
+	ErrKeyInvalid = errors.New("idempotency: invalid Idempotency-Key")
+	// ErrKeyReused: the key was first used with another request (422).
+	ErrKeyReused = errors.New("idempotency: key reused with a different request")
+	// ErrInFlight: the first request with the key has not finished (409).
+	ErrInFlight = errors.New("idempotency: a request with this key is in progress")
+	// ErrUnauthenticated: Config.Tenant named no tenant (401).
 	ErrUnauthenticated = errors.New("idempotency: no authenticated tenant")
-	ErrBodyTooLarge    = errors.New("idempotency: request body too large")
-	ErrTxOwned         = errors.New("idempotency: the middleware commits or rolls back this transaction")
-)
-
-// Errors of the middleware's own: the first three are answered (problemFor)
-// as 400, 500 and 503; the table's errNotFound (no row for the key) and
-// errFenced (a completion or release whose attempt is no longer the row's:
-// its lease was taken over, and its result is dropped) never leave it.
-var (
-	errBodyRead     = errors.New("idempotency: reading the request body")
-	errNotCommitted = errors.New("idempotency: transaction not committed")
-	errStore        = errors.New("idempotency: store unavailable")
-	errNotFound     = errors.New("idempotency: key not found")
-	errFenced       = errors.New("idempotency: lease lost to a newer attempt")
+	// ErrBodyTooLarge: the body exceeds Config.MaxBodyBytes (413).
+	ErrBodyTooLarge = errors.New("idempotency: request body too large")
+	// ErrTxOwned: a transactional handler tried to end the transaction the
+	// middleware owns.
+	ErrTxOwned = errors.New("idempotency: the middleware commits or rolls back this transaction")
 )
 
 // InFlightError is ErrInFlight with the pause the client is told to wait.

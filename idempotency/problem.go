@@ -35,6 +35,13 @@ const (
 var ProblemTypes = []string{ProblemKeyMissing, ProblemKeyInvalid, ProblemKeyReused, ProblemInFlight, ProblemUnauthorized,
 	ProblemBodyTooLarge, ProblemBodyUnreadable, ProblemUnavailable, ProblemNotCommitted, ProblemInternalServer}
 
+// The middleware's own failures, answered 400, 500 and 503.
+var (
+	errBodyRead     = errors.New("idempotency: reading the request body")
+	errNotCommitted = errors.New("idempotency: transaction not committed")
+	errStore        = errors.New("idempotency: store unavailable")
+)
+
 // problemFor maps the middleware's errors to answers. Every one of them is
 // given before any effect (or, for ProblemNotCommitted, after a rollback
 // undid them), so a retry with the same key is always safe.

@@ -136,6 +136,9 @@ SELECT fingerprint, status, attempt, response_status, response_headers, response
 FROM idempotency_requests
 WHERE tenant_id = $1 AND operation = $2 AND idem_key = $3`
 
+// errNotFound: no row for the key.
+var errNotFound = errors.New("idempotency: key not found")
+
 // requestGet reads a key; errNotFound when there is none.
 func requestGet(ctx context.Context, e dbtx, s Scope) (*requestRow, error) {
 	r := &requestRow{Scope: s}
@@ -163,6 +166,10 @@ func requestGet(ctx context.Context, e dbtx, s Scope) (*requestRow, error) {
 	}
 	return r, nil
 }
+
+// errFenced: a completion or release whose attempt is no longer the row's
+// (its lease was taken over); its result is dropped.
+var errFenced = errors.New("idempotency: lease lost to a newer attempt")
 
 const requestCompleteSQL = `
 UPDATE idempotency_requests
