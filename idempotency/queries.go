@@ -86,17 +86,9 @@ RETURNING attempt, lease_until - now()`
 // already exists: the caller must then read it with requestGet in a new
 // statement, because in READ COMMITTED a conflict with a row committed
 // while this statement waited is not visible to this statement's snapshot.
-func requestReserve(ctx context.Context, e dbtx, p reserveParams) (res reservation, ok bool, err error) {
-	err = withLockTimeout(ctx, e, p.LockTimeout, requestReserveSQL,
-		[]any{p.Tenant, p.Operation, p.Key, p.Fingerprint, p.Lease, p.Retention},
-		&res.Attempt, &res.LeaseLeft)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return reservation{}, false, nil
-	}
-	if err != nil {
-		return reservation{}, false, fmt.Errorf("idempotency: reserve: %w", err)
-	}
-	return res, true, nil
+func requestReserve(ctx context.Context, e dbtx, p reserveParams) (reservation, bool, error) {
+	return reserveRow(ctx, e, p, "reserve", requestReserveSQL,
+		p.Tenant, p.Operation, p.Key, p.Fingerprint, p.Lease, p.Retention)
 }
 
 const requestTakeOverSQL = `
@@ -115,15 +107,20 @@ RETURNING attempt, lease_until - now()`
 // compare-and-set on the attempt the caller read: of several concurrent
 // takers exactly one gets ok, and the attempt it gets fences the previous
 // holder out of requestComplete.
-func requestTakeOver(ctx context.Context, e dbtx, p reserveParams, seenAttempt int32) (res reservation, ok bool, err error) {
-	err = withLockTimeout(ctx, e, p.LockTimeout, requestTakeOverSQL,
-		[]any{p.Tenant, p.Operation, p.Key, p.Fingerprint, p.Lease, p.Retention, seenAttempt},
-		&res.Attempt, &res.LeaseLeft)
+func requestTakeOver(ctx context.Context, e dbtx, p reserveParams, seenAttempt int32) (reservation, bool, error) {
+	return reserveRow(ctx, e, p, "take over", requestTakeOverSQL,
+		p.Tenant, p.Operation, p.Key, p.Fingerprint, p.Lease, p.Retention, seenAttempt)
+}
+
+// reserveRow runs a statement that makes the row running for the caller
+// and returns its attempt and lease; ok is false when it matched no row.
+func reserveRow(ctx context.Context, e dbtx, p reserveParams, what, sql string, args ...any) (res reservation, ok bool, err error) {
+	err = withLockTimeout(ctx, e, p.LockTimeout, sql, args, &res.Attempt, &res.LeaseLeft)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return reservation{}, false, nil
 	}
 	if err != nil {
-		return reservation{}, false, fmt.Errorf("idempotency: take over: %w", err)
+		return reservation{}, false, fmt.Errorf("idempotency: %s: %w", what, err)
 	}
 	return res, true, nil
 }
