@@ -189,8 +189,14 @@ func requestComplete(ctx context.Context, e dbtx, s Scope, attempt int32, resp *
 	}
 	tag, err := e.Exec(ctx, requestCompleteSQL, s.Tenant, s.Operation, s.Key, attempt,
 		int16(resp.Status), header, body, retention)
+	return fenced("complete", tag, err)
+}
+
+// fenced is the result of a statement fenced by its attempt: errFenced
+// when it matched no row.
+func fenced(what string, tag pgconn.CommandTag, err error) error {
 	if err != nil {
-		return fmt.Errorf("idempotency: complete: %w", err)
+		return fmt.Errorf("idempotency: %s: %w", what, err)
 	}
 	if tag.RowsAffected() == 0 {
 		return errFenced
@@ -210,13 +216,7 @@ WHERE tenant_id = $1 AND operation = $2 AND idem_key = $3
 // unknown, exactly as after a crash). errFenced when attempt is not current.
 func requestRelease(ctx context.Context, e dbtx, s Scope, attempt int32) error {
 	tag, err := e.Exec(ctx, requestReleaseSQL, s.Tenant, s.Operation, s.Key, attempt)
-	if err != nil {
-		return fmt.Errorf("idempotency: release: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return errFenced
-	}
-	return nil
+	return fenced("release", tag, err)
 }
 
 // requestPurgeSQL deletes one batch of expired rows. SKIP LOCKED makes the
