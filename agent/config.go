@@ -153,7 +153,7 @@ type Config struct {
 	// Required.
 	Intents *intent.Store `required:"true"`
 	// Executor runs tools; its ToolSource must find the same tools
-	// (typically WithFailpoints(Tools, ...)). Required.
+	// (typically Tools itself). Required.
 	Executor *executor.Executor `required:"true"`
 	// Queue inserts the reply (outbox) jobs. Required.
 	Queue Inserter `required:"true"`

@@ -47,9 +47,8 @@ const (
 var t0 = time.Date(2024, 5, 10, 10, 0, 0, 0, time.UTC)
 
 // stack is what every harness stands on: a fresh schema with River's
-// tables, the intent store and the executor over a harness's tools (each
-// wrapped by agent.WithFailpoints, which crash arms), an insert-only River
-// client and the relay.
+// tables, the intent store and the executor over a harness's tools (its
+// Failpoints are crash's), an insert-only River client and the relay.
 type stack struct {
 	tb     testing.TB
 	ctx    context.Context
@@ -86,7 +85,7 @@ func newStack(tb testing.TB, maxConns int32, reg *tools.Registry, src executor.T
 		tb.Fatal(err)
 	}
 	if s.ex, err = executor.New(executor.Config{
-		DB: pool, Intents: s.store, Tools: agent.WithFailpoints(src, s.crash.Hit), Logger: log,
+		DB: pool, Intents: s.store, Tools: src, Failpoints: executor.FailpointFunc(s.crash.Hit), Logger: log,
 		Lease: 3 * time.Second, Timeout: 2 * time.Second, LeaseMargin: 500 * time.Millisecond,
 		BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond, MaxAttempts: attempts,
 	}); err != nil {
@@ -352,9 +351,8 @@ func (h *harness) elapse() {
 func (h *harness) messages() []sandboxwa.Message { return h.wa.Messages() }
 
 // failProviderAnswered is hit after the provider answered, before the
-// executor records the answer (agent.WithFailpoints, which every stack's
-// executor runs its tools through).
-const failProviderAnswered = agent.FailProviderAnswered
+// executor records the answer (on every stack's executor's Failpoints).
+const failProviderAnswered = executor.FailProviderAnswered
 
 // --- events, in the provider's shape ---
 
