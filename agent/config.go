@@ -12,15 +12,13 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/confcheck"
 	"github.com/retrysafe/retrysafe/internal/failpoint"
+	"github.com/retrysafe/retrysafe/internal/outbox"
 	"github.com/retrysafe/retrysafe/tools"
 )
 
@@ -32,11 +30,9 @@ type DBTX = intent.DBTX
 // Beginner is a DBTX that opens transactions (a pool).
 type Beginner = intent.Beginner
 
-// Inserter inserts River jobs inside a caller's transaction;
-// *river.Client[pgx.Tx] satisfies it (NewInserter builds an insert-only one).
-type Inserter interface {
-	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
-}
+// Inserter inserts River jobs inside a caller's transaction (the outbox's
+// and the webhook's definition); NewInserter builds an insert-only client.
+type Inserter = outbox.Inserter
 
 // ChatModel is the model API; *openai.Client satisfies it.
 type ChatModel interface {

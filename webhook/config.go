@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -12,11 +11,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/confcheck"
+	"github.com/retrysafe/retrysafe/internal/outbox"
 	"github.com/retrysafe/retrysafe/tools"
 )
 
@@ -28,12 +26,9 @@ type DBTX = intent.DBTX
 // Beginner is a DBTX that opens transactions (a pool).
 type Beginner = intent.Beginner
 
-// Inserter inserts River jobs inside a caller's transaction;
-// *river.Client[pgx.Tx] satisfies it (an insert-only client, with no
-// Workers, is enough).
-type Inserter interface {
-	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
-}
+// Inserter inserts River jobs inside a caller's transaction (the outbox's
+// and the agent's definition); an insert-only River client is enough.
+type Inserter = outbox.Inserter
 
 // Transition is a domain change an event announces.
 type Transition string

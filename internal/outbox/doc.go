@@ -17,11 +17,13 @@
 // backoff; an optional hook runs before River discards a job whose last
 // attempt failed.
 //
-// The owners keep their tables: this package writes nothing itself, so the
-// row's status is recorded by the caller, in its own SQL.
+// Inserter is what the owners insert their job with, inside the
+// transaction that writes the row (agent.Inserter and webhook.Inserter are
+// this type). The owners keep their tables: this package writes nothing
+// itself, so the row's status is recorded by the caller, in its own SQL.
 //
 // # Imports
 //
-// outbox imports executor and River. It sits in the executor's layer
+// outbox imports executor, River and pgx (the transaction type). It sits in the executor's layer
 // (internal/importrule), below the agent and the webhook that use it.
 package outbox

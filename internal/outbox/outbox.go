@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/retrysafe/retrysafe/executor"
 )
@@ -38,6 +40,13 @@ const (
 
 // minSnooze keeps a busy job from spinning when the lease is all but over.
 const minSnooze = 100 * time.Millisecond
+
+// Inserter inserts the outbox row's River job inside the owner's
+// transaction; *river.Client[pgx.Tx] satisfies it (an insert-only client,
+// with no Workers, is enough).
+type Inserter interface {
+	InsertTx(ctx context.Context, tx pgx.Tx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+}
 
 // Executor runs a frozen key; *executor.Executor satisfies it.
 type Executor interface {
