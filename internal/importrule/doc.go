@@ -8,10 +8,11 @@
 // Packages sit in layers, and a package imports only packages of lower
 // layers (plus the standard library and its third-party dependencies):
 //
-//	0 leaves      derive, migrations, internal/failpoint, internal/riverretry,
-//	              internal/pgembed, internal/strictjson
+//	0 leaves      derive, migrations, internal/failpoint, internal/pgembed,
+//	              internal/strictjson, internal/problem, internal/backoff
 //	1 adapters    tools and tools/* (provider clients), internal/dbconf,
-//	              internal/riverschema, internal/tokens, server/idempotency
+//	              internal/riverretry, internal/riverschema, internal/tokens,
+//	              idempotency
 //	2 ledger      intent
 //	3 engine      executor
 //	4 edges       agent, webhook, server/* (sidecar, metrics, whatsapp, mcp,

@@ -16,18 +16,20 @@ var layers = map[string]int{
 	"derive/*":            0,
 	"migrations":          0,
 	"internal/failpoint":  0,
-	"internal/riverretry": 0,
 	"internal/pgembed":    0,
 	"internal/strictjson": 0,
 	"internal/importrule": 0,
+	"internal/problem":    0,
+	"internal/backoff":    0,
 	"sandbox":             0, // doc.go only
 
 	"tools":                1,
 	"tools/*":              1,
 	"internal/dbconf":      1,
+	"internal/riverretry":  1,
 	"internal/riverschema": 1,
 	"internal/tokens":      1,
-	"server/idempotency":   1,
+	"idempotency":          1,
 
 	"intent": 2,
 

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/cli"
 	"github.com/retrysafe/retrysafe/sandbox/fault"
 	"github.com/retrysafe/retrysafe/sandbox/psp"
-	"github.com/retrysafe/retrysafe/server/idempotency"
 )
 
 func init() {

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"sync"
 	"time"
+
+	"github.com/retrysafe/retrysafe/internal/backoff"
 )
 
 var (
@@ -232,8 +234,7 @@ func (s *Server) Flush(ctx context.Context) int {
 					s.log.Warn("sandbox apipix: callback abandoned", "e2eid", n.e2e, "attempts", n.attempt)
 					continue
 				}
-				backoff := s.cfg.WebhookBackoff << min(n.attempt-1, 20)
-				n.notAfter = s.now().Add(min(backoff, s.cfg.MaxBackoff))
+				n.notAfter = s.now().Add(backoff.Exponential(s.cfg.WebhookBackoff, s.cfg.MaxBackoff, n.attempt))
 				s.pending = append(s.pending, n)
 			}
 		}

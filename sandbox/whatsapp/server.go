@@ -15,8 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/sandbox/fault"
-	"github.com/retrysafe/retrysafe/server/idempotency"
 )
 
 // maxBody bounds a send request; the Cloud API's own limit is far below.
