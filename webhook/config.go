@@ -116,6 +116,10 @@ const (
 	DefaultOrderRefKey     = "order_ref"
 	DefaultMaxBodyBytes    = 256 << 10
 	DefaultStoreTimeout    = 10 * time.Second
+	// DefaultPurgeRetention and DefaultPurgeBatch are PurgeParams' zero
+	// fields.
+	DefaultPurgeRetention = 30 * 24 * time.Hour
+	DefaultPurgeBatch     = 1000
 )
 
 // StripeOrderRefKeys are the stripe preset's metadata keys, in the order
