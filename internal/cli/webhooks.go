@@ -70,22 +70,18 @@ func (w *whatsappFlags) register(fs *flag.FlagSet, e *Env) {
 // mountWebhooks returns api, with the WhatsApp and payment webhooks in
 // front of it when configured. Both check their own signatures, so they sit
 // outside the API's bearer-token authentication.
-func mountWebhooks(api http.Handler, w *whatsappFlags, p *paymentFlags, d *database, intents *intent.Store, log *slog.Logger) (http.Handler, error) {
+func mountWebhooks(ctx context.Context, api http.Handler, w *whatsappFlags, p *paymentFlags, d *database, intents *intent.Store, log *slog.Logger) (http.Handler, error) {
 	if w.appSecret == "" && w.tenants != "" {
-		return nil, errors.New("RETRYSAFE_WHATSAPP_TENANTS is set but RETRYSAFE_WHATSAPP_APP_SECRET is not: the webhook cannot verify signatures without it")
+		return nil, usageErr(errors.New("RETRYSAFE_WHATSAPP_TENANTS is set but RETRYSAFE_WHATSAPP_APP_SECRET is not: the webhook cannot verify signatures without it"))
 	}
 	if p.secrets == "" && p.tenants != "" {
-		return nil, errors.New("RETRYSAFE_PAYMENT_WEBHOOK_TENANTS is set but RETRYSAFE_PAYMENT_WEBHOOK_SECRETS is not: the webhook cannot verify signatures without it")
+		return nil, usageErr(errors.New("RETRYSAFE_PAYMENT_WEBHOOK_TENANTS is set but RETRYSAFE_PAYMENT_WEBHOOK_SECRETS is not: the webhook cannot verify signatures without it"))
 	}
 	if w.appSecret == "" && p.secrets == "" && !p.pix.enabled() {
 		return api, nil
 	}
-	var hasRiver bool
-	if err := d.Pool.QueryRow(context.Background(), `SELECT to_regclass($1) IS NOT NULL`, d.Schema+".river_job").Scan(&hasRiver); err != nil {
+	if err := checkRiver(ctx, d, "the webhooks queue into"); err != nil {
 		return nil, err
-	}
-	if !hasRiver {
-		return nil, fmt.Errorf("schema %s has no River tables, which the webhooks queue into: pass --migrate", d.Schema)
 	}
 	q, err := agent.NewInserter(d.Pool, d.Schema)
 	if err != nil {
@@ -96,7 +92,7 @@ func mountWebhooks(api http.Handler, w *whatsappFlags, p *paymentFlags, d *datab
 	if w.appSecret != "" {
 		tenants, err := whatsapp.ParseTenants(w.tenants)
 		if err != nil {
-			return nil, fmt.Errorf("RETRYSAFE_WHATSAPP_TENANTS: %w", err)
+			return nil, usageErr(fmt.Errorf("RETRYSAFE_WHATSAPP_TENANTS: %w", err))
 		}
 		h, err := whatsapp.New(whatsapp.Config{DB: d.Pool, Queue: q, AppSecret: w.appSecret, VerifyToken: w.verifyToken, Tenants: tenants, Logger: log})
 		if err != nil {
