@@ -10,12 +10,12 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/pairs"
 	"github.com/retrysafe/retrysafe/server/metrics"
 	"github.com/retrysafe/retrysafe/server/sidecar"
 	"github.com/retrysafe/retrysafe/tools"
@@ -25,21 +25,16 @@ import (
 // White space around entries is ignored. Errors (UsageErrors) name the
 // entry by position and tenant, never the token.
 func parseAPITokens(s string) ([]sidecar.Credential, error) {
-	var out []sidecar.Credential
-	for i, entry := range strings.Split(s, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
-		tenant, token, ok := strings.Cut(entry, "=")
-		tenant, token = strings.TrimSpace(tenant), strings.TrimSpace(token)
-		if !ok || tenant == "" || token == "" {
-			return nil, usageErr(fmt.Errorf("RETRYSAFE_API_TOKENS entry %d: want tenant=token", i+1))
-		}
-		out = append(out, sidecar.Credential{Tenant: tenant, Token: token})
-	}
-	if len(out) == 0 {
+	ps, err := pairs.Split(s, "tenant=token")
+	switch {
+	case errors.Is(err, pairs.ErrEmpty):
 		return nil, usageErr(errors.New("RETRYSAFE_API_TOKENS is empty: set it to tenant=token pairs, e.g. tenant-a=secret1,tenant-b=secret2"))
+	case err != nil:
+		return nil, usageErr(fmt.Errorf("RETRYSAFE_API_TOKENS %w", err))
+	}
+	out := make([]sidecar.Credential, len(ps))
+	for i, p := range ps {
+		out[i] = sidecar.Credential{Tenant: p.Key, Token: p.Value}
 	}
 	if err := sidecar.ValidateCredentials(out); err != nil {
 		return nil, usageErr(fmt.Errorf("RETRYSAFE_API_TOKENS: %w", err))

@@ -19,6 +19,7 @@ var layers = map[string]int{
 	"internal/riverretry": 0,
 	"internal/pgembed":    0,
 	"internal/strictjson": 0,
+	"internal/pairs":      0,
 	"internal/importrule": 0,
 	"sandbox":             0, // doc.go only
 
