@@ -167,7 +167,7 @@ func deriveLine(d *derive.Deriver, line []byte, lineNo int) keyOutput {
 	dec.DisallowUnknownFields()
 	var in keyInput
 	if err := dec.Decode(&in); err != nil {
-		return keyOutput{Error: fmt.Sprintf("line %d: not a request object: %v", lineNo, err)}
+		return keyOutput{Error: fmt.Sprintf("line %d: not a request object: %s", lineNo, jsonProblem(err))}
 	}
 	if dec.More() {
 		return keyOutput{Error: fmt.Sprintf("line %d: trailing data after the object", lineNo)}

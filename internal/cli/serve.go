@@ -27,8 +27,7 @@ type serveCmd struct {
 	engineFlags
 	lf  ListenFlags
 	cfg sidecar.Config
-	wa  whatsappFlags
-	pay paymentFlags
+	wh  webhookFlags
 	con consoleFlags
 
 	apiTokens, metricsAddr, allowUnsafeEnv string
@@ -95,8 +94,7 @@ token, --metrics-addr moves it to a listener of its own.`)
 		"require Authorization: Bearer <token> on /metrics, which names tenants (env RETRYSAFE_METRICS_TOKEN; prefer the env)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", e.Getenv("RETRYSAFE_METRICS_ADDR"),
 		"serve /metrics on this address of its own instead of --addr (env RETRYSAFE_METRICS_ADDR)")
-	c.wa.register(fs, e)
-	c.pay.register(fs, e)
+	c.wh.register(fs, e)
 	c.con.register(fs, e)
 	return fs
 }
@@ -155,7 +153,7 @@ func (c *serveCmd) serve(ctx context.Context, e *Env) error {
 	if err != nil {
 		return err
 	}
-	handler, err := mountWebhooks(ctx, srv, &c.wa, &c.pay, d, rtm.Intents, log)
+	handler, err := c.wh.mount(ctx, srv, d, rtm.Intents, log)
 	if err != nil {
 		return err
 	}

@@ -102,17 +102,16 @@ func runTokensEstimate(e *Env, args []string) error {
 	in := tokens.DefaultEstimateInput()
 	fs := NewFlagSet(e, "tokens estimate", "tokens estimate [flags]",
 		`Estimates the money burned by conversations that repeat their closing model
-call (a redelivery that calls the model again). With no flags: 30,000
-conversations a month, 8,000 input and 600 output tokens per call,
-R$ 0.015 and R$ 0.075 per thousand tokens, R$ 1.20 per resolved conversation,
-3 % of conversations repeating. All arithmetic is exact decimal.`)
+call (a redelivery that calls the model again). With no flags it
+estimates the month the defaults below describe. All arithmetic is exact
+decimal.`)
 	fs.Int64Var(&in.Conversations, "conversations", in.Conversations, "resolved conversations per month")
 	fs.Int64Var(&in.InputTokens, "input-tokens", in.InputTokens, "input tokens of the closing call")
 	fs.Int64Var(&in.OutputTokens, "output-tokens", in.OutputTokens, "output tokens of the closing call")
-	fs.Var(decimalFlag{&in.InputPricePer1K}, "input-price", "price per thousand input tokens")
-	fs.Var(decimalFlag{&in.OutputPricePer1K}, "output-price", "price per thousand output tokens")
-	fs.Var(decimalFlag{&in.Ticket}, "ticket", "revenue per resolved conversation")
-	fs.Var(decimalFlag{&in.RepeatPercent}, "repeat-rate", "percent of conversations that repeat the call")
+	fs.Var(decimalFlag{&in.InputPricePer1K}, "input-price", "price per thousand input tokens, exact (`decimal`)")
+	fs.Var(decimalFlag{&in.OutputPricePer1K}, "output-price", "price per thousand output tokens, exact (`decimal`)")
+	fs.Var(decimalFlag{&in.Ticket}, "ticket", "revenue per resolved conversation, exact (`decimal`)")
+	fs.Var(decimalFlag{&in.RepeatPercent}, "repeat-rate", "`percent` of conversations that repeat the call")
 	var out outputFlags
 	out.register(fs)
 	if err := ParseNoArgs(e, fs, args); err != nil {
@@ -268,7 +267,7 @@ file {"MODEL":{"input_per_1k":"0.015","output_per_1k":"0.075"}}.`)
 	until := fs.String("until", "", "end of the window, exclusive (default: now)")
 	tenant := fs.String("tenant", "", "only this tenant")
 	prices := priceFlags{}
-	fs.Var(prices, "price", "MODEL=IN/OUT price per thousand input/output tokens (repeatable)")
+	fs.Var(prices, "price", "a model's prices per thousand input and output tokens, as `MODEL=IN/OUT` (repeatable)")
 	pricesFile := fs.String("prices", "", "JSON file of prices per model")
 	var out outputFlags
 	out.register(fs)
