@@ -220,5 +220,5 @@
 // # Imports
 //
 // executor imports intent, tools (the Tool interface and error classes
-// only) and pgx.
+// only), internal/backoff (the pause before a retry) and pgx.
 package executor

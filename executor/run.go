@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"net"
 	"os"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/backoff"
 	"github.com/retrysafe/retrysafe/tools"
 )
 
@@ -133,18 +133,7 @@ func (e *Executor) leaseMicros() int64 { return e.cfg.Lease.Microseconds() }
 // capped, with the upper half random so that callers that failed together do
 // not come back together.
 func (e *Executor) backoff(n int) time.Duration {
-	d := e.cfg.BackoffBase
-	for i := 1; i < n && d < e.cfg.BackoffMax; i++ {
-		d *= 2
-	}
-	if d > e.cfg.BackoffMax {
-		d = e.cfg.BackoffMax
-	}
-	half := d / 2
-	if half <= 0 {
-		return d
-	}
-	return half + time.Duration(mrand.Int64N(int64(half)+1))
+	return backoff.UpperHalf(backoff.Exponential(e.cfg.BackoffBase, e.cfg.BackoffMax, n))
 }
 
 // scanAction scans an action row; lead are destinations for columns the

@@ -19,8 +19,5 @@ var SizePending = map[[2]string]string{
 	{"file", "executor/run.go"}:                           "issue 19",
 	{"func", "executor/run.go:Executor.work"}:             "issue 19",
 	{"func", "intent/impl.go:Store.amend"}:                "issue 19",
-	{"file", "sandbox/apipix/server.go"}:                  "issue 19",
-	{"file", "server/console/pages.go"}:                   "issue 19",
 	{"func", "server/console/pages.go:Handler.loadStory"}: "issue 19",
-	{"func", "server/mcpserver/call.go:Server.run"}:       "issue 19",
 }
