@@ -139,6 +139,23 @@ func DefaultTexts() Texts {
 	}
 }
 
+// The defaults of Config's and RiverConfig's zero fields. The worker's
+// flags take their defaults from here, so that a default is written once.
+const (
+	DefaultMaxSteps      = 4
+	DefaultHistoryLimit  = 20
+	DefaultModelTimeout  = 60 * time.Second
+	DefaultClaimTTL      = 3 * time.Minute
+	DefaultServiceWindow = 24 * time.Hour
+
+	DefaultConcurrency          = 4
+	DefaultJobTimeout           = 2 * time.Minute
+	DefaultRescueStuckJobsAfter = 5 * time.Minute
+	DefaultRetryBase            = time.Second
+	DefaultRetryMax             = 5 * time.Minute
+	DefaultMaxAttempts          = 25
+)
+
 // Config configures an Agent. Zero fields take the documented defaults;
 // New validates the result.
 type Config struct {
@@ -260,22 +277,22 @@ func (c Config) Validate() (Config, error) {
 		}
 	}
 	if c.MaxSteps == 0 {
-		c.MaxSteps = 4
+		c.MaxSteps = DefaultMaxSteps
 	}
 	if c.MaxSteps < 1 || c.MaxSteps > 32 {
 		return bad("MaxSteps %d: want 1..32", c.MaxSteps)
 	}
 	if c.HistoryLimit == 0 {
-		c.HistoryLimit = 20
+		c.HistoryLimit = DefaultHistoryLimit
 	}
 	if c.HistoryLimit < 1 {
 		return bad("HistoryLimit %d: want at least 1", c.HistoryLimit)
 	}
 	if c.ModelTimeout == 0 {
-		c.ModelTimeout = 60 * time.Second
+		c.ModelTimeout = DefaultModelTimeout
 	}
 	if c.ClaimTTL == 0 {
-		c.ClaimTTL = 3 * time.Minute
+		c.ClaimTTL = DefaultClaimTTL
 	}
 	if c.ModelTimeout < 0 || c.ClaimTTL <= c.ModelTimeout {
 		return bad("ClaimTTL (%s) must exceed ModelTimeout (%s), both positive", c.ClaimTTL, c.ModelTimeout)
@@ -297,7 +314,7 @@ func (c Config) Validate() (Config, error) {
 		}
 	}
 	if c.ServiceWindow == 0 {
-		c.ServiceWindow = 24 * time.Hour
+		c.ServiceWindow = DefaultServiceWindow
 	}
 	if c.ServiceWindow < 0 {
 		return bad("ServiceWindow must be positive")

@@ -94,22 +94,22 @@ type RiverConfig struct {
 // Validate fills defaults into a copy of c and checks it.
 func (c RiverConfig) Validate() (RiverConfig, error) {
 	if c.Concurrency == 0 {
-		c.Concurrency = 4
+		c.Concurrency = DefaultConcurrency
 	}
 	if c.JobTimeout == 0 {
-		c.JobTimeout = 2 * time.Minute
+		c.JobTimeout = DefaultJobTimeout
 	}
 	if c.RescueStuckJobsAfter == 0 {
-		c.RescueStuckJobsAfter = 5 * time.Minute
+		c.RescueStuckJobsAfter = DefaultRescueStuckJobsAfter
 	}
 	if c.RetryBase == 0 {
-		c.RetryBase = time.Second
+		c.RetryBase = DefaultRetryBase
 	}
 	if c.RetryMax == 0 {
-		c.RetryMax = 5 * time.Minute
+		c.RetryMax = DefaultRetryMax
 	}
 	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 25
+		c.MaxAttempts = DefaultMaxAttempts
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -187,6 +187,7 @@
 //
 // webhook imports pgx, River and its pgx driver, intent (freezing the
 // notification), executor and tools (the relay and the default notifier's
-// tool names), derive (classifying freeze errors), internal/failpoint, and
-// tools/apipix (the cob action's name) for the Pix callback.
+// tool names), derive (classifying freeze errors), internal/failpoint,
+// internal/pairs (the provider=value lists), and tools/apipix (the cob
+// action's name) for the Pix callback.
 package webhook
