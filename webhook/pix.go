@@ -17,8 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/retrysafe/retrysafe/tools/apipix"
 )
 
@@ -427,8 +425,8 @@ func (ph *PixHandler) Deliver(ctx context.Context, provider string, body []byte)
 }
 
 func (ph *PixHandler) logVerdict(ctx context.Context, tenant, provider, id, typ string, v Verdict, reason string, status int) error {
-	_, err := ph.h.cfg.DB.Exec(ctx, LogInsert, tenant, provider, nullable(id), typ, nil, v, reason, status)
-	return err
+	return insertLog(ctx, ph.h.cfg.DB, Delivery{Tenant: tenant, Provider: provider, EventID: id, EventType: typ,
+		Verdict: v, Reason: reason, HTTPStatus: status})
 }
 
 func parseTime(s string) (time.Time, bool) {
@@ -511,27 +509,10 @@ func (ph *PixHandler) deliverOne(ctx context.Context, provider string, pp PixPro
 	return res, nil
 }
 
-// PixIntentByTxID finds the intent a txid belongs to: the tenant's intent
-// of the cob action whose key starts with the txid. The range on idem_key
-// (the txid padded with the lowest and the highest hex digit) lets the
-// (tenant_id, idem_key) unique index serve it; left() makes it exact.
-const PixIntentByTxID = `SELECT intent_ref FROM intents
-WHERE tenant_id = $1 AND idem_key >= $2 AND idem_key <= $3 AND left(idem_key, $4) = $5 AND action = $6
-LIMIT 2`
-
 // orderOf returns the intent_ref behind txid, or "" when there is none
 // (or, impossibly for 26+ hex digits, two).
 func (ph *PixHandler) orderOf(ctx context.Context, p PixProvider, txid string) (string, error) {
-	pad := 64 - len(txid)
-	if pad < 0 {
-		return "", nil
-	}
-	rows, err := ph.h.cfg.DB.Query(ctx, PixIntentByTxID, p.Tenant,
-		txid+strings.Repeat("0", pad), txid+strings.Repeat("f", pad), len(txid), txid, p.CobAction)
-	if err != nil {
-		return "", err
-	}
-	refs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	refs, err := intentRefsOfTxID(ctx, ph.h.cfg.DB, p.Tenant, p.CobAction, txid)
 	if err != nil {
 		return "", err
 	}

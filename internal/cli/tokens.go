@@ -15,6 +15,7 @@ import (
 
 	"github.com/govalues/decimal"
 
+	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/internal/tokens"
 )
 
@@ -284,7 +285,7 @@ file {"MODEL":{"input_per_1k":"0.015","output_per_1k":"0.075"}}.`)
 		return err
 	}
 	defer d.Close()
-	rep, err := tokens.Measure(ctx, d.Pool, tokens.MeasureParams{Since: s, Until: u, Tenant: *tenant, Prices: prices})
+	rep, err := tokens.Measure(ctx, agent.Ledger(d.Pool), tokens.MeasureParams{Since: s, Until: u, Tenant: *tenant, Prices: prices})
 	if err != nil {
 		return err
 	}

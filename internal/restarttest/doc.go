@@ -139,7 +139,9 @@
 //
 // # Imports
 //
-// internal/harness (processes), agent (failpoint names, job kinds), tools,
+// internal/harness (processes), agent (failpoint names, job kinds, and the
+// turns, messages and model calls it counts, through agent's functions),
+// webhook (the payment effects and receipts it waits for), tools,
 // tools/apipix (the txid), pgx. Not sandbox/ (its tests do, to check the
 // corpus reads right).
 package restarttest

@@ -57,12 +57,13 @@
 // # Whose SQL
 //
 // The console owns console_operators, console_sessions and console_audit
-// (migration 012). It also reads tables other packages own (actions,
-// intents, the webhook's and the agent's tables) where those packages
-// expose no such read yet; all of that SQL is in queries.go, each statement
-// naming its owner, to be moved there.
+// (migration 012). The webhook's and the agent's tables it reads through
+// their owners (webhook.EffectsOfOrder, agent.TurnsOfKey, ...). It still
+// reads actions and intents where their owners expose no such read yet;
+// that SQL is in queries.go, each statement naming its owner, to be moved
+// there.
 //
-// This package imports derive, intent, executor, tools, internal/tokens,
-// pgx, govalues/decimal and the standard library. Its assets (templates, CSS, a few lines of
+// This package imports derive, intent, executor, tools, agent, webhook,
+// internal/tokens, pgx, govalues/decimal and the standard library. Its assets (templates, CSS, a few lines of
 // JavaScript) are embedded: it needs no network and no build step.
 package console

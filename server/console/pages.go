@@ -16,11 +16,13 @@ import (
 	"github.com/govalues/decimal"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/tokens"
 	"github.com/retrysafe/retrysafe/tools"
+	"github.com/retrysafe/retrysafe/webhook"
 )
 
 var errNotFound = errors.New("console: not found")
@@ -202,30 +204,13 @@ type auditRow struct {
 	At       time.Time
 }
 
-type effectRow struct {
-	EffectKey, Provider, Transition, OrderRef, PaymentRef, EventID, EventType, Outcome string
-	EventAt, CreatedAt                                                                 time.Time
-	NotifyAction, NotifyStatus, NotifyKey                                              *string
-	NotifyAttempt                                                                      *int
-	NotifyError                                                                        string
-	SentAt                                                                             *time.Time
-}
-
-type turnRow struct {
-	MessageID, Status, ReplyRef, ReplyKey, ReplyStatus, ToolStatus string
-	Steps, Divergent                                               int
-	Replayed                                                       bool
-	At                                                             time.Time
-}
-
-type modelCallRow struct {
-	ID                 int64
-	Step               int
-	Model              string
-	Prompt, Completion int64
-	Replayed           bool
-	At                 time.Time
-}
+// The story's rows of the webhook's and the agent's tables, as their
+// owners read them.
+type (
+	effectRow    = webhook.OrderEffect
+	turnRow      = agent.KeyTurn
+	modelCallRow = agent.ModelCall
+)
 
 type storyView struct {
 	Tenant, Key   string
@@ -275,17 +260,7 @@ func (h *Handler) loadStory(ctx context.Context, tenant, key string, revealed bo
 		return nil, err
 	}
 	// Webhook effects and their notifications (outbox).
-	rows, err = db.Query(ctx, effectsSQL, tenant, ref, v.Reference)
-	if err != nil {
-		return nil, err
-	}
-	v.Effects, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (effectRow, error) {
-		var e effectRow
-		err := row.Scan(&e.EffectKey, &e.Provider, &e.Transition, &e.OrderRef, &e.PaymentRef, &e.EventID, &e.EventType,
-			&e.EventAt, &e.Outcome, &e.CreatedAt, &e.NotifyAction, &e.NotifyStatus, &e.NotifyAttempt, &e.NotifyError, &e.NotifyKey, &e.SentAt)
-		return e, err
-	})
-	if err != nil {
+	if v.Effects, err = webhook.EffectsOfOrder(ctx, db, tenant, ref, v.Reference); err != nil {
 		return nil, err
 	}
 	// Agent turns whose tool calls carried the key, and their replies.
@@ -293,30 +268,12 @@ func (h *Handler) loadStory(ctx context.Context, tenant, key string, revealed bo
 	if v.In != nil {
 		src = v.In.SourceRef
 	}
-	rows, err = db.Query(ctx, turnsSQL, tenant, key, src)
-	if err != nil {
-		return nil, err
-	}
-	v.Turns, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (turnRow, error) {
-		var t turnRow
-		err := row.Scan(&t.MessageID, &t.Status, &t.Steps, &t.ReplyRef, &t.ReplyKey, &t.ReplyStatus, &t.At, &t.ToolStatus, &t.Replayed, &t.Divergent)
-		return t, err
-	})
-	if err != nil {
+	if v.Turns, err = agent.TurnsOfKey(ctx, db, tenant, key, src); err != nil {
 		return nil, err
 	}
 	// Model calls behind it: the ledger rows of the message that froze it.
 	if src != "" {
-		rows, err = db.Query(ctx, modelCallsSQL, tenant, src, v.In.CreatedAt)
-		if err != nil {
-			return nil, err
-		}
-		v.ModelCalls, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (modelCallRow, error) {
-			var m modelCallRow
-			err := row.Scan(&m.ID, &m.Step, &m.Model, &m.Prompt, &m.Completion, &m.Replayed, &m.At)
-			return m, err
-		})
-		if err != nil {
+		if v.ModelCalls, err = agent.ModelCallsOf(ctx, db, tenant, src, v.In.CreatedAt); err != nil {
 			return nil, err
 		}
 		for _, m := range v.ModelCalls {
@@ -435,13 +392,13 @@ func (h *Handler) now(w http.ResponseWriter, r *http.Request, s *session) {
 			h.dbFail(w, r, s, "counts", err)
 			return
 		}
-		var ag [4]int64
-		if err := h.cfg.DB.QueryRow(ctx, nowAgentSQL, t).Scan(&ag[0], &ag[1], &ag[2], &ag[3]); err != nil {
+		ag, err := agent.CountTools(ctx, h.cfg.DB, t)
+		if err != nil {
 			h.dbFail(w, r, s, "counts", err)
 			return
 		}
 		var wh [2]int64
-		if err := h.cfg.DB.QueryRow(ctx, nowWebhookSQL, t).Scan(&wh[0], &wh[1]); err != nil {
+		if wh[0], wh[1], err = webhook.CountDuplicates(ctx, h.cfg.DB, t); err != nil {
 			h.dbFail(w, r, s, "counts", err)
 			return
 		}
@@ -449,8 +406,8 @@ func (h *Handler) now(w http.ResponseWriter, r *http.Request, s *session) {
 			{Name: "executions (actions first claimed)", Hour: a[0], Day: a[1], Recorded: true},
 			{Name: "completed", Hour: a[2], Day: a[3], Recorded: true},
 			{Name: "failed", Hour: a[4], Day: a[5], Recorded: true},
-			{Name: "replays", Hour: ag[0], Day: ag[1], Recorded: true, Note: "agent turns only; the sidecar's and library calls' replays are counted in /metrics (retrysafe_replays_total), not stored"},
-			{Name: "divergent re-extractions", Hour: ag[2], Day: ag[3], Recorded: true, Note: "agent turns only; all of them: /metrics retrysafe_divergences_total"},
+			{Name: "replays", Hour: ag.ReplayedHour, Day: ag.ReplayedDay, Recorded: true, Note: "agent turns only; the sidecar's and library calls' replays are counted in /metrics (retrysafe_replays_total), not stored"},
+			{Name: "divergent re-extractions", Hour: ag.DivergentHour, Day: ag.DivergentDay, Recorded: true, Note: "agent turns only; all of them: /metrics retrysafe_divergences_total"},
 			{Name: "in-flight conflicts", Note: "not recorded in the database: /metrics retrysafe_in_flight_conflicts_total"},
 			{Name: "takeovers", Note: "not recorded in the database: /metrics retrysafe_takeovers_total"},
 			{Name: "actions that needed more than one attempt", Hour: a[6], Day: a[7], Recorded: true, Note: "retries and takeovers together, by last update"},
@@ -490,11 +447,7 @@ func (h *Handler) spend(ctx context.Context, tenants []string) (*spendView, erro
 	today := time.Now().UTC().Truncate(24 * time.Hour)
 	since := today.AddDate(0, 0, -(n - 1))
 	until := today.AddDate(0, 0, 1)
-	rows, err := h.cfg.DB.Query(ctx, modelsInWindowSQL, since, until, tenants)
-	if err != nil {
-		return nil, err
-	}
-	models, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	models, err := agent.LedgerModels(ctx, h.cfg.DB, since, until, tenants)
 	if err != nil {
 		return nil, err
 	}
@@ -513,7 +466,7 @@ func (h *Handler) spend(ctx context.Context, tenants []string) (*spendView, erro
 	for d := since; d.Before(until); d = d.AddDate(0, 0, 1) {
 		day := spendDay{Day: d}
 		for _, t := range tenants {
-			rep, err := tokens.Measure(ctx, h.cfg.DB, tokens.MeasureParams{Since: d, Until: d.AddDate(0, 0, 1), Tenant: t, Prices: prices})
+			rep, err := tokens.Measure(ctx, agent.Ledger(h.cfg.DB), tokens.MeasureParams{Since: d, Until: d.AddDate(0, 0, 1), Tenant: t, Prices: prices})
 			if err != nil {
 				return nil, err
 			}

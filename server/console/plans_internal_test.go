@@ -12,15 +12,13 @@ import (
 // path; each is bounded and named in queries.go for its owner to index):
 // queueSQL (a tenant's actions in review, all of them, through
 // actions_review_idx), searchReferenceSQL (a tenant's actions, by a
-// reference no index holds), nowActionsSQL, nowAgentSQL and nowWebhookSQL
-// (a tenant's last day), turnsSQL (a tenant's agent turns, by a key inside
-// their tools), modelsInWindowSQL, effectsSQL's lookup by payment
-// reference, and modelCallsSQL (model_calls has no index on source_ref:
-// the cached plan reads the tenant's calls; the agent should add one).
+// reference no index holds) and nowActionsSQL (a tenant's last day). The
+// reads of the webhook's and the agent's tables are their owners' and
+// checked there.
 func TestGenericPlansReadWhatTheyName(t *testing.T) {
 	t.Parallel()
 	pgtest.CheckGenericPlans(t, pgtest.PlanCheck{
-		Tables: []string{"console_operators", "console_sessions", "console_audit", "actions", "intents", "model_calls"},
+		Tables: []string{"console_operators", "console_sessions", "console_audit", "actions", "intents"},
 		Statements: []pgtest.Statement{
 			{Name: "operatorByToken", SQL: operatorByTokenSQL},
 			{Name: "operatorExists", SQL: operatorExistsSQL},

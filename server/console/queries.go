@@ -8,10 +8,11 @@ package console
 //
 //	actions            executor: queueSQL, nowActionsSQL, actionByRefSQL, searchReferenceSQL
 //	intents            intent:   searchRefSQL
-//	processed_effects, stale_events, payment_notifications, payment_webhook_log
-//	                   webhook:  effectsSQL, notificationsSQL, nowWebhookSQL
-//	agent_turns, model_calls, model_journal
-//	                   agent:    turnsSQL, modelCallsSQL, nowAgentSQL
+//
+// The webhook's and the agent's tables are read through their owners'
+// functions (webhook.EffectsOfOrder, webhook.CountDuplicates,
+// agent.TurnsOfKey, agent.ModelCallsOf, agent.CountTools,
+// agent.LedgerModels, agent.Ledger).
 //
 // Every read is scoped by tenant: a statement over several tenants takes the
 // signed-in operator's list, never one from the request.
@@ -120,59 +121,3 @@ const nowActionsSQL = `SELECT
 	count(*) FILTER (WHERE error ? 'resolution' AND finished_at >= now() - interval '1 day')
 FROM actions
 WHERE tenant_id = $1 AND (updated_at >= now() - interval '1 day' OR status = 'review')`
-
-// --- webhook's tables ---
-
-// effectsSQL: the payment webhooks' effects on the intent's order (its
-// intent_ref) or naming its provider reference, with the customer
-// notification (outbox row) each owed.
-const effectsSQL = `SELECT e.effect_key, e.provider, e.transition, e.order_ref, e.payment_ref, e.event_id, e.event_type,
-	e.event_at, e.outcome, e.created_at,
-	n.action, n.status, n.attempt, coalesce(n.error_code, ''), n.idem_key, n.sent_at
-FROM processed_effects e
-LEFT JOIN payment_notifications n ON n.tenant_id = e.tenant_id AND n.effect_key = e.effect_key
-WHERE e.tenant_id = $1 AND (e.order_ref = $2 OR ($3 <> '' AND e.order_ref IN (
-	SELECT order_ref FROM processed_effects WHERE tenant_id = $1 AND payment_ref = $3)))
-ORDER BY e.created_at`
-
-// nowWebhookSQL: duplicate deliveries the webhook absorbed.
-const nowWebhookSQL = `SELECT
-	count(*) FILTER (WHERE verdict = 'duplicate' AND received_at >= now() - interval '1 hour'),
-	count(*) FILTER (WHERE verdict = 'duplicate')
-FROM payment_webhook_log
-WHERE tenant_id = $1 AND received_at >= now() - interval '1 day'`
-
-// --- agent's tables ---
-
-// turnsSQL: the agent turns whose tool calls carried the key, with their
-// reply (the agent's outbox).
-const turnsSQL = `SELECT t.message_id, t.status, t.steps, coalesce(t.reply_ref, ''), coalesce(t.reply_key, ''), t.reply_status,
-	t.created_at, coalesce(tc->>'status', ''), coalesce((tc->>'replayed')::boolean, false), coalesce(jsonb_array_length(tc->'divergent'), 0)
-FROM agent_turns t, jsonb_array_elements(t.tools) tc
-WHERE t.tenant_id = $1 AND (tc->>'key' = $2 OR t.message_id = $3)
-ORDER BY t.created_at`
-
-// modelCallsSQL: the model calls made (or replayed) for the message that
-// froze the intent. model_calls has no index on source_ref; the measure
-// index on created_at bounds the read to a window around the freeze.
-const modelCallsSQL = `SELECT id, step, model, prompt_tokens, completion_tokens, replayed, created_at
-FROM model_calls
-WHERE created_at >= $3::timestamptz - interval '1 hour' AND created_at < $3::timestamptz + interval '7 days'
-	AND tenant_id = $1 AND source_ref = $2
-ORDER BY created_at, id`
-
-// nowAgentSQL: replays and divergences, as recorded for agent turns only
-// (the sidecar's and the library's executions are counted by /metrics, not
-// stored).
-const nowAgentSQL = `SELECT
-	count(*) FILTER (WHERE (tc->>'replayed')::boolean AND t.created_at >= now() - interval '1 hour'),
-	count(*) FILTER (WHERE (tc->>'replayed')::boolean),
-	count(*) FILTER (WHERE jsonb_array_length(coalesce(tc->'divergent', '[]')) > 0 AND t.created_at >= now() - interval '1 hour'),
-	count(*) FILTER (WHERE jsonb_array_length(coalesce(tc->'divergent', '[]')) > 0)
-FROM agent_turns t, jsonb_array_elements(t.tools) tc
-WHERE t.tenant_id = $1 AND t.created_at >= now() - interval '1 day'`
-
-// modelsInWindowSQL names the models in the ledger for the chart's window,
-// so that a model without a configured price is priced by default and
-// said so, instead of failing the page.
-const modelsInWindowSQL = `SELECT DISTINCT model FROM model_calls WHERE created_at >= $1 AND created_at < $2 AND tenant_id = ANY($3)`
