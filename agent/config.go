@@ -137,6 +137,23 @@ func DefaultTexts() Texts {
 	}
 }
 
+// The defaults of Config's and RiverConfig's zero fields. The worker's
+// flags take their defaults from here, so that a default is written once.
+const (
+	DefaultMaxSteps      = 4
+	DefaultHistoryLimit  = 20
+	DefaultModelTimeout  = 60 * time.Second
+	DefaultClaimTTL      = 3 * time.Minute
+	DefaultServiceWindow = 24 * time.Hour
+
+	DefaultConcurrency          = 4
+	DefaultJobTimeout           = 2 * time.Minute
+	DefaultRescueStuckJobsAfter = 5 * time.Minute
+	DefaultRetryBase            = time.Second
+	DefaultRetryMax             = 5 * time.Minute
+	DefaultMaxAttempts          = 25
+)
+
 // Config configures an Agent. Zero fields take the documented defaults;
 // New validates the result.
 type Config struct {
@@ -265,10 +282,10 @@ func (c *Config) validateTools() error {
 
 // validateLimits checks the bounds of a turn: steps, history, timeouts.
 func (c *Config) validateLimits() error {
-	c.MaxSteps = cmp.Or(c.MaxSteps, 4)
-	c.HistoryLimit = cmp.Or(c.HistoryLimit, 20)
-	c.ModelTimeout = cmp.Or(c.ModelTimeout, 60*time.Second)
-	c.ClaimTTL = cmp.Or(c.ClaimTTL, 3*time.Minute)
+	c.MaxSteps = cmp.Or(c.MaxSteps, DefaultMaxSteps)
+	c.HistoryLimit = cmp.Or(c.HistoryLimit, DefaultHistoryLimit)
+	c.ModelTimeout = cmp.Or(c.ModelTimeout, DefaultModelTimeout)
+	c.ClaimTTL = cmp.Or(c.ClaimTTL, DefaultClaimTTL)
 	switch {
 	case c.MaxSteps < 1 || c.MaxSteps > 32:
 		return invalid("MaxSteps %d: want 1..32", c.MaxSteps)
@@ -295,7 +312,7 @@ func (c *Config) validateReplies() error {
 	} {
 		*f.v = cmp.Or(*f.v, f.d)
 	}
-	c.ServiceWindow = cmp.Or(c.ServiceWindow, 24*time.Hour)
+	c.ServiceWindow = cmp.Or(c.ServiceWindow, DefaultServiceWindow)
 	if c.ServiceWindow < 0 {
 		return invalid("ServiceWindow must be positive")
 	}

@@ -91,12 +91,12 @@ type RiverConfig struct {
 
 // Validate fills defaults into a copy of c and checks it.
 func (c RiverConfig) Validate() (RiverConfig, error) {
-	c.Concurrency = cmp.Or(c.Concurrency, 4)
-	c.JobTimeout = cmp.Or(c.JobTimeout, 2*time.Minute)
-	c.RescueStuckJobsAfter = cmp.Or(c.RescueStuckJobsAfter, 5*time.Minute)
-	c.RetryBase = cmp.Or(c.RetryBase, time.Second)
-	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
-	c.MaxAttempts = cmp.Or(c.MaxAttempts, 25)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.JobTimeout = cmp.Or(c.JobTimeout, DefaultJobTimeout)
+	c.RescueStuckJobsAfter = cmp.Or(c.RescueStuckJobsAfter, DefaultRescueStuckJobsAfter)
+	c.RetryBase = cmp.Or(c.RetryBase, DefaultRetryBase)
+	c.RetryMax = cmp.Or(c.RetryMax, DefaultRetryMax)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	switch {
 	case c.Concurrency < 1 || c.Concurrency > 10000:

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/pairs"
 	"github.com/retrysafe/retrysafe/internal/confcheck"
 	"github.com/retrysafe/retrysafe/internal/outbox"
 	"github.com/retrysafe/retrysafe/tools"
@@ -113,6 +114,10 @@ const (
 	DefaultOrderRefKey     = "order_ref"
 	DefaultMaxBodyBytes    = 256 << 10
 	DefaultStoreTimeout    = 10 * time.Second
+	// DefaultPurgeRetention and DefaultPurgeBatch are PurgeParams' zero
+	// fields.
+	DefaultPurgeRetention = 30 * 24 * time.Hour
+	DefaultPurgeBatch     = 1000
 )
 
 // StripeOrderRefKeys are the stripe preset's metadata keys, in the order
@@ -396,25 +401,9 @@ func ParseProviderLists(l ProviderLists) (map[string]Provider, error) {
 }
 
 func parsePairs(what, s string) (map[string]string, error) {
-	out := map[string]string{}
-	for i, entry := range strings.Split(s, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(entry, "=")
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		if !ok || k == "" || v == "" {
-			// The entry itself is not quoted: it may be a secret.
-			return nil, fmt.Errorf("%w: %s entry %d: want provider=value", ErrConfig, what, i+1)
-		}
-		if _, dup := out[k]; dup {
-			return nil, fmt.Errorf("%w: %s entry %d: provider %q appears twice", ErrConfig, what, i+1, k)
-		}
-		out[k] = v
+	m, err := pairs.Map(s, "provider=value")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrConfig, what, err)
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: no provider=value entries in %s", ErrConfig, what)
-	}
-	return out, nil
+	return m, nil
 }

@@ -208,7 +208,8 @@
 // executor and tools (the relay and the default notifier's tool names),
 // agent (the conversation of an order's invoice), internal/outbox (the
 // relay and its worker), internal/riverretry (RetryPolicy),
-// internal/confcheck (Config's required fields), derive (classifying
+// internal/confcheck (Config's required fields), internal/pairs (the
+// provider=value lists), derive (classifying
 // freeze errors), internal/failpoint, and tools/apipix (the cob action's
 // name) for the Pix callback.
 package webhook

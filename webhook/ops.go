@@ -46,15 +46,14 @@ type PurgeResult struct {
 // Purge deletes delivery log rows and effects past their retention, in
 // batches (short statements, no long lock), on the database clock.
 func Purge(ctx context.Context, db DBTX, p PurgeParams) (PurgeResult, error) {
-	const day = 24 * time.Hour
 	if p.LogRetention == 0 {
-		p.LogRetention = 30 * day
+		p.LogRetention = DefaultPurgeRetention
 	}
 	if p.EffectRetention == 0 {
-		p.EffectRetention = 30 * day
+		p.EffectRetention = DefaultPurgeRetention
 	}
 	if p.Batch <= 0 {
-		p.Batch = 1000
+		p.Batch = DefaultPurgeBatch
 	}
 	if p.LogRetention < 0 || p.EffectRetention < 0 {
 		return PurgeResult{}, fmt.Errorf("%w: retention must be positive", ErrInvalid)

@@ -18,6 +18,7 @@ var layers = map[string]int{
 	"internal/failpoint":  0,
 	"internal/pgembed":    0,
 	"internal/strictjson": 0,
+	"internal/pairs":      0,
 	"internal/importrule": 0,
 	"internal/problem":    0,
 	"internal/backoff":    0,

@@ -242,56 +242,9 @@ type storyView struct {
 func (h *Handler) loadStory(ctx context.Context, tenant, key string, revealed bool) (*storyView, error) {
 	db := h.cfg.DB
 	v := &storyView{Tenant: tenant, Key: key, Revealed: revealed}
-	a, err := executor.Get(ctx, db, tenant, key)
-	switch {
-	case errors.Is(err, executor.ErrNotFound):
-		v.ActionMissing = true
-	case err != nil:
+	action, ref, err := h.storyIntent(ctx, v, tenant, key, revealed)
+	if err != nil {
 		return nil, err
-	default:
-		v.Action = a
-	}
-	in, err := intent.GetByKey(ctx, db, tenant, key)
-	if errors.Is(err, intent.ErrNotFound) && a != nil {
-		// An amendment moved the intent to a new key; this is the old one.
-		in, err = intent.Get(ctx, db, tenant, a.Ref, a.Action)
-	}
-	switch {
-	case errors.Is(err, intent.ErrNotFound) || errors.Is(err, intent.ErrInvalid):
-		if a == nil {
-			return nil, errNotFound
-		}
-	case err != nil:
-		return nil, err
-	default:
-		v.In = in
-	}
-	action, ref := "", ""
-	var pl derive.Payload
-	if v.In != nil {
-		pl = v.In.Payload
-		action, ref = v.In.Action, v.In.Ref
-		v.Fields = h.maskPayload(action, v.In.Payload, revealed)
-		_, known := h.personalFields(action)
-		v.UnknownSchema = !known
-		v.HasSourceRef = v.In.SourceRef != ""
-	} else {
-		action, ref = a.Action, a.Ref
-	}
-	if t, ok := h.cfg.Tools.Tool(action); ok {
-		_, v.CanLookup = tools.CanLookup(t)
-	}
-	if a != nil {
-		v.Reference = reference(a.Response)
-		v.Response = h.maskJSON(action, pl, a.Response, revealed)
-	}
-	// Amendments.
-	revs, err := intent.Revisions(ctx, db, tenant, ref, action)
-	if err != nil && !errors.Is(err, intent.ErrNotFound) {
-		return nil, err
-	}
-	for _, rv := range revs {
-		v.Revisions = append(v.Revisions, revisionView{Revision: rv, Fields: h.maskPayload(action, rv.OldPayload, revealed)})
 	}
 	// What the console did with this key.
 	rows, err := db.Query(ctx, auditByKeySQL, tenant, key)
@@ -328,23 +281,33 @@ func (h *Handler) loadStory(ctx context.Context, tenant, key string, revealed bo
 			v.CompleteTotal += m.Completion
 		}
 	}
-	// The provider's own log of requests that carried the key.
-	if h.cfg.Requests != nil {
-		v.RequestsOn = true
-		rctx, cancel := context.WithTimeout(ctx, h.cfg.LookupTimeout)
-		reqs, err := h.cfg.Requests.Requests(rctx, action, key)
-		cancel()
-		switch {
-		case errors.Is(err, ErrNotRecorded):
-			v.RequestsOn = false
-		case err != nil:
-			h.cfg.Logger.Warn("console: provider request log", "action", action, "err", err)
-			v.RequestsErr = "the provider's request log did not answer"
-		}
-		v.Requests = reqs
-	}
+	h.storyRequests(ctx, v, action, key)
 	v.Timeline = h.timeline(v, audit)
 	return v, nil
+}
+
+// storyFields masks the intent's fields and the provider's response
+// into v, and says whether its tool can be asked about the key.
+func (h *Handler) storyFields(v *storyView, a *executor.Action, revealed bool) (action, ref string) {
+	var pl derive.Payload
+	if v.In != nil {
+		pl = v.In.Payload
+		action, ref = v.In.Action, v.In.Ref
+		v.Fields = h.maskPayload(action, v.In.Payload, revealed)
+		_, known := h.personalFields(action)
+		v.UnknownSchema = !known
+		v.HasSourceRef = v.In.SourceRef != ""
+	} else {
+		action, ref = a.Action, a.Ref
+	}
+	if t, ok := h.cfg.Tools.Tool(action); ok {
+		_, v.CanLookup = tools.CanLookup(t)
+	}
+	if a != nil {
+		v.Reference = reference(a.Response)
+		v.Response = h.maskJSON(action, pl, a.Response, revealed)
+	}
+	return action, ref
 }
 
 // --- search ---
