@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/retrysafe/retrysafe/intent"
-	"github.com/retrysafe/retrysafe/internal/pairs"
 	"github.com/retrysafe/retrysafe/internal/confcheck"
 	"github.com/retrysafe/retrysafe/internal/outbox"
+	"github.com/retrysafe/retrysafe/internal/pairs"
 	"github.com/retrysafe/retrysafe/tools"
 )
 
