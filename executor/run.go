@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/ledger"
 	"github.com/retrysafe/retrysafe/tools"
 )
 
@@ -126,8 +127,6 @@ func (c Config) validate() (Config, error) {
 	return c, nil
 }
 
-func (e *Executor) leaseMicros() int64 { return e.cfg.Lease.Microseconds() }
-
 // backoff is the delay after a transient failure at attempt n: exponential,
 // capped, with the upper half random so that callers that failed together do
 // not come back together.
@@ -146,25 +145,23 @@ func (e *Executor) backoff(n int) time.Duration {
 	return half + time.Duration(mrand.Int64N(int64(half)+1))
 }
 
-// scanAction scans an action row; lead are destinations for columns the
-// query puts before actionColumns (ActionGetForIntentMany's position).
-func scanAction(row pgx.Row, lead ...any) (*Action, error) {
-	var (
-		a          Action
-		left       float64
-		resp, fail []byte
-	)
-	if err := row.Scan(append(lead, &a.Tenant, &a.Key, &a.Ref, &a.Action, &a.Status, &a.Attempt, &a.LeaseOwner, &a.LeaseUntil,
-		&a.Expired, &left, &resp, &fail, &a.CreatedAt, &a.UpdatedAt, &a.FinishedAt)...); err != nil {
-		return nil, err
+// actionOf is the ledger's row as an Action, its failure decoded; nil for
+// nil.
+func actionOf(a *ledger.Action) *Action {
+	if a == nil {
+		return nil
 	}
-	a.LeaseLeft = time.Duration(left * float64(time.Second))
-	if len(resp) > 0 {
-		a.Response = json.RawMessage(resp)
+	return &Action{
+		Tenant: a.Tenant, Key: a.Key, Ref: a.Ref, Action: a.Action, Status: a.Status, Attempt: a.Attempt,
+		LeaseOwner: a.LeaseOwner, LeaseUntil: a.LeaseUntil, Expired: a.Expired, LeaseLeft: a.LeaseLeft,
+		Response: a.Response, Failure: decodeFailure(a.Error),
+		CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, FinishedAt: a.FinishedAt,
 	}
-	a.Failure = decodeFailure(fail)
-	return &a, nil
 }
+
+// intentOf is the ledger's row as an Intent: the two types have the same
+// fields, so the conversion copies nothing.
+func intentOf(in *ledger.Intent) *intent.Intent { return (*intent.Intent)(in) }
 
 func decodeFailure(raw []byte) *ToolFailure {
 	if len(raw) == 0 {
@@ -225,25 +222,6 @@ type claim struct {
 	act      *Action
 }
 
-func (e *Executor) queueClaim(b *pgx.Batch, tenant, ref, action string, c *claim) {
-	b.Queue(ActionClaim, tenant, ref, action, e.cfg.Owner, e.leaseMicros()).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&c.claimKey, &c.attempt)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		c.claimed = err == nil
-		return err
-	})
-	b.Queue(ActionGetForIntent, tenant, ref, action).QueryRow(func(row pgx.Row) error {
-		a, err := scanAction(row)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		c.act = a
-		return err
-	})
-}
-
 // maxRaces bounds how often Execute starts over after racing an amendment.
 const maxRaces = 3
 
@@ -265,7 +243,7 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 	}
 	order := call.Tenant + "\x00" + call.Ref + "\x00" + call.Action
 	for i := range maxRaces {
-		cu := &claimUnit{x: x, tenant: call.Tenant, ref: call.Ref, action: call.Action}
+		cu := &claimUnit{x: x, id: ledger.ID{Tenant: call.Tenant, Ref: call.Ref, Action: call.Action}}
 		switch {
 		case i > 0: // racing an amendment: the full freeze and claim
 		case e.claims.readOnly.Load():
@@ -283,17 +261,18 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 				return nil, refused(fmt.Errorf("executor: freeze and claim: %w", err))
 			}
 		}
-		if cu.c == nil {
+		fz, c, created := cu.settle()
+		if c == nil {
 			// One round trip, one implicit transaction (shared with the
 			// calls grouped with this one): freeze, read back, claim,
 			// read the action. Four statements, four snapshots.
 			if err := e.grouped(ctx, e.claims, order, func(b *pgx.Batch) { e.queueOne(b, cu) }, cu); err != nil {
 				return nil, refused(fmt.Errorf("executor: freeze and claim: %w", err))
 			}
+			fz, c, _ = cu.settle()
 		}
-		c, pf := cu.c, cu.pf
-		c.fr, c.frErr = pf.Result()
-		if cu.created && c.frErr == nil {
+		c.fr, c.frErr = e.cfg.Intents.Outcome(x, intentOf(fz.Intent), fz.Inserted)
+		if created && c.frErr == nil {
 			c.fr.Created = true // the fresh claim inserted it
 		}
 		e.noteClaim(c.claimed || (c.frErr == nil && c.fr.Created))
@@ -325,11 +304,13 @@ func (e *Executor) executeKey(ctx context.Context, tenant, key string, opts *Opt
 		if !ok {
 			return nil, fmt.Errorf("%w: %q", ErrUnknownTool, in.Action)
 		}
-		c := &claim{}
-		// Under GroupPlans: its plans, and its synchronous commit.
-		if err := e.planned(ctx, func(b *pgx.Batch) { e.queueClaim(b, tenant, in.Ref, in.Action, c) }); err != nil {
+		var lc *ledger.Claim
+		id := ledger.ID{Tenant: tenant, Ref: in.Ref, Action: in.Action}
+		// Under the plan settings: their plans, and their synchronous commit.
+		if err := e.planned(ctx, func(b *pgx.Batch) { lc = ledger.QueueClaim(b, id, e.cfg.Owner, e.cfg.Lease) }); err != nil {
 			return nil, refused(fmt.Errorf("executor: claim: %w", err))
 		}
+		c := &claim{claimed: lc.Claimed, claimKey: lc.Key, attempt: lc.Attempt, act: actionOf(lc.Action)}
 		out := &Outcome{Tenant: tenant, Ref: in.Ref, Action: in.Action, Key: in.Key}
 		res, err, again := e.drive(ctx, tool, in, c, out, opts)
 		if !again {
@@ -382,25 +363,18 @@ func (e *Executor) drive(ctx context.Context, tool tools.Tool, in *intent.Intent
 }
 
 func (e *Executor) takeover(ctx context.Context, tenant, key string, seen int) (attempt int, prev *ToolFailure, age time.Duration, won bool, err error) {
-	var (
-		raw  []byte
-		secs float64
-	)
+	var t *ledger.Taken
 	err = e.planned(ctx, func(b *pgx.Batch) {
-		b.Queue(ActionTakeover, tenant, key, seen, e.cfg.Owner, e.leaseMicros()).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&attempt, &raw, &secs)
-		})
+		t = ledger.QueueTakeover(b, tenant, key, seen, e.cfg.Owner, e.cfg.Lease)
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil, 0, false, nil
-	}
 	if err != nil {
 		return 0, nil, 0, false, fmt.Errorf("executor: takeover: %w", err)
 	}
-	return attempt, decodeFailure(raw), seconds(secs), true, nil
+	if !t.Won {
+		return 0, nil, 0, false, nil
+	}
+	return t.Attempt, decodeFailure(t.Error), t.Age, true, nil
 }
-
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // current re-reads the action and reports it as stored.
 func (e *Executor) current(ctx context.Context, out *Outcome) (*Outcome, error) {
@@ -581,16 +555,13 @@ func (e *Executor) heartbeat(ctx context.Context, cancel context.CancelCauseFunc
 		case <-t.C:
 		}
 		bctx, bcancel := context.WithTimeout(ctx, e.cfg.Heartbeat)
-		var n int64
+		var f *ledger.Fenced
 		err := e.planned(bctx, func(b *pgx.Batch) {
-			b.Queue(ActionHeartbeat, h.tenant, h.key, e.cfg.Owner, h.attempt, e.leaseMicros()).Exec(func(ct pgconn.CommandTag) error {
-				n = ct.RowsAffected()
-				return nil
-			})
+			f = ledger.QueueHeartbeat(b, h.tenant, h.key, e.cfg.Owner, h.attempt, e.cfg.Lease)
 		})
 		bcancel()
 		switch {
-		case err == nil && n == 1:
+		case err == nil && f.Matched:
 			deadline = time.Now().Add(e.cfg.Lease - e.cfg.LeaseMargin)
 		case err == nil:
 			cancel(ErrLeaseLost)
@@ -606,44 +577,28 @@ func (e *Executor) release(ctx context.Context, h held, delay time.Duration, f *
 	wctx, cancel := writeCtx(ctx)
 	defer cancel()
 	fj, _ := json.Marshal(f)
-	us := delay.Microseconds()
-	if us < 1 {
-		us = 1
-	}
-	var n int64
+	var fenced *ledger.Fenced
 	err := e.planned(wctx, func(b *pgx.Batch) {
-		b.Queue(ActionRelease, h.tenant, h.key, e.cfg.Owner, h.attempt, us, string(fj)).Exec(func(ct pgconn.CommandTag) error {
-			n = ct.RowsAffected()
-			return nil
-		})
+		fenced = ledger.QueueRelease(b, h.tenant, h.key, e.cfg.Owner, h.attempt, delay, string(fj))
 	})
 	if err != nil {
 		return fmt.Errorf("executor: release: %w", err)
 	}
-	if n != 1 {
+	if !fenced.Matched {
 		return fmt.Errorf("%w (attempt %d)", ErrLeaseLost, h.attempt)
 	}
 	return nil
 }
 
 func (e *Executor) retake(ctx context.Context, h held) (int, time.Duration, bool, error) {
-	var (
-		next int
-		raw  []byte
-		secs float64
-	)
+	var t *ledger.Taken
 	err := e.planned(ctx, func(b *pgx.Batch) {
-		b.Queue(ActionRetake, h.tenant, h.key, h.attempt, e.cfg.Owner, e.leaseMicros()).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&next, &raw, &secs)
-		})
+		t = ledger.QueueRetake(b, h.tenant, h.key, h.attempt, e.cfg.Owner, e.cfg.Lease)
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, 0, false, nil
-	}
 	if err != nil {
 		return 0, 0, false, fmt.Errorf("executor: retake: %w", err)
 	}
-	return next, seconds(secs), true, nil
+	return t.Attempt, t.Age, t.Won, nil
 }
 
 // pastBudget reports whether attempt, taken over age after the action was
@@ -686,27 +641,27 @@ func (e *Executor) giveUp(ctx context.Context, h held, mayHaveActed bool, last *
 func (e *Executor) finish(ctx context.Context, h held, status string, resp json.RawMessage, f *ToolFailure, out *Outcome) (*Outcome, error) {
 	wctx, cancel := writeCtx(ctx)
 	defer cancel()
-	cu := &completeUnit{tenant: h.tenant, key: h.key, attempt: int32(h.attempt), status: status}
+	cu := &completeUnit{Completion: ledger.Completion{Tenant: h.tenant, Key: h.key, Attempt: int32(h.attempt), Status: status}}
 	if resp != nil {
 		s := string(resp)
-		cu.resp = &s
+		cu.Response = &s
 	}
 	if f != nil {
 		fj, _ := json.Marshal(f)
 		s := string(fj)
-		cu.fail = &s
+		cu.Error = &s
 	}
-	query, g := ActionComplete, e.completions
+	async, g := false, e.completions
 	if h.relearnable && status == RowCompleted {
 		// Its own groups: the setting it turns off for its transaction
 		// would hold for every completion grouped with it.
-		query, g = ActionCompleteAsync, e.completionsAsync
+		async, g = true, e.completionsAsync
 	}
-	queue := func(b *pgx.Batch) { e.queueComplete(b, query, cu) }
+	queue := func(b *pgx.Batch) { e.queueComplete(b, async, cu) }
 	if err := e.grouped(wctx, g, h.tenant+"\x00"+h.key, queue, cu); err != nil {
 		return nil, fmt.Errorf("executor: complete: %w", err)
 	}
-	if cu.rows != 1 {
+	if !cu.fenced.Matched {
 		e.cfg.Logger.Warn("executor: lease lost, result dropped",
 			"tenant", h.tenant, "action", h.action, "attempt", h.attempt, "status", status)
 		res, cerr := e.current(ctx, out)
@@ -725,15 +680,10 @@ func (e *Executor) finish(ctx context.Context, h held, status string, resp json.
 	return out, nil
 }
 
-// queueComplete queues cu's own completion statement (query:
-// ActionComplete or ActionCompleteAsync).
-func (e *Executor) queueComplete(b *pgx.Batch, query string, cu *completeUnit) {
-	cu.rows = 0
-	b.Queue(query, cu.tenant, cu.key, e.cfg.Owner, cu.attempt, cu.status, cu.resp, cu.fail).
-		Exec(func(ct pgconn.CommandTag) error {
-			cu.rows = ct.RowsAffected()
-			return nil
-		})
+// queueComplete queues cu's own completion statement, asynchronous or
+// not (see ledger.QueueComplete).
+func (e *Executor) queueComplete(b *pgx.Batch, async bool, cu *completeUnit) {
+	cu.fenced = ledger.QueueComplete(b, &cu.Completion, e.cfg.Owner, async)
 }
 
 func (e *Executor) logOutcome(o *Outcome, replay bool) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/riverschema"
@@ -343,7 +344,7 @@ func (h *harness) relayUntilDone(a webhook.NotifyArgs) error {
 // elapse stands for the time a crashed worker's lease takes to expire.
 func (h *harness) elapse() {
 	h.t.Helper()
-	if _, err := h.pool.Exec(h.ctx, `UPDATE actions SET lease_until = now() WHERE status = 'started' AND lease_until > now()`); err != nil {
+	if _, err := executortest.ExpireLeases(h.ctx, h.pool); err != nil {
 		h.t.Fatal(err)
 	}
 }

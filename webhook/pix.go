@@ -17,8 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/tools/apipix"
 )
 
@@ -511,27 +510,11 @@ func (ph *PixHandler) deliverOne(ctx context.Context, provider string, pp PixPro
 	return res, nil
 }
 
-// PixIntentByTxID finds the intent a txid belongs to: the tenant's intent
-// of the cob action whose key starts with the txid. The range on idem_key
-// (the txid padded with the lowest and the highest hex digit) lets the
-// (tenant_id, idem_key) unique index serve it; left() makes it exact.
-const PixIntentByTxID = `SELECT intent_ref FROM intents
-WHERE tenant_id = $1 AND idem_key >= $2 AND idem_key <= $3 AND left(idem_key, $4) = $5 AND action = $6
-LIMIT 2`
-
 // orderOf returns the intent_ref behind txid, or "" when there is none
-// (or, impossibly for 26+ hex digits, two).
+// (or, impossibly for 26+ hex digits, two): the tenant's intent of the cob
+// action whose key starts with the txid.
 func (ph *PixHandler) orderOf(ctx context.Context, p PixProvider, txid string) (string, error) {
-	pad := 64 - len(txid)
-	if pad < 0 {
-		return "", nil
-	}
-	rows, err := ph.h.cfg.DB.Query(ctx, PixIntentByTxID, p.Tenant,
-		txid+strings.Repeat("0", pad), txid+strings.Repeat("f", pad), len(txid), txid, p.CobAction)
-	if err != nil {
-		return "", err
-	}
-	refs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	refs, err := intent.RefsByKeyPrefix(ctx, ph.h.cfg.DB, p.Tenant, p.CobAction, txid)
 	if err != nil {
 		return "", err
 	}

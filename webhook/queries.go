@@ -68,11 +68,6 @@ const StaleEventList = `SELECT tenant_id, effect_key, event_id, order_ref, trans
 FROM stale_events WHERE tenant_id = $1 AND ($2 = '' OR order_ref = $2)
 ORDER BY created_at DESC, effect_key LIMIT $3`
 
-// IntentRefByKey finds the order of a charge retrysafe made: the intent
-// frozen under the charge's idempotency key. Scoped by tenant: another
-// tenant's key finds nothing.
-const IntentRefByKey = `SELECT intent_ref FROM intents WHERE tenant_id = $1 AND idem_key = $2`
-
 // OrderByPayment finds the order of an earlier effect of the same
 // payment: by its payment reference ($2), else by the charge it was made
 // with ($3). A dispute (metadata {}) or a refund of a charge finds its
@@ -80,17 +75,6 @@ const IntentRefByKey = `SELECT intent_ref FROM intents WHERE tenant_id = $1 AND 
 const OrderByPayment = `(SELECT order_ref FROM processed_effects WHERE tenant_id = $1 AND payment_ref = $2 LIMIT 1)
 UNION ALL
 (SELECT order_ref FROM processed_effects WHERE tenant_id = $1 AND charge_ref = $3 LIMIT 1)
-LIMIT 1`
-
-// OrderByActionPayment finds the order of a charge retrysafe made: the
-// intent_ref of the action whose stored response names the PaymentIntent
-// ($2) or the charge ($3) (the stripe.payment tool's response). The
-// response ? '...' terms match the partial indexes of migration 010.
-const OrderByActionPayment = `(SELECT intent_ref FROM actions
-	WHERE tenant_id = $1 AND response ? 'payment_intent' AND response->>'payment_intent' = $2 LIMIT 1)
-UNION ALL
-(SELECT intent_ref FROM actions
-	WHERE tenant_id = $1 AND response ? 'latest_charge' AND response->>'latest_charge' = $3 LIMIT 1)
 LIMIT 1`
 
 // PaidPaymentOfOrder is the payment reference of the effect that made an

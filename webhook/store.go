@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/retrysafe/retrysafe/derive"
+	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
 )
 
@@ -173,8 +174,12 @@ func (h *Handler) resolveOrder(ctx context.Context, tx pgx.Tx, p Provider, res *
 		if key == "" || !validRef(key) {
 			continue
 		}
-		if ref, ok, err := found(IntentRefByKey, res.Tenant, key); ok || err != nil {
-			return ref, "idempotency_key", err
+		in, err := intent.GetByKey(ctx, tx, res.Tenant, key)
+		if err == nil {
+			return in.Ref, "idempotency_key", nil
+		}
+		if !errors.Is(err, intent.ErrNotFound) {
+			return "", "idempotency_key", err
 		}
 	}
 	if !o.NamesPayment() {
@@ -184,8 +189,12 @@ func (h *Handler) resolveOrder(ctx context.Context, tx pgx.Tx, p Provider, res *
 	if ref, ok, err := found(OrderByPayment, res.Tenant, pay, charge); ok || err != nil {
 		return ref, "payment", err
 	}
-	if ref, ok, err := found(OrderByActionPayment, res.Tenant, pay, charge); ok || err != nil {
-		return ref, "action", err
+	ref, err := executor.RefByPayment(ctx, tx, res.Tenant, pay, charge)
+	switch {
+	case err == nil:
+		return ref, "action", nil
+	case !errors.Is(err, executor.ErrNotFound):
+		return "", "action", err
 	}
 	return "", "", nil
 }

@@ -29,7 +29,8 @@ var layers = map[string]int{
 	"internal/tokens":      1,
 	"server/idempotency":   1,
 
-	"intent": 2,
+	"internal/ledger": 2,
+	"intent":          2,
 
 	"executor":   3,
 	"executor/*": 3,
@@ -48,6 +49,8 @@ var layers = map[string]int{
 	"internal/testutil":    5,
 	"internal/problemdocs": 5,
 	"internal/pixspec":     5,
+
+	"executor/executortest": 5, // the executor's test API
 
 	"internal/cli": 6,
 
@@ -75,6 +78,15 @@ var Allowed = map[[2]string]string{
 	{"sandbox/apipix", "sandbox/fault"}:          "stand-ins share the fault injector",
 	{"internal/restarttest", "internal/harness"}: "the restart test drives the process harness",
 	{"internal/harness", "agent/agenttest"}:      "the harness starts the sandbox model the agent tests use",
+	{"intent", "internal/ledger"}:                "the intent store keeps its rows in the ledger, which holds their SQL",
+}
+
+// ImportedOnlyBy lists packages that only the named packages may import,
+// in their code or their tests (a package's own tests always may): the
+// ledger's SQL has two owners above it, intent and executor, and the
+// executor's test API stands in for them in other packages' tests.
+var ImportedOnlyBy = map[string][]string{
+	"internal/ledger": {"intent", "executor", "executor/executortest"},
 }
 
 // AllowedInTests lists test imports of a higher layer, importer →

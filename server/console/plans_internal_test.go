@@ -9,10 +9,8 @@ import (
 // The console's statements that look rows up by key keep doing so in the
 // plan a pooled connection caches on new tables. Left out, because they
 // read more than their rows by design (an operator's page, not a hot
-// path; each is bounded and named in queries.go for its owner to index):
-// queueSQL (a tenant's actions in review, all of them, through
-// actions_review_idx), searchReferenceSQL (a tenant's actions, by a
-// reference no index holds), nowActionsSQL, nowAgentSQL and nowWebhookSQL
+// path; each is bounded and named in queries.go for its owner to index;
+// the ledger's reads are checked in internal/ledger): nowAgentSQL and nowWebhookSQL
 // (a tenant's last day), turnsSQL (a tenant's agent turns, by a key inside
 // their tools), modelsInWindowSQL, effectsSQL's lookup by payment
 // reference, and modelCallsSQL (model_calls has no index on source_ref:
@@ -29,8 +27,7 @@ func TestGenericPlansReadWhatTheyName(t *testing.T) {
 			{Name: "sessionPurge", SQL: sessionPurgeSQL},
 			{Name: "sessionDelete", SQL: sessionDeleteSQL},
 			{Name: "auditByKey", SQL: auditByKeySQL},
-			{Name: "searchKey", SQL: searchKeySQL},
-			{Name: "actionByRef", SQL: actionByRefSQL},
+			{Name: "auditLatestLookup", SQL: auditLatestLookupSQL},
 		},
 		// sessionPurge runs after plansOff; the others do not need it.
 		Settings: []string{plansOff},
@@ -41,8 +38,7 @@ func TestGenericPlansReadWhatTheyName(t *testing.T) {
 			{Name: "operatorByToken", SQL: operatorByTokenSQL},
 			{Name: "sessionGet", SQL: sessionGetSQL},
 			{Name: "auditByKey", SQL: auditByKeySQL},
-			{Name: "searchKey", SQL: searchKeySQL},
-			{Name: "actionByRef", SQL: actionByRefSQL},
+			{Name: "auditLatestLookup", SQL: auditLatestLookupSQL},
 		},
 	})
 }
