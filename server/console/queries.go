@@ -45,7 +45,7 @@ const sessionPurgeSQL = `DELETE FROM console_sessions WHERE id_hash IN (
 	SELECT id_hash FROM console_sessions WHERE expires_at <= now() ORDER BY expires_at LIMIT 100)`
 
 // plansOff keeps a statement's transaction off sequential scans and hash
-// and merge joins (the executor's GroupPlans, for the same reason).
+// and merge joins (the executor's plan settings, for the same reason).
 const plansOff = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
 
 const sessionGetSQL = `SELECT s.operator, o.tenants, s.csrf_token, s.expires_at
