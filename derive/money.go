@@ -226,10 +226,22 @@ body:
 			return false, "", "", 0, invalid("not an amount")
 		}
 	}
+	ip, fp, err = splitSeparators(s, version)
+	if err != nil {
+		return false, "", "", 0, err
+	}
+	return neg, ip, fp, 0, nil
+}
+
+// splitSeparators splits the digits and separators of an amount into its
+// integer and fraction digits: with both '.' and ',' the last one is the
+// decimal point; a lone separator is one, unless version 2 finds it
+// ambiguous; one separator repeated groups thousands.
+func splitSeparators(s string, version int) (ip, fp string, err error) {
 	lastDot, lastComma := strings.LastIndexByte(s, '.'), strings.LastIndexByte(s, ',')
 	switch {
 	case lastDot < 0 && lastComma < 0:
-		return neg, s, "", 0, nil
+		return s, "", nil
 	case lastDot >= 0 && lastComma >= 0:
 		// Both separators: the last one is the decimal point.
 		dec, thou := byte('.'), byte(',')
@@ -238,13 +250,13 @@ body:
 			dec, thou, at = ',', '.', lastComma
 		}
 		if strings.IndexByte(s, dec) != at {
-			return false, "", "", 0, invalid("not an amount: decimal separator %q appears twice", dec)
+			return "", "", invalid("not an amount: decimal separator %q appears twice", dec)
 		}
 		ip, ok := ungroup(s[:at], thou)
 		if !ok {
-			return false, "", "", 0, invalid("not an amount: misplaced thousands separator")
+			return "", "", invalid("not an amount: misplaced thousands separator")
 		}
-		return neg, ip, s[at+1:], 0, nil
+		return ip, s[at+1:], nil
 	}
 	sep := byte('.')
 	at := lastDot
@@ -255,16 +267,16 @@ body:
 		// One lone separator: a decimal point, unless (version 2) exactly
 		// three digits follow, when "1.800" may mean 1800 or 1.8.
 		if version >= 2 && len(s)-at-1 == 3 && at >= 1 && at <= 3 && s[0] != '0' {
-			return false, "", "", 0, ambiguous("ambiguous amount: %q followed by three digits may be a thousands or a decimal separator; write it with cents (e.g. 1.800,00)", sep)
+			return "", "", ambiguous("ambiguous amount: %q followed by three digits may be a thousands or a decimal separator; write it with cents (e.g. 1.800,00)", sep)
 		}
-		return neg, s[:at], s[at+1:], 0, nil
+		return s[:at], s[at+1:], nil
 	}
 	// The same separator several times: thousands groups, no cents.
 	ip, ok := ungroup(s, sep)
 	if !ok {
-		return false, "", "", 0, invalid("not an amount: misplaced thousands separator")
+		return "", "", invalid("not an amount: misplaced thousands separator")
 	}
-	return neg, ip, "", 0, nil
+	return ip, "", nil
 }
 
 // ungroup removes thousands separators, insisting on groups of three after a

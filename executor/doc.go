@@ -206,6 +206,18 @@
 // grouped as Execute's are. A pass is two round trips plus the settling,
 // whatever the batch size.
 //
+// # Observer and failpoints
+//
+// What happens inside is reported down the same path the configuration
+// came in, never by wrapping the tools from above or through the context:
+// Config.Observer hears, synchronously, each provider Execute and Lookup
+// (tenant, action, key, attempt, elapsed, error class) and each Execute or
+// ExecuteKey as returned, with whether that call took over an expired lease
+// (the executor knows it; nobody has to infer it). Config.Failpoints is hit
+// at FailActionClaimed and FailProviderAnswered around each provider call,
+// the points the crash tests kill the process at. Both default to no-ops
+// that cost nothing: no allocation, not even a clock read.
+//
 // # The ledger
 //
 // The executor's SQL is not here: every statement on intents and actions

@@ -135,6 +135,8 @@ type Outcome struct {
 	Attempt  int
 	// RetryAfter, for in_flight: when the current lease ends.
 	RetryAfter time.Duration
+	// tookOver: this call took over an expired lease (ExecutionEvent).
+	tookOver bool
 }
 
 // Err maps the outcome to an error: nil when completed, ErrInFlight,
@@ -235,6 +237,12 @@ type Config struct {
 	// one goes out only when half a group (GroupCommit/2 calls) is
 	// waiting. Default 2.
 	GroupCommitConns int
+	// Observer is told of every provider call, lookup and execution (see
+	// Observer). Default NopObserver{}.
+	Observer Observer
+	// Failpoints is hit at FailActionClaimed and FailProviderAnswered
+	// around every provider call. Default: nothing.
+	Failpoints Failpoints
 }
 
 // Validate fills defaults into a copy of c and checks it.
@@ -308,13 +316,19 @@ type Opts struct {
 // with no intent frozen yet, an unknown tool, a database error) or, with a
 // non-nil Outcome, ErrLeaseLost. Check Outcome.Status or Outcome.Err().
 func (e *Executor) Execute(ctx context.Context, call Call, opts *Opts) (*Outcome, error) {
-	return e.execute(ctx, call, opts)
+	start := e.start()
+	out, err := e.execute(ctx, call, opts)
+	e.finished(call.Tenant, call.Action, start, out, err)
+	return out, err
 }
 
 // ExecuteKey executes (or replays) the tenant's already-frozen intent under
 // key. Another tenant's key finds nothing (ErrNotFound).
 func (e *Executor) ExecuteKey(ctx context.Context, tenant, key string, opts *Opts) (*Outcome, error) {
-	return e.executeKey(ctx, tenant, key, opts)
+	start := e.start()
+	out, err := e.executeKey(ctx, tenant, key, opts)
+	e.finished(tenant, "", start, out, err)
+	return out, err
 }
 
 // Action is a stored action row.

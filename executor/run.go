@@ -101,6 +101,7 @@ func (c Config) validate() (Config, error) {
 	if c.Clock == nil {
 		c.Clock = systemClock{}
 	}
+	c.defaultHooks()
 	switch {
 	case c.Lease < 0 || c.Timeout < 0 || c.LeaseMargin < 0 || c.Heartbeat < 0 || c.BackoffBase < 0 || c.BackoffMax < 0 || c.ReconcileInterval < 0 || c.RetryHorizon < 0:
 		return bad("durations must not be negative")
@@ -358,6 +359,7 @@ func (e *Executor) drive(ctx context.Context, tool tools.Tool, in *intent.Intent
 		res, err := e.current(ctx, out)
 		return res, err, false
 	}
+	out.tookOver = true
 	res, err := e.work(ctx, tool, in, attempt, age, prevUncertain(prev, attempt), opts, out)
 	return res, err, false
 }
@@ -401,7 +403,7 @@ func (e *Executor) work(ctx context.Context, tool tools.Tool, in *intent.Intent,
 		var fail *tools.Error
 		called := false
 		if prevMayHaveActed && canLookup {
-			resp, err := e.lookup(ctx, looker, in.Key)
+			resp, err := e.lookup(ctx, looker, h)
 			switch {
 			case err == nil:
 				return e.finish(ctx, h, RowCompleted, resp, nil, out)
@@ -452,7 +454,7 @@ func (e *Executor) work(ctx context.Context, tool tools.Tool, in *intent.Intent,
 		delay := e.backoff(attempt)
 		if e.lastTry(attempt, age, delay) {
 			if mayHaveActed && canLookup {
-				resp, err := e.lookup(ctx, looker, in.Key)
+				resp, err := e.lookup(ctx, looker, h)
 				switch {
 				case err == nil:
 					return e.finish(ctx, h, RowCompleted, resp, nil, out)
@@ -503,15 +505,16 @@ type held struct {
 	relearnable bool
 }
 
-func (e *Executor) lookup(ctx context.Context, l tools.Looker, key string) (resp json.RawMessage, err error) {
+func (e *Executor) lookup(ctx context.Context, l tools.Looker, h held) (resp json.RawMessage, err error) {
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
+	defer e.looked(h, e.start(), &err)
 	defer func() {
 		if r := recover(); r != nil {
 			resp, err = nil, tools.Uncertain("panic", "tool lookup panicked", nil)
 		}
 	}()
-	resp, err = l.Lookup(cctx, key)
+	resp, err = l.Lookup(cctx, h.key)
 	if err == nil && (len(resp) == 0 || !json.Valid(resp)) {
 		resp = json.RawMessage(`null`)
 	}
@@ -531,6 +534,7 @@ func (e *Executor) call(ctx context.Context, tool tools.Tool, in *intent.Intent,
 		go e.heartbeat(hctx, hcancel, done, h)
 		cctx = hctx
 	}
+	defer e.called(h, e.calling(h), &err)
 	defer func() {
 		if r := recover(); r != nil {
 			resp, err = nil, tools.Uncertain("panic", "tool panicked", nil)

@@ -47,6 +47,24 @@
 // listed in Pending with the issue that tracks them; the test fails when an
 // exception is no longer needed, so the list cannot go stale.
 //
+// # Tables and their SQL
+//
+// Each table of the schema has one owning package (Owners in tables.go),
+// which alone holds SQL naming it, unexported; every other package calls
+// the owner's Go API. TestSQLOwnership reads every string literal of the
+// module's non-test code that reads as SQL and fails on a table named
+// outside its owner, and on an exported constant or variable holding SQL.
+// River's tables are reached through River's API.
+//
+// # Sizes
+//
+// No non-test file runs over MaxFileLines lines, and no function of a
+// package a production command links over MaxFuncLines (size.go);
+// TestSizes checks both.
+//
+// SQLPending and SizePending list today's exceptions, each removed by the
+// change that fixes it; like Pending, a stale entry fails the test.
+//
 // # Imports
 //
 // The test imports only the standard library (and runs the go command).

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -15,6 +14,8 @@ import (
 
 type listed struct {
 	ImportPath   string
+	Dir          string
+	GoFiles      []string
 	Imports      []string
 	TestImports  []string
 	XTestImports []string
@@ -24,11 +25,7 @@ type listed struct {
 // goList runs `go list -json` with args from the module's root.
 func goList(t *testing.T, args ...string) []listed {
 	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
+	root := moduleRoot(t)
 	cmd := exec.Command("go", append([]string{"list", "-json"}, args...)...)
 	cmd.Dir = root
 	var stderr bytes.Buffer

@@ -3,13 +3,10 @@ package restarttest
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,49 +27,6 @@ type RuntimeStats struct {
 	HeapKiB    int64 `json:"heap_inuse_kib"`
 }
 
-// SoakConfig is one soak: long-lived serve and workers under a mixed load,
-// with the database crashed every CrashEvery.
-type SoakConfig struct {
-	// Duration of the load; the settle and the verdict come after.
-	Duration time.Duration
-	// CrashEvery: a hard crash of the database (pgembed.Cluster.Crash:
-	// SIGKILL of every process, then crash recovery) this often.
-	CrashEvery time.Duration
-	// Rate: new intents (runs: a conversation, its invoice and message)
-	// per second.
-	Rate float64
-	// StormRate: share of runs whose first message is posted StormSize
-	// times at once (a same-key storm: one message, one intent, one key).
-	StormRate float64
-	StormSize int
-	// RedeliverRate: webhook redeliveries per second of a message
-	// delivered earlier (same message id, as WhatsApp redelivers).
-	RedeliverRate float64
-	// FaultRate: share of charge requests the PSP answers with a fault
-	// (500 before charging, charge then drop, charge then 500, charge then
-	// answer too late), drawn per request.
-	FaultRate float64
-	// Workers and Concurrency: the long-lived workers.
-	Workers     int
-	Concurrency int
-	// DBSynchronousCommit as in Config.
-	DBSynchronousCommit string
-	// SampleEvery: how often the memory and goroutines of serve and the
-	// workers are read; WarmUp: samples before it are not compared.
-	SampleEvery time.Duration
-	WarmUp      time.Duration
-	// SettleTimeout bounds the wait for every run to settle after the load.
-	SettleTimeout time.Duration
-
-	Seed      int64
-	Bin       string
-	Log       io.Writer
-	Templates []Template
-	Timings   Timings
-	// Progress, when set, is called every SampleEvery and at the end.
-	Progress func(SoakProgress)
-}
-
 // SoakProgress is where a soak stands.
 type SoakProgress struct {
 	Phase     string // "load", "settle", "verifying", "done"
@@ -82,136 +36,6 @@ type SoakProgress struct {
 	Crashes   int
 	Settled   int
 	Sample    []Sample // the latest per process
-}
-
-// Sample is one reading of one process.
-type Sample struct {
-	Seconds    float64 `json:"seconds"` // since the load began
-	Process    string  `json:"process"`
-	Pid        int     `json:"pid"`
-	RSSKiB     int64   `json:"rss_kib"`
-	Goroutines int     `json:"goroutines"`
-	HeapKiB    int64   `json:"heap_inuse_kib"`
-}
-
-// Trend compares a process's readings early in the load (after the
-// warm-up) with those at its end.
-type Trend struct {
-	Process string `json:"process"`
-	Pid     int    `json:"pid"`
-	// Early: the median of the readings in the first third after the
-	// warm-up; Late: of the last third; Max over the load.
-	RSSEarlyKiB     int64  `json:"rss_early_kib"`
-	RSSLateKiB      int64  `json:"rss_late_kib"`
-	RSSMaxKiB       int64  `json:"rss_max_kib"`
-	GoroutinesEarly int    `json:"goroutines_early"`
-	GoroutinesLate  int    `json:"goroutines_late"`
-	GoroutinesMax   int    `json:"goroutines_max"`
-	HeapEarlyKiB    int64  `json:"heap_early_kib"`
-	HeapLateKiB     int64  `json:"heap_late_kib"`
-	Samples         int    `json:"samples"`
-	Flat            bool   `json:"flat"`
-	FlatRule        string `json:"flat_rule"`
-}
-
-// SoakReport is the outcome of a soak.
-type SoakReport struct {
-	Pass     bool     `json:"pass"`
-	Verdict  string   `json:"verdict"`
-	Failures []string `json:"failures"`
-	// Load is how long the load actually ran; Total the whole soak.
-	Load  string `json:"load"`
-	Total string `json:"total"`
-	Seed  int64  `json:"seed"`
-	// What the load did.
-	Runs         int    `json:"runs"`
-	Storms       int    `json:"storms"`
-	Redeliveries int    `json:"webhook_redeliveries"`
-	FaultsAsked  int    `json:"psp_faults"`
-	ChargePosts  int    `json:"charge_posts_via_proxies"`
-	Crashes      int    `json:"crashes"`
-	CrashDownMax string `json:"crash_down_max"`
-	// CrashJobsRunning and CrashActionsStarted: River jobs running and
-	// actions started (claimed, not completed) just before each crash,
-	// summed over the crashes: what they hit.
-	CrashJobsRunning    int      `json:"crash_jobs_running"`
-	CrashActionsStarted int      `json:"crash_actions_started"`
-	WorkerRestarts      int      `json:"worker_restarts"`
-	Trends              []Trend  `json:"trends"`
-	Samples             []Sample `json:"samples"`
-	// Restart is the restart test's own verdict over every run of the
-	// soak: one charge per intent, none lost, none stuck, one key.
-	Restart  *Report `json:"report"`
-	Database string  `json:"database"`
-}
-
-func (c *SoakConfig) defaults() {
-	if c.Duration == 0 {
-		c.Duration = 30 * time.Minute
-	}
-	if c.CrashEvery == 0 {
-		c.CrashEvery = 3 * time.Minute
-	}
-	if c.Rate == 0 {
-		c.Rate = 1
-	}
-	if c.StormSize == 0 {
-		c.StormSize = 8
-	}
-	if c.Workers == 0 {
-		c.Workers = 2
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 8
-	}
-	if c.SampleEvery == 0 {
-		c.SampleEvery = 10 * time.Second
-	}
-	if c.WarmUp == 0 {
-		c.WarmUp = min(3*time.Minute, c.Duration/5)
-	}
-	if c.SettleTimeout == 0 {
-		c.SettleTimeout = 5 * time.Minute
-	}
-	if c.Templates == nil {
-		c.Templates = DefaultTemplates()
-	}
-	if c.Timings == (Timings{}) {
-		c.Timings = DefaultTimings()
-	}
-	if c.Log == nil {
-		c.Log = io.Discard
-	}
-}
-
-func (c *SoakConfig) validate() error {
-	switch {
-	case c.Duration < 10*time.Second:
-		return fmt.Errorf("--duration %s: want at least 10s", c.Duration)
-	case c.Rate <= 0 || c.Rate > 50:
-		return fmt.Errorf("--rate %v: want (0, 50] new intents per second", c.Rate)
-	case c.Rate*c.Duration.Seconds() > 99_000:
-		return fmt.Errorf("--rate × --duration: %d runs, want at most 99,000", int(c.Rate*c.Duration.Seconds()))
-	case c.StormRate < 0 || c.StormRate > 1 || c.FaultRate < 0 || c.FaultRate > 1:
-		return errors.New("--storm-rate and --fault-rate: want 0..1")
-	case c.RedeliverRate < 0:
-		return errors.New("--redeliver-rate: want at least 0")
-	case c.Workers < 1 || c.Workers > 16:
-		return fmt.Errorf("--workers %d: want 1..16", c.Workers)
-	case c.Concurrency < 1 || c.Concurrency > 100:
-		return fmt.Errorf("--concurrency %d: want 1..100", c.Concurrency)
-	case c.CrashEvery < 10*time.Second:
-		return fmt.Errorf("--crash-every %s: want at least 10s", c.CrashEvery)
-	}
-	return nil
-}
-
-// soakFault is the soak's one row in the restart test's report.
-var soakFault = Fault{Name: "soak", Description: "long-lived serve and workers under mixed load (new intents, redeliveries, same-key storms, PSP faults), the database crashed every few minutes"}
-
-// soakFaults are the PSP faults the soak's proxies draw from.
-func soakFaults(tm Timings) []string {
-	return []string{"fail-before", "drop-after", "fail-after", pspFault("psp-slow", tm)}
 }
 
 // Soak runs one soak and returns its report. An error means it could not
@@ -522,61 +346,6 @@ load:
 	return rep, nil
 }
 
-// trends compares each process's early and late readings. A process is
-// flat when its late median RSS is within 25% (plus 8 MiB) of its early
-// one and its late median goroutine count within 25% (plus 20).
-func trends(samples []Sample, warmUp, load time.Duration) []Trend {
-	byPid := map[int][]Sample{}
-	var pids []int
-	for _, s := range samples {
-		if _, ok := byPid[s.Pid]; !ok {
-			pids = append(pids, s.Pid)
-		}
-		byPid[s.Pid] = append(byPid[s.Pid], s)
-	}
-	var out []Trend
-	for _, pid := range pids {
-		ss := byPid[pid]
-		var early, late []Sample
-		span := load - warmUp
-		for _, s := range ss {
-			at := time.Duration(s.Seconds * float64(time.Second))
-			switch {
-			case at < warmUp:
-			case at < warmUp+span/3:
-				early = append(early, s)
-			case at >= load-span/3:
-				late = append(late, s)
-			}
-		}
-		if len(early) == 0 || len(late) == 0 {
-			continue
-		}
-		tr := Trend{Process: ss[0].Process, Pid: pid, Samples: len(ss),
-			RSSEarlyKiB: median(early, func(s Sample) int64 { return s.RSSKiB }), RSSLateKiB: median(late, func(s Sample) int64 { return s.RSSKiB }),
-			GoroutinesEarly: int(median(early, func(s Sample) int64 { return int64(s.Goroutines) })), GoroutinesLate: int(median(late, func(s Sample) int64 { return int64(s.Goroutines) })),
-			HeapEarlyKiB: median(early, func(s Sample) int64 { return s.HeapKiB }), HeapLateKiB: median(late, func(s Sample) int64 { return s.HeapKiB }),
-			FlatRule: "late median within 25% + 8 MiB (RSS) and 25% + 20 (goroutines) of the early median"}
-		for _, s := range ss {
-			tr.RSSMaxKiB = max(tr.RSSMaxKiB, s.RSSKiB)
-			tr.GoroutinesMax = max(tr.GoroutinesMax, s.Goroutines)
-		}
-		tr.Flat = float64(tr.RSSLateKiB) <= 1.25*float64(tr.RSSEarlyKiB)+8192 &&
-			float64(tr.GoroutinesLate) <= 1.25*float64(tr.GoroutinesEarly)+20
-		out = append(out, tr)
-	}
-	return out
-}
-
-func median(ss []Sample, f func(Sample) int64) int64 {
-	v := make([]int64, len(ss))
-	for i, s := range ss {
-		v[i] = f(s)
-	}
-	slices.Sort(v)
-	return v[len(v)/2]
-}
-
 // rssKiB reads a process's resident set size from /proc (0 if gone).
 func rssKiB(pid int) int64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
@@ -593,32 +362,4 @@ func rssKiB(pid int) int64 {
 		}
 	}
 	return 0
-}
-
-// WriteTable writes the soak's figures and verdict.
-func (r *SoakReport) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "retrysafe soak: %s of load (%s in all), seed %d\n", r.Load, r.Total, r.Seed)
-	fmt.Fprintf(w, "  database: %s\n", r.Database)
-	fmt.Fprintf(w, "  load: %d intents, %d same-key storms, %d webhook redeliveries, %d PSP faults of %d charge requests through the workers' proxies\n",
-		r.Runs, r.Storms, r.Redeliveries, r.FaultsAsked, r.ChargePosts)
-	fmt.Fprintf(w, "  database crashes: %d (SIGKILL of the postmaster and every backend, then crash recovery; down at most %s); workers restarted: %d\n",
-		r.Crashes, r.CrashDownMax, r.WorkerRestarts)
-	fmt.Fprintf(w, "  in flight just before the crashes, summed: %d River jobs running, %d actions claimed and not completed\n\n", r.CrashJobsRunning, r.CrashActionsStarted)
-	fmt.Fprintln(w, "  process     pid    RSS early → late (max) KiB      goroutines early → late (max)   heap early → late KiB   flat")
-	for _, t := range r.Trends {
-		fmt.Fprintf(w, "  %-10s %6d   %7d → %7d (%7d)        %5d → %5d (%5d)           %7d → %7d        %v\n",
-			t.Process, t.Pid, t.RSSEarlyKiB, t.RSSLateKiB, t.RSSMaxKiB, t.GoroutinesEarly, t.GoroutinesLate, t.GoroutinesMax, t.HeapEarlyKiB, t.HeapLateKiB, t.Flat)
-	}
-	if len(r.Trends) > 0 {
-		fmt.Fprintf(w, "  (%s)\n", r.Trends[0].FlatRule)
-	}
-	fmt.Fprintln(w)
-	if r.Restart != nil {
-		if err := r.Restart.WriteTable(w); err != nil {
-			return err
-		}
-		fmt.Fprintln(w)
-	}
-	_, err := fmt.Fprintln(w, r.Verdict)
-	return err
 }

@@ -359,7 +359,31 @@ func readMessage(tenant, pnid string, raw json.RawMessage, contacts []contact) (
 	if id != m.ID {
 		return ignore(m.Type, "message id missing or longer than 255 bytes")
 	}
-	kind, text := m.Type, ""
+	kind, text, why := messageText(&m)
+	if why != "" {
+		return ignore(kind, why)
+	}
+	if strings.TrimSpace(text) == "" {
+		return ignore(kind, "no text")
+	}
+	in := &agent.Inbound{Tenant: tenant, MessageID: m.ID, PhoneNumberID: pnid, Body: text, Kind: kind, SentAt: unixTime(m.Timestamp),
+		SenderWaID: m.From, SenderUserID: m.FromUserID, GroupID: m.GroupID}
+	if in.SenderUserID == "" && len(contacts) == 1 {
+		// The sender's BSUID is in contacts[] when the message does not
+		// repeat it; only one contact is unambiguous.
+		in.SenderUserID = contacts[0].UserID
+	}
+	if why := identify(in); why != "" {
+		return ignore(kind, why)
+	}
+	return in, nil
+}
+
+// messageText is the text the agent reads in m and the kind it records
+// ("text", "button", "interactive.button_reply", "image" ...), or why the
+// message is ignored.
+func messageText(m *message) (kind, text, ignored string) {
+	kind = m.Type
 	switch m.Type {
 	case "text":
 		if m.Text != nil {
@@ -374,7 +398,7 @@ func readMessage(tenant, pnid string, raw json.RawMessage, contacts []contact) (
 		}
 	case "interactive":
 		if m.Interactive == nil {
-			return ignore(kind, "interactive message without its object")
+			return kind, "", "interactive message without its object"
 		}
 		kind = "interactive." + m.Interactive.Type
 		switch {
@@ -386,7 +410,7 @@ func readMessage(tenant, pnid string, raw json.RawMessage, contacts []contact) (
 				text += "\n" + d
 			}
 		default:
-			return ignore(kind, "interactive reply the agent does not read")
+			return kind, "", "interactive reply the agent does not read"
 		}
 	case "image", "video", "document":
 		var md *media
@@ -399,29 +423,26 @@ func readMessage(tenant, pnid string, raw json.RawMessage, contacts []contact) (
 			md = m.Document
 		}
 		if md == nil || strings.TrimSpace(md.Caption) == "" {
-			return ignore(kind, "media without a caption")
+			return kind, "", "media without a caption"
 		}
 		text = md.Caption
 	default:
-		return ignore(kind, "message type the agent does not read")
+		return kind, "", "message type the agent does not read"
 	}
-	if strings.TrimSpace(text) == "" {
-		return ignore(kind, "no text")
-	}
-	in := &agent.Inbound{Tenant: tenant, MessageID: m.ID, PhoneNumberID: pnid, Body: text, Kind: kind, SentAt: unixTime(m.Timestamp),
-		SenderWaID: m.From, SenderUserID: m.FromUserID, GroupID: m.GroupID}
-	if in.SenderUserID == "" && len(contacts) == 1 {
-		// The sender's BSUID is in contacts[] when the message does not
-		// repeat it; only one contact is unambiguous.
-		in.SenderUserID = contacts[0].UserID
-	}
+	return kind, text, ""
+}
+
+// identify checks the sender's ids and sets the conversation the message
+// belongs to (a group, else the WhatsApp id, else the business-scoped user
+// id), or says why the message is ignored.
+func identify(in *agent.Inbound) (ignored string) {
 	switch {
 	case in.SenderWaID != "" && !isWaID(in.SenderWaID):
-		return ignore(kind, "sender is not a WhatsApp id (8 to 15 digits)")
+		return "sender is not a WhatsApp id (8 to 15 digits)"
 	case in.SenderUserID != "" && !reBSUID.MatchString(in.SenderUserID):
-		return ignore(kind, "sender's user id is not a business-scoped user id")
+		return "sender's user id is not a business-scoped user id"
 	case in.GroupID != "" && (len(in.GroupID) > 128 || strings.ContainsAny(in.GroupID, " \t\n")):
-		return ignore(kind, "malformed group id")
+		return "malformed group id"
 	}
 	switch {
 	case in.GroupID != "":
@@ -431,9 +452,9 @@ func readMessage(tenant, pnid string, raw json.RawMessage, contacts []contact) (
 	case in.SenderUserID != "":
 		in.ConversationID = in.SenderUserID
 	default:
-		return ignore(kind, "no sender (neither from nor from_user_id)")
+		return "no sender (neither from nor from_user_id)"
 	}
-	return in, nil
+	return ""
 }
 
 // reBSUID is a business-scoped user id: an ISO country code, a period and

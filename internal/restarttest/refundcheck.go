@@ -1,0 +1,276 @@
+package restarttest
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/retrysafe/retrysafe/tools/apipix"
+)
+
+// collectRefunds reads what became of every refund and adds it to the
+// verdict. Called after collect.
+func (t *tester) collectRefunds(ctx context.Context, rep *Report) {
+	rc := t.refunds
+	if rc == nil {
+		return
+	}
+	rep.Refunds = rc
+	var fail []string
+	tenant := t.stack.Cfg.Tenant
+	keys := map[string]string{}   // intent_ref → frozen key
+	status := map[string]string{} // intent_ref → action status
+	err := retryQuery(ctx, func() error {
+		rows, err := t.stack.Pool.Query(ctx, `SELECT i.intent_ref, i.idem_key, coalesce(a.status, '') FROM intents i
+			LEFT JOIN actions a ON a.tenant_id = i.tenant_id AND a.idem_key = i.idem_key
+			WHERE i.tenant_id = $1 AND i.action = $2`, tenant, apipix.RefundName)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var ref, key, st string
+			if err := rows.Scan(&ref, &key, &st); err != nil {
+				return err
+			}
+			keys[ref], status[ref] = key, st
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		fail = append(fail, "read the refund intents: "+err.Error())
+	}
+	cobs, err := t.stack.Cobs(ctx)
+	if err != nil {
+		fail = append(fail, "list the PSP's charges: "+err.Error())
+	}
+	refundsOn := map[string]int{} // e2eid → devoluções
+	for _, c := range cobs {
+		for _, p := range c.Pix {
+			refundsOn[p.EndToEndID] += len(p.Devolucoes)
+		}
+	}
+	reqs, err := t.stack.PSPRequests(ctx)
+	if err != nil {
+		fail = append(fail, "read the PSP's request log: "+err.Error())
+	}
+	idsOn := map[string][]string{} // e2eid → ids of its refund requests
+	for _, rq := range reqs {
+		rest, ok := strings.CutPrefix(rq.Path, "/api/pix/")
+		if !ok {
+			continue
+		}
+		if e, _, ok := strings.Cut(rest, "/devolucao/"); ok {
+			idsOn[e] = append(idsOn[e], rq.IdempotencyKey)
+		}
+	}
+	if st, err := t.stack.PixStats(ctx); err == nil {
+		rc.PSPPuts, rc.PSPCreated = st["refund_puts"], st["refunds_created"]
+	} else {
+		fail = append(fail, "read the PSP's counters: "+err.Error())
+	}
+	if msgs, err := t.stack.Messages(ctx); err == nil {
+		for _, m := range msgs {
+			if m.Type == "template" && m.Template == refundNoticeTemplate {
+				rc.Notices++
+			}
+		}
+	}
+
+	rows := map[string]*Row{}
+	for _, name := range RefundPoints {
+		rows[name] = &Row{Scenario: "refund:" + name, Description: refundCrashPoint(name).Description, Charges: map[int]int{}}
+	}
+	for _, k := range rc.Kills {
+		row := rows[strings.TrimPrefix(k.Scenario, "refund:")]
+		row.Kills++
+		row.Hit += k.RunsHit
+		if k.How == "failpoint" || k.How == "proxy" || k.How == "timer" {
+			row.AtPoint++
+		}
+	}
+	t.mu.Lock()
+	for _, r := range t.runs {
+		if r.RefundScenario == "" || r.E2EID == "" {
+			continue
+		}
+		ref := refundRef(r.Invoice)
+		res := RefundResult{Index: r.Index, Scenario: r.RefundScenario, IntentRef: ref, E2EID: r.E2EID, AmountCents: r.RefundCents,
+			FrozenKey: keys[ref], ActionStatus: status[ref], Refunds: refundsOn[r.E2EID], Hits: t.refundHits[r.Index]}
+		ids := map[string]bool{}
+		var why []string
+		if res.FrozenKey == "" {
+			why = append(why, "no frozen refund intent")
+		} else if id, err := apipix.DevolucaoID(res.FrozenKey); err == nil {
+			ids[id] = true
+		}
+		for _, id := range idsOn[r.E2EID] {
+			ids[id] = true
+			res.PSPRequests++
+		}
+		for id := range ids {
+			res.IDs = append(res.IDs, id)
+		}
+		slices.Sort(res.IDs)
+		res.IDsEqual = res.FrozenKey != "" && len(ids) == 1
+		switch {
+		case res.ActionStatus == "started":
+		case res.ActionStatus != "completed":
+			why = append(why, "refund action "+cmp.Or(res.ActionStatus, "missing"))
+		}
+		if res.Refunds == 0 {
+			why = append(why, "no refund at the PSP")
+		}
+		res.Lost = len(why) > 0
+		res.LostWhy = strings.Join(why, "; ")
+		rc.Results = append(rc.Results, res)
+
+		row := rows[r.RefundScenario]
+		row.Runs++
+		row.Messages++
+		if res.IDsEqual {
+			row.KeysEqual++
+		}
+		row.Charges[res.Refunds]++
+		row.Duplicates += max(0, res.Refunds-1)
+		if res.Lost {
+			row.Lost++
+		}
+		if res.ActionStatus == "started" {
+			row.Stuck++
+		}
+		row.PSPRequests += res.PSPRequests
+	}
+	t.mu.Unlock()
+	total := Row{Scenario: "refund total", Charges: map[int]int{}, Covered: true}
+	for _, name := range RefundPoints {
+		row := rows[name]
+		row.Covered = row.Runs == 0 || row.AtPoint > 0
+		rc.Rows = append(rc.Rows, *row)
+		total.Runs += row.Runs
+		total.Messages += row.Messages
+		total.Kills += row.Kills
+		total.AtPoint += row.AtPoint
+		total.Hit += row.Hit
+		total.KeysEqual += row.KeysEqual
+		for n, c := range row.Charges {
+			total.Charges[n] += c
+		}
+		total.Duplicates += row.Duplicates
+		total.Lost += row.Lost
+		total.Stuck += row.Stuck
+		total.PSPRequests += row.PSPRequests
+		if !row.Covered {
+			fail = append(fail, fmt.Sprintf("refund at %s not covered (never reached)", name))
+		}
+	}
+	rc.Total = total
+	if total.Duplicates > 0 {
+		fail = append(fail, fmt.Sprintf("%d duplicate refunds", total.Duplicates))
+	}
+	if total.Lost > 0 {
+		fail = append(fail, fmt.Sprintf("%d lost refunds", total.Lost))
+	}
+	if total.Stuck > 0 {
+		fail = append(fail, fmt.Sprintf("%d refunds left started", total.Stuck))
+	}
+	if total.KeysEqual < total.Runs {
+		fail = append(fail, fmt.Sprintf("%d refunds whose attempts carried different devolução ids", total.Runs-total.KeysEqual))
+	}
+	if rc.PSPCreated != total.Runs {
+		fail = append(fail, fmt.Sprintf("the PSP created %d refunds for %d refund intents", rc.PSPCreated, total.Runs))
+	}
+	if n := rc.SidecarReplay["completed (replayed)"]; n != total.Runs && !t.cfg.Naive {
+		fail = append(fail, fmt.Sprintf("%d of %d refunds asked again through the sidecar answered other than completed (replayed)", total.Runs-n, total.Runs))
+	}
+	if len(fail) == 0 {
+		if rep.Pass {
+			rep.Verdict += fmt.Sprintf("; refunds: %d made exactly once through %d worker kills, one devolução id per refund, 0 lost, 0 stuck", total.Runs, total.Kills)
+		}
+		return
+	}
+	rep.Failures = append(rep.Failures, fail...)
+	if rep.Pass {
+		rep.Pass = false
+		rep.Verdict = "FAIL: " + strings.Join(fail, ", ")
+	} else {
+		rep.Verdict += "; " + strings.Join(fail, ", ")
+	}
+}
+
+// refundNoticeTemplate is the template of a partial refund's notice
+// (webhook's default notifier).
+const refundNoticeTemplate = "reembolso_parcial"
+
+// refundsPlanned reports whether the test asks for refunds at all.
+func (t *tester) refundsPlanned() bool {
+	if !t.apipix() {
+		return false
+	}
+	for _, r := range t.runs {
+		if r.RefundScenario != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// writeTable writes the refunds' rows and figures.
+func (rc *RefundCheck) writeTable(w io.Writer) error {
+	fmt.Fprintf(w, "\n  refunds (a partial pix.refund after the paid charge, its own intent <invoice>:refund:1, asked through serve's sidecar,\n")
+	fmt.Fprintf(w, "  whose first PUT fails before the PSP acts, so that a worker's reconciler settles it): %d planned, %d asked for\n", rc.Planned, rc.Requested)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "refund scenario\trefunds\tkills\tat point\thit\tids equal\trefunds/intent\tlost\tstuck\tPSP requests\t")
+	line := func(row Row) {
+		name := row.Scenario
+		if !row.Covered {
+			name += " (!)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d/%d\t%s\t%d\t%d\t%d\t\n", name, row.Runs, row.Kills, row.AtPoint, row.Hit,
+			row.KeysEqual, row.Runs, chargesCell(row.Charges), row.Lost, row.Stuck, row.PSPRequests)
+	}
+	for _, row := range rc.Rows {
+		line(row)
+	}
+	line(rc.Total)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "  refunds at the PSP: %d PUTs, %d created; sidecar first answers %s, asked again %s; partial-refund notices sent %d\n",
+		rc.PSPPuts, rc.PSPCreated, countsCell(rc.SidecarFirst), countsCell(rc.SidecarReplay), rc.Notices)
+	shown := 0
+	for _, res := range rc.Results {
+		if !res.Lost && res.Refunds == 1 && res.IDsEqual {
+			continue
+		}
+		if shown == 10 {
+			fmt.Fprintln(w, "  ... (every refund is in --json)")
+			break
+		}
+		shown++
+		fmt.Fprintf(w, "  refund of run %d (%s, %s, hit by %d kills, action %s, %d PSP requests): %d refunds, %d ids; %s\n",
+			res.Index, res.Scenario, res.IntentRef, res.Hits, cmp.Or(res.ActionStatus, "none"), res.PSPRequests, res.Refunds, len(res.IDs), res.LostWhy)
+	}
+	return nil
+}
+
+// countsCell writes counts by name: "completed 3, in_flight 20".
+func countsCell(m map[string]int) string {
+	var names []string
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var parts []string
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %d", n, m[n]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
