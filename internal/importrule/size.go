@@ -18,7 +18,6 @@ var SizePending = map[[2]string]string{
 	{"func", "agent/delivery.go:mergeStatus"}:             "issue 19",
 	{"file", "executor/run.go"}:                           "issue 19",
 	{"func", "executor/run.go:Executor.work"}:             "issue 19",
-	{"func", "intent/impl.go:Store.amend"}:                "issue 19",
 	{"func", "internal/cli/amend.go:runAmend"}:            "issue 19",
 	{"func", "internal/cli/inspect.go:runInspect"}:        "issue 19",
 	{"func", "internal/cli/mcp.go:runMCP"}:                "issue 19",
