@@ -16,8 +16,6 @@ var SizePending = map[[2]string]string{
 	{"func", "agent/agent.go:Agent.answer"}:               "issue 19",
 	{"func", "agent/config.go:Config.Validate"}:           "issue 19",
 	{"func", "agent/delivery.go:mergeStatus"}:             "issue 19",
-	{"file", "executor/run.go"}:                           "issue 19",
-	{"func", "executor/run.go:Executor.work"}:             "issue 19",
 	{"func", "internal/cli/amend.go:runAmend"}:            "issue 19",
 	{"func", "internal/cli/inspect.go:runInspect"}:        "issue 19",
 	{"func", "internal/cli/mcp.go:runMCP"}:                "issue 19",
