@@ -186,7 +186,8 @@
 // # Imports
 //
 // webhook imports pgx, River and its pgx driver, intent (freezing the
-// notification), executor and tools (the relay and the default notifier's
-// tool names), derive (classifying freeze errors), internal/failpoint, and
+// notification; the intent behind a charge's key or txid), executor and
+// tools (the relay and the default notifier's tool names; the action whose
+// response names a payment), derive (classifying freeze errors), internal/failpoint, and
 // tools/apipix (the cob action's name) for the Pix callback.
 package webhook

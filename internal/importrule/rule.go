@@ -78,7 +78,10 @@ var Allowed = map[[2]string]string{
 	{"sandbox/apipix", "sandbox/fault"}:          "stand-ins share the fault injector",
 	{"internal/restarttest", "internal/harness"}: "the restart test drives the process harness",
 	{"internal/harness", "agent/agenttest"}:      "the harness starts the sandbox model the agent tests use",
-	{"intent", "internal/ledger"}:                "the intent store keeps its rows in the ledger, which holds their SQL",
+
+	{"intent", "internal/ledger"}:                     "the intent store keeps its rows in the ledger, which holds their SQL",
+	{"internal/harness", "executor/executortest"}:     "the harness reads the ledger's rows through the executor's test API",
+	{"internal/restarttest", "executor/executortest"}: "the restart test's report reads the ledger's rows through the executor's test API",
 }
 
 // ImportedOnlyBy lists packages that only the named packages may import,

@@ -47,6 +47,9 @@ var statements = map[string]string{
 	actionPurge:              "actionPurge",
 	actionLeaseExpireAll:     "actionLeaseExpireAll",
 	actionInsertCompleted:    "actionInsertCompleted",
+	actionListFiltered:       "actionListFiltered",
+	actionCountFiltered:      "actionCountFiltered",
+	intentListWithStatus:     "intentListWithStatus",
 }
 
 // Name returns the name of the ledger's statement whose text is sql (its

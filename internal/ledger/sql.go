@@ -509,3 +509,23 @@ const actionLeaseExpireAll = `UPDATE actions SET lease_until = now() WHERE statu
 // test looks for it.
 const actionInsertCompleted = `INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, response, finished_at)
 VALUES ($1, $2, $3, $4, 'completed', $5, now())`
+
+// actionListFiltered lists the actions that match every filter set (an
+// empty or NULL parameter matches any), oldest first. Unbounded and unindexed beyond the
+// tenant: for tests and the lab's reports, never the engine.
+const actionListFiltered = `SELECT tenant_id, idem_key, intent_ref, action, status, attempt, coalesce(lease_owner, '') FROM actions
+WHERE ($1 = '' OR tenant_id = $1) AND ($2 = '' OR action = $2) AND ($3 = '' OR status = $3)
+	AND ($4::text[] IS NULL OR intent_ref = ANY($4::text[])) AND ($5 = '' OR lease_owner = $5)
+ORDER BY created_at, idem_key`
+
+// actionCountFiltered counts what actionListFiltered lists.
+const actionCountFiltered = `SELECT count(*) FROM actions
+WHERE ($1 = '' OR tenant_id = $1) AND ($2 = '' OR action = $2) AND ($3 = '' OR status = $3)
+	AND ($4::text[] IS NULL OR intent_ref = ANY($4::text[])) AND ($5 = '' OR lease_owner = $5)`
+
+// intentListWithStatus lists a tenant's intents of an action, each with
+// the status of the action under its key (empty for none), oldest first.
+const intentListWithStatus = `SELECT i.intent_ref, i.idem_key, i.payload, i.rules_version, coalesce(a.status, '') FROM intents i
+LEFT JOIN actions a ON a.tenant_id = i.tenant_id AND a.idem_key = i.idem_key
+WHERE i.tenant_id = $1 AND i.action = $2
+ORDER BY i.created_at, i.intent_ref`

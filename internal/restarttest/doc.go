@@ -140,6 +140,7 @@
 // # Imports
 //
 // internal/harness (processes), agent (failpoint names, job kinds), tools,
-// tools/apipix (the txid), pgx. Not sandbox/ (its tests do, to check the
+// tools/apipix (the txid), executor/executortest (what the ledger's tables
+// hold, for the verdict), pgx. Not sandbox/ (its tests do, to check the
 // corpus reads right).
 package restarttest
