@@ -207,6 +207,7 @@ func (e *Executor) intentByKey(ctx context.Context, tenant, key string) (*intent
 type claimUnit struct {
 	x     *intent.Extraction
 	id    ledger.ID
+	row   ledger.NewIntent   // x as the ledger inserts it (see newIntent)
 	fresh *ledger.FreshClaim // queueFresh
 	found *ledger.Found      // queueLookups
 	fz    *ledger.Freeze     // queueOne, queueClaims: the freeze and claim
@@ -219,42 +220,49 @@ type claimUnit struct {
 // inserted the intent without claiming its action (a row already held its
 // key: an amendment's tombstone); the freeze and claim that follow report
 // the intent created.
-func (cu *claimUnit) settle() (fz *ledger.Freeze, c *claim, created bool) {
+func (cu *claimUnit) settle() (fz ledger.Freeze, c *claim, created bool) {
 	switch {
 	case cu.lc != nil:
 		lc := cu.lc
-		return cu.fz, &claim{claimed: lc.Claimed, claimKey: lc.Key, attempt: lc.Attempt, act: actionOf(lc.Action)}, false
+		return *cu.fz, &claim{claimed: lc.Claimed, claimKey: lc.Key, attempt: lc.Attempt, act: actionOf(lc.Action)}, false
 	case cu.fresh != nil:
 		if f := cu.fresh; f.Inserted && f.Attempt > 0 {
-			return &ledger.Freeze{Inserted: true, Intent: f.Intent}, &claim{claimed: true, claimKey: f.Intent.Key, attempt: f.Attempt}, false
+			return ledger.Freeze{Inserted: true, Intent: f.Intent}, &claim{claimed: true, claimKey: f.Intent.Key, attempt: f.Attempt}, false
 		}
-		return nil, nil, cu.fresh.Inserted
+		return fz, nil, cu.fresh.Inserted
 	case cu.found != nil && cu.found.Intent != nil:
 		a := actionOf(cu.found.Action)
 		if a.Failure != nil && a.Failure.Class == intent.SupersededClass {
-			return nil, nil, false // an amendment's tombstone: the write path sorts it out
+			return fz, nil, false // an amendment's tombstone: the write path sorts it out
 		}
-		return &ledger.Freeze{Intent: cu.found.Intent}, &claim{act: a}, false
+		return ledger.Freeze{Intent: cu.found.Intent}, &claim{act: a}, false
 	}
-	return nil, nil, false
+	return fz, nil, false
 }
 
-// newIntent is x's intent as the ledger inserts it; nil when x has a field
-// error (nothing of it can be frozen, but the frozen intent can be found).
-func newIntent(x *intent.Extraction) *ledger.NewIntent {
-	if x.Err != nil {
+// newClaimUnit is the unit of x's freeze and claim.
+func newClaimUnit(x *intent.Extraction) *claimUnit {
+	cu := &claimUnit{x: x, id: ledger.ID{Tenant: x.Tenant, Ref: x.Ref, Action: x.Action}}
+	if x.Err == nil {
+		r := x.Result
+		cu.row = ledger.NewIntent{ID: cu.id, Version: r.Version, Payload: r.Payload, Key: r.Key, SourceRef: x.SourceRef}
+	}
+	return cu
+}
+
+// newIntent is the unit's intent as the ledger inserts it; nil when its
+// extraction has a field error (nothing of it can be frozen, but the
+// frozen intent can be found).
+func (cu *claimUnit) newIntent() *ledger.NewIntent {
+	if cu.x.Err != nil {
 		return nil
 	}
-	r := x.Result
-	return &ledger.NewIntent{
-		ID:      ledger.ID{Tenant: x.Tenant, Ref: x.Ref, Action: x.Action},
-		Version: r.Version, Payload: r.Payload, Key: r.Key, SourceRef: x.SourceRef,
-	}
+	return &cu.row
 }
 
 // queueOne queues the unit's freeze and claim as four statements of its own.
 func (e *Executor) queueOne(b *pgx.Batch, cu *claimUnit) {
-	cu.fz = ledger.QueueFreeze(b, cu.id, newIntent(cu.x))
+	cu.fz = ledger.QueueFreeze(b, cu.id, cu.newIntent())
 	cu.lc = ledger.QueueClaim(b, cu.id, e.cfg.Owner, e.cfg.Lease)
 }
 
@@ -270,7 +278,7 @@ func (e *Executor) queueClaims(b *pgx.Batch, cus []*claimUnit) {
 	}
 	ids, rows := make([]ledger.ID, len(cus)), make([]*ledger.NewIntent, len(cus))
 	for i, cu := range cus {
-		ids[i], rows[i] = cu.id, newIntent(cu.x)
+		ids[i], rows[i] = cu.id, cu.newIntent()
 	}
 	fzs := ledger.QueueFreezeMany(b, ids, rows)
 	lcs := ledger.QueueClaimMany(b, ids, e.cfg.Owner, e.cfg.Lease)
@@ -305,7 +313,7 @@ func claimsBuild(queue func(*pgx.Batch, []*claimUnit)) func(*pgx.Batch, []*unit)
 func (e *Executor) queueFresh(b *pgx.Batch, cus []*claimUnit) {
 	rows := make([]*ledger.NewIntent, len(cus))
 	for i, cu := range cus {
-		rows[i] = newIntent(cu.x)
+		rows[i] = cu.newIntent()
 	}
 	fs := ledger.QueueFreshClaims(b, rows, e.cfg.Owner, e.cfg.Lease)
 	for i, cu := range cus {
@@ -332,10 +340,10 @@ func (e *Executor) queueLookups(b *pgx.Batch, cus []*claimUnit) {
 	}
 }
 
-// completeUnit is one call's share of a completions group.
+// completeUnit is one call's share of a completions group (its Matched
+// says, once the group ran, whether the fence matched).
 type completeUnit struct {
 	ledger.Completion
-	fenced *ledger.Fenced // where the queue function put the result
 }
 
 // buildCompletes returns the completions groups' build: a group of one
@@ -353,10 +361,7 @@ func (e *Executor) buildCompletes(async bool) func(*pgx.Batch, []*unit) {
 			cus[i] = u.data.(*completeUnit)
 			cs[i] = &cus[i].Completion
 		}
-		fs := ledger.QueueCompleteMany(b, cs, e.cfg.Owner, async)
-		for i, cu := range cus {
-			cu.fenced = &fs[i]
-		}
+		ledger.QueueCompleteMany(b, cs, e.cfg.Owner, async)
 	}
 }
 

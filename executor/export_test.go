@@ -45,7 +45,7 @@ func (e *Executor) ClaimAll(ctx context.Context, calls []Call, how ClaimHow) ([]
 		if err != nil {
 			return nil, err
 		}
-		cus[i] = &claimUnit{x: x, id: ledger.ID{Tenant: c.Tenant, Ref: c.Ref, Action: c.Action}}
+		cus[i] = newClaimUnit(x)
 	}
 	lookedUp := make([]bool, len(calls))
 	if how == ClaimGrouped {
@@ -188,7 +188,7 @@ func (e *Executor) CompleteAll(ctx context.Context, cs []CompleteArgs, grouped, 
 	}
 	matched := make([]bool, len(cs))
 	for i, cu := range cus {
-		matched[i] = cu.fenced.Matched
+		matched[i] = cu.Matched
 	}
 	return matched, nil
 }

@@ -52,7 +52,7 @@ func (e *Executor) finish(ctx context.Context, h held, status string, resp json.
 	if err := e.grouped(wctx, g, h.tenant+"\x00"+h.key, queue, cu); err != nil {
 		return nil, fmt.Errorf("executor: complete: %w", err)
 	}
-	if !cu.fenced.Matched {
+	if !cu.Matched {
 		e.cfg.Logger.Warn("executor: lease lost, result dropped",
 			"tenant", h.tenant, "action", h.action, "attempt", h.attempt, "status", status)
 		res, cerr := e.current(ctx, out)
@@ -74,7 +74,7 @@ func (e *Executor) finish(ctx context.Context, h held, status string, resp json.
 // queueComplete queues cu's own completion statement, asynchronous or
 // not (see ledger.QueueComplete).
 func (e *Executor) queueComplete(b *pgx.Batch, async bool, cu *completeUnit) {
-	cu.fenced = ledger.QueueComplete(b, &cu.Completion, e.cfg.Owner, async)
+	ledger.QueueComplete(b, &cu.Completion, e.cfg.Owner, async)
 }
 
 func (e *Executor) logOutcome(o *Outcome, replay bool) {

@@ -274,9 +274,10 @@ func TestCompletionCommit(t *testing.T) {
 	}
 	b := &pgx.Batch{}
 	resp := `{}`
-	f := ledger.QueueComplete(b, &ledger.Completion{Tenant: "t1", Key: key, Attempt: int32(attempt), Status: executor.RowCompleted, Response: &resp}, "again", true)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil || !f.Matched {
-		t.Fatal(f, err)
+	c := &ledger.Completion{Tenant: "t1", Key: key, Attempt: int32(attempt), Status: executor.RowCompleted, Response: &resp}
+	ledger.QueueComplete(b, c, "again", true)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil || !c.Matched {
+		t.Fatal(c, err)
 	}
 	var inTx string
 	if err := tx.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&inTx); err != nil || inTx != "off" {

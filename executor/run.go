@@ -75,7 +75,7 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 	}
 	order := call.Tenant + "\x00" + call.Ref + "\x00" + call.Action
 	for i := range maxRaces {
-		cu := &claimUnit{x: x, id: ledger.ID{Tenant: call.Tenant, Ref: call.Ref, Action: call.Action}}
+		cu := newClaimUnit(x)
 		switch {
 		case i > 0: // racing an amendment: the full freeze and claim
 		case e.claims.readOnly.Load():

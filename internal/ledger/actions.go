@@ -23,40 +23,41 @@ func (f *Fenced) exec(ct pgconn.CommandTag) error {
 
 // Completion is one fenced completion: the outcome owner's attempt
 // recorded for the tenant's key. Response and Error are JSON, nil for
-// NULL.
+// NULL. The queue functions write Fenced, the result, once the batch ran
+// (the caller's own struct: a completion allocates nothing more).
 type Completion struct {
 	Tenant, Key     string
 	Attempt         int32
 	Status          string // completed, failed or review
 	Response, Error *string
+	Fenced
 }
 
 // QueueComplete queues c's completion by owner. async commits it without
 // waiting for its WAL flush (actionCompleteAsync): only for an outcome the
 // provider can tell again by the key.
-func QueueComplete(b *pgx.Batch, c *Completion, owner string, async bool) *Fenced {
+func QueueComplete(b *pgx.Batch, c *Completion, owner string, async bool) {
 	query := actionComplete
 	if async {
 		query = actionCompleteAsync
 	}
-	f := &Fenced{}
-	b.Queue(query, c.Tenant, c.Key, owner, c.Attempt, c.Status, c.Response, c.Error).Exec(f.exec)
-	return f
+	c.Matched = false
+	b.Queue(query, c.Tenant, c.Key, owner, c.Attempt, c.Status, c.Response, c.Error).Exec(c.exec)
 }
 
 // QueueCompleteMany is QueueComplete for a group, as one statement over
 // arrays (actionCompleteMany, or its async variant).
-func QueueCompleteMany(b *pgx.Batch, cs []*Completion, owner string, async bool) []Fenced {
+func QueueCompleteMany(b *pgx.Batch, cs []*Completion, owner string, async bool) {
 	many := actionCompleteMany
 	if async {
 		many = actionCompleteManyAsync
 	}
 	n := len(cs)
-	fs := make([]Fenced, n)
 	ts, ks, ss := make([]string, n), make([]string, n), make([]string, n)
 	ats := make([]int32, n)
 	resps, fails := make([]*string, n), make([]*string, n)
 	for i, c := range cs {
+		c.Matched = false
 		ts[i], ks[i], ats[i], ss[i], resps[i], fails[i] = c.Tenant, c.Key, c.Attempt, c.Status, c.Response, c.Error
 	}
 	b.Queue(many, ts, ks, ats, ss, resps, fails, owner).Query(func(rows pgx.Rows) error {
@@ -72,12 +73,11 @@ func QueueCompleteMany(b *pgx.Batch, cs []*Completion, owner string, async bool)
 			if pos < 1 || pos > int64(n) {
 				return fmt.Errorf("ledger: completion position %d out of range", pos)
 			}
-			fs[pos-1].Matched = true
+			cs[pos-1].Matched = true
 			return nil
 		})
 		return err
 	})
-	return fs
 }
 
 // QueueRelease queues the release of owner's lease at attempt after a

@@ -101,9 +101,10 @@ type Claim struct {
 	Claimed bool   // this claim inserted the started row
 	Key     string // the key it claimed, read from intents in the statement
 	Attempt int    // the attempt it claimed
-	Action  *Action
 	// Action is the action read back under the intent's current key after
 	// the claim: nil when none.
+	Action *Action
+	row    Action // where Action points
 }
 
 // QueueClaim queues the claim of id's action under its intent's frozen key
@@ -118,9 +119,11 @@ func QueueClaim(b *pgx.Batch, id ID, owner string, lease time.Duration) *Claim {
 		return noRow(err)
 	})
 	b.Queue(actionGetForIntent, id.Tenant, id.Ref, id.Action).QueryRow(func(row pgx.Row) error {
-		a, err := scanAction(row)
-		c.Action = a
-		return noRow(err)
+		if err := scanActionInto(row, &c.row); err != nil {
+			return noRow(err)
+		}
+		c.Action = &c.row
+		return nil
 	})
 	return c
 }
@@ -253,11 +256,9 @@ func QueueLookups(b *pgx.Batch, ids []ID) []Found {
 	}
 	q.Query(func(rows pgx.Rows) error {
 		for rows.Next() {
-			var (
-				pos int64
-				a   *Action
-			)
-			in, err := scanIntent(intentThenAction{rows, &a}, &pos)
+			var pos int64
+			a := &Action{}
+			in, err := scanIntent(intentThenAction{rows, a}, &pos)
 			if err != nil {
 				return err
 			}

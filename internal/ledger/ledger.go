@@ -124,14 +124,23 @@ func scanIntent(row pgx.Row, lead ...any) (*Intent, error) {
 // scanAction scans an action row; lead are destinations for columns the
 // query puts before actionColumns (a position, an intent's columns).
 func scanAction(row pgx.Row, lead ...any) (*Action, error) {
+	var a Action
+	if err := scanActionInto(row, &a, lead...); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// scanActionInto is scanAction into a, for a result that holds its row
+// (an Action pointer into its own struct, not one more allocation).
+func scanActionInto(row pgx.Row, a *Action, lead ...any) error {
 	var (
-		a          Action
 		left       float64
 		resp, fail []byte
 	)
 	if err := row.Scan(append(lead, &a.Tenant, &a.Key, &a.Ref, &a.Action, &a.Status, &a.Attempt, &a.LeaseOwner, &a.LeaseUntil,
 		&a.Expired, &left, &resp, &fail, &a.CreatedAt, &a.UpdatedAt, &a.FinishedAt)...); err != nil {
-		return nil, err
+		return err
 	}
 	a.LeaseLeft = seconds(left)
 	if len(resp) > 0 {
@@ -140,7 +149,7 @@ func scanAction(row pgx.Row, lead ...any) (*Action, error) {
 	if len(fail) > 0 {
 		a.Error = json.RawMessage(fail)
 	}
-	return &a, nil
+	return nil
 }
 
 // intentThenAction lets scanIntent and scanAction read one row whose
@@ -148,14 +157,10 @@ func scanAction(row pgx.Row, lead ...any) (*Action, error) {
 // destinations to Scan, which appends the action's.
 type intentThenAction struct {
 	row pgx.Row
-	a   **Action
+	a   *Action
 }
 
-func (r intentThenAction) Scan(dest ...any) error {
-	a, err := scanAction(r.row, dest...)
-	*r.a = a
-	return err
-}
+func (r intentThenAction) Scan(dest ...any) error { return scanActionInto(r.row, r.a, dest...) }
 
 func decodePayload(raw []byte) (derive.Payload, error) {
 	var m map[string]string
