@@ -151,7 +151,7 @@ type Config struct {
 	// Required.
 	Intents *intent.Store
 	// Executor runs tools; its ToolSource must find the same tools
-	// (typically WithFailpoints(Tools, ...)). Required.
+	// (typically Tools itself). Required.
 	Executor *executor.Executor
 	// Queue inserts the reply (outbox) jobs. Required.
 	Queue Inserter

@@ -112,13 +112,15 @@
 //
 // For crash tests, Config.Failpoint (default failpoint.Hit, armed by
 // RETRYSAFE_FAILPOINTS) is called at: FailModelAnswered, FailIntentFrozen,
-// FailActionClaimed and FailProviderAnswered (from the tool wrapper that
-// WithFailpoints installs into the executor's ToolSource, each also with
-// ".<action>" appended), FailActionCompleted, FailTurnRecorded,
-// FailInboxBeforeAck and FailReplyBeforeAck. FailNaiveRandomKey is no crash
-// point: armed, it makes that tool wrapper send a random key on every
-// provider call, the broken control of `retrysafe restart-test --naive`
-// (naive.go).
+// FailActionCompleted, FailTurnRecorded, FailInboxBeforeAck and
+// FailReplyBeforeAck. FailActionClaimed and FailProviderAnswered are the
+// executor's own points (executor.FailActionClaimed and
+// executor.FailProviderAnswered, each also with ".<action>" appended), hit
+// on the executor's Config.Failpoints around each provider call: the
+// worker passes failpoint.Hit there too. FailNaiveRandomKey is no crash
+// point: armed, the worker hands the executor its tools through NaiveKeys,
+// which send a random key on every provider call, the broken control of
+// `retrysafe restart-test --naive` (naive.go).
 //
 // # Logs
 //

@@ -120,7 +120,7 @@ func newHarnessWith(t *testing.T, mode agent.JournalMode, ep endpoints) *harness
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.ex, err = executor.New(executor.Config{DB: pool, Intents: store, Tools: agent.WithFailpoints(h.reg, h.crash.Hit), Logger: log}); err != nil {
+	if h.ex, err = executor.New(executor.Config{DB: pool, Intents: store, Tools: h.reg, Failpoints: executor.FailpointFunc(h.crash.Hit), Logger: log}); err != nil {
 		t.Fatal(err)
 	}
 	if h.queue, err = agent.NewInserter(pool, schema); err != nil {

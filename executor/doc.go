@@ -227,13 +227,13 @@
 // grouper). The intent store contributes the Extraction and, once a batch
 // has run, the FreezeResult (intent.Store.Outcome); the ledger's rows come
 // back as the ledger's types, converted here. For the edges, the executor
-// exports reads of the actions table (CountReview, ListReview, ListByRef,
-// ListByReference, CountRecent, RefByPayment) so that nothing above it
+// exports reads of the actions table (CountReview, ListReview, ListByKey,
+// ListByRef, ListByReference, CountRecent, RefByPayment) so that nothing above it
 // holds SQL on these tables; executor/executortest is the test API that
 // stands in for time and earlier runs in other packages' tests.
 //
 // # Imports
 //
 // executor imports intent, internal/ledger, tools (the Tool interface and
-// error classes only) and pgx.
+// error classes only), internal/backoff (the pause before a retry) and pgx.
 package executor

@@ -73,6 +73,19 @@ func summaries(ls []ledger.Listed, err error) ([]Summary, error) {
 	return out, nil
 }
 
+// ListByKey returns the tenant's action under key, current or amended away
+// (an amendment's tombstone keeps the intent_ref), or nothing.
+func ListByKey(ctx context.Context, db DBTX, tenant, key string) ([]Summary, error) {
+	a, err := ledger.ActionGet(ctx, db, tenant, key)
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("executor: search: %w", err)
+	}
+	return []Summary{{Ref: a.Ref, Action: a.Action, Key: a.Key, Status: a.Status, CreatedAt: a.CreatedAt}}, nil
+}
+
 // ListByRef returns the tenant's intents under ref, one per action, each
 // with the status of the action under its current key, by action;
 // CreatedAt is the intent's.

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/backoff"
 	"github.com/retrysafe/retrysafe/internal/ledger"
 	"github.com/retrysafe/retrysafe/tools"
 )
@@ -30,18 +30,7 @@ func writeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 // capped, with the upper half random so that callers that failed together do
 // not come back together.
 func (e *Executor) backoff(n int) time.Duration {
-	d := e.cfg.BackoffBase
-	for i := 1; i < n && d < e.cfg.BackoffMax; i++ {
-		d *= 2
-	}
-	if d > e.cfg.BackoffMax {
-		d = e.cfg.BackoffMax
-	}
-	half := d / 2
-	if half <= 0 {
-		return d
-	}
-	return half + time.Duration(mrand.Int64N(int64(half)+1))
+	return backoff.UpperHalf(backoff.Exponential(e.cfg.BackoffBase, e.cfg.BackoffMax, n))
 }
 
 // claim is what the freeze+claim batch found.

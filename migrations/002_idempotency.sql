@@ -1,4 +1,5 @@
--- Idempotency-Key records of the server middleware (server/idempotency).
+-- Idempotency-Key records of the middleware (package idempotency, which
+-- alone reads and writes this table).
 --
 -- One row per (tenant, operation, key). The primary key is what decides a
 -- race between duplicates: the middleware inserts, never selects first.

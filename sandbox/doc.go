@@ -9,6 +9,6 @@
 //     Idempotency-Key (`retrysafe sandbox whatsapp`).
 //   - sandbox/fault: fault injection shared by every sandbox service.
 //
-// Sandbox packages may import the server's middleware (server/idempotency),
-// the migrations and pgx; nothing but cmd/ and tests imports them.
+// Sandbox packages may import the Idempotency-Key middleware (package
+// idempotency), the migrations and pgx; nothing but cmd/ and tests imports them.
 package sandbox

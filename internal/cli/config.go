@@ -177,13 +177,12 @@ type toolRuntime struct {
 	Metrics  *metrics.Metrics
 }
 
-// build assembles the executor on db. The executor sees the tools through
-// the metrics wrapper, so provider calls are timed.
-//
-// wrap, when not nil, wraps the tools once more, outside the metrics (the
-// worker's failpoints). Every command that executes tools builds its
-// executor here, so that every executor flag reaches every one of them.
-func (f *runtimeFlags) build(db executor.DBTX, reg *tools.Registry, m *metrics.Metrics, log *slog.Logger, wrap func(executor.ToolSource) executor.ToolSource) (*toolRuntime, error) {
+// build assembles the executor on db, with m as its Observer, so that its
+// provider calls and executions are measured. Every command that executes
+// tools builds its executor here, so that every executor flag reaches every
+// one of them; hook, when not nil, adjusts the configuration last (the
+// worker's failpoints).
+func (f *runtimeFlags) build(db executor.DBTX, reg *tools.Registry, m *metrics.Metrics, log *slog.Logger, hook func(*executor.Config)) (*toolRuntime, error) {
 	d, err := reg.Deriver([]byte(f.hmacKey))
 	if err != nil {
 		return nil, fmt.Errorf("RETRYSAFE_HMAC_KEY / tool schemas: %w", err)
@@ -192,14 +191,11 @@ func (f *runtimeFlags) build(db executor.DBTX, reg *tools.Registry, m *metrics.M
 	if err != nil {
 		return nil, err
 	}
-	src := m.InstrumentTools(reg)
-	if wrap != nil {
-		src = wrap(src)
-	}
-	ex, err := executor.New(executor.Config{
+	cfg := executor.Config{
 		DB:                db,
 		Intents:           store,
-		Tools:             src,
+		Tools:             reg,
+		Observer:          m,
 		Owner:             f.owner,
 		Lease:             f.lease,
 		Timeout:           f.timeout,
@@ -213,7 +209,11 @@ func (f *runtimeFlags) build(db executor.DBTX, reg *tools.Registry, m *metrics.M
 		SyncCompletion:    f.syncCompletion,
 		GroupCommit:       f.groupCommit,
 		GroupCommitConns:  f.groupCommitConns,
-	})
+	}
+	if hook != nil {
+		hook(&cfg)
+	}
+	ex, err := executor.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("executor settings (--lease, --timeout, --heartbeat, --max-attempts, --retry-horizon, --backoff-max, --group-commit, --group-commit-conns): %w", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/server/mcpserver"
+	"github.com/retrysafe/retrysafe/tools"
 )
 
 // --help, and the settings checked before any database is opened.
@@ -432,11 +433,7 @@ func mcpCharge(amount any, cpf string) map[string]any {
 }
 
 func mcpParams(ref string, args map[string]any) *mcp.CallToolParams {
-	p := &mcp.CallToolParams{Name: "pix_charge", Arguments: args}
-	if ref != "" {
-		p.Meta = mcp.Meta{mcpserver.MetaIntentRef: ref}
-	}
-	return p
+	return mcpserver.CallParams(tools.PixChargeName, ref, args)
 }
 
 func mcpCall(t *testing.T, cs *mcp.ClientSession, ref string, args map[string]any) mcpserver.Result {

@@ -286,10 +286,14 @@ func providerClient() *http.Client {
 }
 
 // workerRuntime is the worker's executor: the shared builder's, with the
-// crash tests' failpoints around the tools (they do nothing unless
-// RETRYSAFE_FAILPOINTS names them).
+// crash tests' failpoints (they do nothing unless RETRYSAFE_FAILPOINTS
+// names them) and, only when the restart test arms it, the broken control's
+// random keys (agent.NaiveKeys).
 func (f *runtimeFlags) workerRuntime(db executor.DBTX, reg *tools.Registry, log *slog.Logger) (*toolRuntime, error) {
-	return f.build(db, reg, metrics.New(), log, func(src executor.ToolSource) executor.ToolSource {
-		return agent.WithFailpoints(src, failpoint.Hit)
+	return f.build(db, reg, metrics.New(), log, func(c *executor.Config) {
+		c.Failpoints = executor.FailpointFunc(failpoint.Hit)
+		if failpoint.Armed(agent.FailNaiveRandomKey) {
+			c.Tools = agent.NaiveKeys(c.Tools)
+		}
 	})
 }

@@ -8,19 +8,20 @@
 // Packages sit in layers, and a package imports only packages of lower
 // layers (plus the standard library and its third-party dependencies):
 //
-//	0 leaves      derive, migrations, internal/failpoint, internal/riverretry,
-//	              internal/pgembed, internal/strictjson
+//	0 leaves      derive, migrations, internal/failpoint, internal/pgembed,
+//	              internal/strictjson, internal/problem, internal/backoff
 //	1 adapters    tools and tools/* (provider clients), internal/dbconf,
-//	              internal/riverschema, internal/tokens, server/idempotency
+//	              internal/riverretry, internal/riverschema, internal/tokens,
+//	              idempotency
 //	2 ledger      internal/ledger (the SQL of intents, intent_revisions and
 //	              actions), intent
 //	3 engine      executor
 //	4 edges       agent, webhook, server/* (sidecar, metrics, whatsapp, mcp,
-//	              console)
+//	              console, internal/edge: what the sidecar and mcp share)
 //	5 lab         sandbox/* (stand-ins of providers, their fault injector), internal/harness,
 //	              internal/restarttest, agent/agenttest, executor/executortest, tools/toolstest,
 //	              internal/pgtest, internal/testutil, internal/problemdocs,
-//	              internal/pixspec (test machinery)
+//	              internal/pixspec, server/internal/edgetest (test machinery)
 //	6 commands    internal/cli (the engine's commands and the shared flags)
 //	7 lab cmds    internal/labcli (demo, sandbox, restart-test, soak)
 //	8 binaries    cmd/retrysafe (the engine's commands only) and

@@ -16,18 +16,20 @@ var layers = map[string]int{
 	"derive/*":            0,
 	"migrations":          0,
 	"internal/failpoint":  0,
-	"internal/riverretry": 0,
 	"internal/pgembed":    0,
 	"internal/strictjson": 0,
 	"internal/importrule": 0,
+	"internal/problem":    0,
+	"internal/backoff":    0,
 	"sandbox":             0, // doc.go only
 
 	"tools":                1,
 	"tools/*":              1,
 	"internal/dbconf":      1,
+	"internal/riverretry":  1,
 	"internal/riverschema": 1,
 	"internal/tokens":      1,
-	"server/idempotency":   1,
+	"idempotency":          1,
 
 	"internal/ledger": 2,
 	"intent":          2,
@@ -40,6 +42,8 @@ var layers = map[string]int{
 	"webhook/*": 4,
 	"server/*":  4,
 
+	"server/internal/edge": 4, // what the sidecar and the MCP server share
+
 	"sandbox/*":            5,
 	"internal/harness":     5,
 	"internal/restarttest": 5,
@@ -50,7 +54,8 @@ var layers = map[string]int{
 	"internal/problemdocs": 5,
 	"internal/pixspec":     5,
 
-	"executor/executortest": 5, // the executor's test API
+	"executor/executortest":    5, // the executor's test API
+	"server/internal/edgetest": 5, // the engine behind the edges' tests
 
 	"internal/cli": 6,
 
@@ -67,8 +72,13 @@ const LabLayer = 5
 // Allowed lists imports inside one layer, importer → imported, each with
 // why it is not a layering problem.
 var Allowed = map[[2]string]string{
-	{"server/mcpserver", "server/metrics"}:       "the MCP server records the sidecar's outcome metrics",
-	{"server/sidecar", "server/metrics"}:         "the sidecar records its outcomes in the metrics it serves",
+	{"sandbox/psp", "sandbox/internal/standin"}:      "stand-ins' request logs share the status recorder",
+	{"sandbox/apipix", "sandbox/internal/standin"}:   "stand-ins' request logs share the status recorder",
+	{"sandbox/model", "sandbox/internal/standin"}:    "stand-ins answer JSON and their health check alike",
+	{"sandbox/whatsapp", "sandbox/internal/standin"}: "stand-ins answer JSON and their health check alike",
+
+	{"server/mcpserver", "server/metrics"}:       "the MCP server counts the calls it answers without an outcome (invalid, error)",
+	{"server/sidecar", "server/metrics"}:         "the sidecar serves the metrics and counts the requests it answers without an outcome",
 	{"server/whatsapp", "agent"}:                 "the WhatsApp webhook enqueues the agent's inbox jobs",
 	{"tools/apipix", "tools"}:                    "a provider client implements the Tool interface",
 	{"tools/stripe", "tools"}:                    "a provider client implements the Tool interface",
@@ -78,6 +88,12 @@ var Allowed = map[[2]string]string{
 	{"sandbox/apipix", "sandbox/fault"}:          "stand-ins share the fault injector",
 	{"internal/restarttest", "internal/harness"}: "the restart test drives the process harness",
 	{"internal/harness", "agent/agenttest"}:      "the harness starts the sandbox model the agent tests use",
+
+	{"server/sidecar", "server/internal/edge"}:        "the sidecar answers a tool call with the pieces it shares with the MCP server",
+	{"server/mcpserver", "server/internal/edge"}:      "the MCP server answers a tool call with the pieces it shares with the sidecar",
+	{"server/internal/edgetest", "internal/pgtest"}:   "the edges' test engine runs on a schema of its own",
+	{"server/internal/edgetest", "tools/toolstest"}:   "the edges' test engine calls the fake PSP",
+	{"server/internal/edgetest", "internal/testutil"}: "the edges' test engine keeps its logs in a locked buffer",
 
 	{"intent", "internal/ledger"}:                     "the intent store keeps its rows in the ledger, which holds their SQL",
 	{"internal/harness", "executor/executortest"}:     "the harness reads the ledger's rows through the executor's test API",

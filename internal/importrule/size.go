@@ -24,8 +24,5 @@ var SizePending = map[[2]string]string{
 	{"func", "internal/cli/serve.go:runServe"}:            "issue 19",
 	{"func", "internal/cli/tokens.go:runTokensMeasure"}:   "issue 19",
 	{"func", "internal/cli/worker.go:runWorker"}:          "issue 19",
-	{"file", "sandbox/apipix/server.go"}:                  "issue 19",
-	{"file", "server/console/pages.go"}:                   "issue 19",
 	{"func", "server/console/pages.go:Handler.loadStory"}: "issue 19",
-	{"func", "server/mcpserver/call.go:Server.run"}:       "issue 19",
 }

@@ -24,7 +24,7 @@ var Owners = map[string]string{
 	"processed_effects":     "webhook",
 	"stale_events":          "webhook",
 
-	"idempotency_requests": "server/idempotency",
+	"idempotency_requests": "idempotency",
 
 	"console_operators": "server/console",
 	"console_sessions":  "server/console",

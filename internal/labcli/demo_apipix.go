@@ -1,14 +1,8 @@
 package labcli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"sync"
 	"time"
 
 	"github.com/retrysafe/retrysafe/internal/cli"
@@ -62,76 +56,73 @@ func runDemoAPIPix(ctx context.Context, e *cli.Env, cfg harness.StackConfig, asJ
 	rep.Schema = st.Cfg.Schema
 	say("1. Started: the sandbox PSP speaking API Pix %s (OAuth2 client credentials), the", st.PSP.Ready)
 	say("   model %s, WhatsApp %s, and the server %s with the Pix callback.", st.Model.Ready, st.WhatsApp.Ready, st.Server.Ready)
-	if err := st.SeedConversation(ctx, demoWaID, demoCustomer, demoInvoice, demoDueCents); err != nil {
+
+	fi, err := demoAPIPixCrash(ctx, st, rep, say)
+	if err != nil {
 		return err
+	}
+	if err := demoAPIPixRecover(ctx, st, rep, say); err != nil {
+		return err
+	}
+	if err := demoAPIPixPay(ctx, st, rep, fi, say); err != nil {
+		return err
+	}
+	// Let a late duplicate (there should be none) show up before counting.
+	time.Sleep(time.Second)
+	if err := demoAPIPixRead(ctx, st, rep); err != nil {
+		return err
+	}
+	return demoAPIPixResult(e, rep, fi, asJSON, say)
+}
+
+// demoAPIPixCrash seeds the conversation, delivers the message twice with
+// worker #1 armed, and waits for it to die after the PSP created the cob.
+func demoAPIPixCrash(ctx context.Context, st *harness.Stack, rep *apipixReport, say func(string, ...any)) (*harness.FrozenIntent, error) {
+	if err := st.SeedConversation(ctx, demoWaID, demoCustomer, demoInvoice, demoDueCents); err != nil {
+		return nil, err
 	}
 	say("2. Customer %s owes invoice %s, R$ 180,00; the invoice is the intent reference.", demoCustomer, demoInvoice)
 	w1, err := st.StartWorker(ctx, "worker-1", "RETRYSAFE_FAILPOINTS="+demoAPIPixCrashPoint)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	say("3. Worker #1 started, armed to kill itself at %q.", demoAPIPixCrashPoint)
-	statuses := make([]int, 2)
-	var wg sync.WaitGroup
-	var derr error
-	for i := range statuses {
-		wg.Go(func() {
-			var err error
-			statuses[i], err = st.Deliver(ctx, demoMsgID, demoWaID, demoMessage)
-			if err != nil {
-				derr = err
-			}
-		})
-	}
-	wg.Wait()
-	if derr != nil {
-		return derr
+	statuses, err := deliverTwice(ctx, st)
+	if err != nil {
+		return nil, err
 	}
 	rep.Deliveries = append(rep.Deliveries, statuses...)
 	say("4. The customer writes %q; WhatsApp delivers it twice: HTTP %d and %d.", demoMessage, statuses[0], statuses[1])
-	select {
-	case <-w1.Done():
-	case <-time.After(90 * time.Second):
-		return errors.New("demo: worker #1 did not reach its crash point within 90s")
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := awaitCrash(ctx, w1); err != nil {
+		return nil, err
 	}
 	fi, err := st.Intent(ctx, demoInvoice, apipix.CobName)
 	if err != nil || fi == nil {
-		return fmt.Errorf("demo: no frozen intent after the crash (%v)", err)
+		return nil, fmt.Errorf("demo: no frozen intent after the crash (%v)", err)
 	}
 	rep.Intent, rep.Key = fi.Payload, fi.Key
 	if rep.TxID, err = apipix.TxID(fi.Key); err != nil {
-		return err
+		return nil, err
 	}
 	cobs, err := st.Cobs(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	say("5. Worker #1 froze %s and PUT /cob/%s (charges at the PSP: %d),", mustJSON(fi.Payload), rep.TxID, len(cobs))
 	say("   then was killed with SIGKILL before recording it. txid = the key's first 35 hex digits.")
-	st2, err := st.Deliver(ctx, demoMsgID, demoWaID, demoMessage)
+	return fi, nil
+}
+
+// demoAPIPixRecover redelivers the message once more and lets worker #2
+// find the cob by txid once the queue rescues the job.
+func demoAPIPixRecover(ctx context.Context, st *harness.Stack, rep *apipixReport, say func(string, ...any)) error {
+	st2, began, err := redeliverOnce(ctx, st)
 	if err != nil {
 		return err
 	}
 	rep.Deliveries = append(rep.Deliveries, st2)
-	began := time.Now()
-	if _, err := st.StartWorker(ctx, "worker-2"); err != nil {
-		return err
-	}
 	say("6. Redelivered once more (HTTP %d); worker #2 started, waiting for the queue to rescue the job...", st2)
-	err = harness.WaitFor(ctx, 150*time.Second, func() (bool, error) {
-		replies, err := st.Replies(ctx)
-		if err != nil {
-			return false, err
-		}
-		acts, err := st.Actions(ctx, apipix.CobName)
-		if err != nil {
-			return false, err
-		}
-		return len(replies) > 0 && len(acts) > 0 && acts[0].Status != "started", nil
-	})
-	if err != nil {
+	if err := awaitSettled(ctx, st, apipix.CobName, 0); err != nil {
 		return fmt.Errorf("demo: the conversation did not settle: %w\nserver log:\n%s", err, lastWorkerTail(st))
 	}
 	rep.RecoverySecs = time.Since(began).Seconds()
@@ -141,27 +132,20 @@ func runDemoAPIPix(ctx context.Context, e *cli.Env, cfg harness.StackConfig, asJ
 	}
 	say("7. Worker #2 took the lease over, asked the PSP by txid (GET /cob/%s) and found the", rep.TxID)
 	say("   charge instead of creating another (%.0fs; the PSP saw PUTs %d, reads %d).", rep.RecoverySecs, ps["cob_puts"], ps["cob_reads"])
+	return nil
+}
 
+// demoAPIPixPay pays the cob, redelivers its Pix callback, asks the
+// sidecar for the charge again, and refunds part of it twice.
+func demoAPIPixPay(ctx context.Context, st *harness.Stack, rep *apipixReport, fi *harness.FrozenIntent, say func(string, ...any)) error {
 	if err := st.Pay(ctx, rep.TxID); err != nil {
 		return err
 	}
 	say("8. The customer pays the Pix; the PSP calls POST /webhooks/pix/sandbox/pix.")
-	waitTemplates := func(n int) error {
-		return harness.WaitFor(ctx, 60*time.Second, func() (bool, error) {
-			ms, err := st.Messages(ctx)
-			var tpl int
-			for _, m := range ms {
-				if m.Type == "template" {
-					tpl++
-				}
-			}
-			return tpl >= n, err
-		})
-	}
-	if err := waitTemplates(1); err != nil {
+	if err := awaitTemplates(ctx, st, 1); err != nil {
 		return fmt.Errorf("demo: no receipt: %w", err)
 	}
-	cobs, err = st.Cobs(ctx)
+	cobs, err := st.Cobs(ctx)
 	if err != nil || len(cobs) == 0 || len(cobs[0].Pix) == 0 {
 		return fmt.Errorf("demo: the paid charge is not listed (%v)", err)
 	}
@@ -191,46 +175,51 @@ func runDemoAPIPix(ctx context.Context, e *cli.Env, cfg harness.StackConfig, asJ
 	if rep.RefundReplayed, err = sidecarExecute(ctx, st, apipix.RefundName, refundRef, refund); err != nil {
 		return err
 	}
-	if err := waitTemplates(2); err != nil {
+	if err := awaitTemplates(ctx, st, 2); err != nil {
 		return fmt.Errorf("demo: no refund notice: %w", err)
 	}
 	say("11. A partial refund of R$ 50,00 (pix.refund, its own intent): %s, then %s (replayed %v);",
 		rep.Refund.Status, rep.RefundReplayed.Status, rep.RefundReplayed.Replayed)
 	say("    the PSP settles it and notifies it; the order is partially refunded.")
-	// Let a late duplicate (there should be none) show up before counting.
-	time.Sleep(time.Second)
+	return nil
+}
 
+// awaitTemplates waits until n templates (the receipt, the refund's
+// notice) went out.
+func awaitTemplates(ctx context.Context, st *harness.Stack, n int) error {
+	return harness.WaitFor(ctx, 60*time.Second, func() (bool, error) {
+		ms, err := st.Messages(ctx)
+		var tpl int
+		for _, m := range ms {
+			if m.Type == "template" {
+				tpl++
+			}
+		}
+		return tpl >= n, err
+	})
+}
+
+// demoAPIPixRead fills the report with what the conversation left.
+func demoAPIPixRead(ctx context.Context, st *harness.Stack, rep *apipixReport) error {
+	var err error
 	if rep.Cobs, err = st.Cobs(ctx); err != nil {
 		return err
 	}
 	if rep.PSP, err = st.PixStats(ctx); err != nil {
 		return err
 	}
-	if rep.Replies, err = st.Replies(ctx); err != nil {
-		return err
-	}
-	msgs, err := st.Messages(ctx)
+	oc, err := readOutcome(ctx, st, apipix.CobName)
 	if err != nil {
 		return err
 	}
-	for _, m := range msgs {
-		if m.Type == "template" {
-			rep.Receipts = append(rep.Receipts, m)
-		}
-	}
-	if rep.OrderStatus, err = st.OrderStatus(ctx, demoInvoice); err != nil {
-		return err
-	}
-	if rep.Callbacks, err = st.PaymentWebhookVerdicts(ctx); err != nil {
-		return err
-	}
-	acts, err := st.Actions(ctx, apipix.CobName)
-	if err != nil {
-		return err
-	}
-	if len(acts) > 0 {
-		rep.ActionStatus, rep.Attempts = acts[0].Status, acts[0].Attempt
-	}
+	rep.Replies, rep.Receipts, rep.OrderStatus, rep.Callbacks = oc.replies, oc.receipts, oc.orderStatus, oc.verdicts
+	rep.ActionStatus, rep.Attempts = oc.actionStatus, oc.attempts
+	return nil
+}
+
+// demoAPIPixResult judges the story, prints the result (and the report
+// with --json) and says whether it held.
+func demoAPIPixResult(e *cli.Env, rep *apipixReport, fi *harness.FrozenIntent, asJSON bool, say func(string, ...any)) error {
 	refunds := 0
 	for _, c := range rep.Cobs {
 		for _, p := range c.Pix {
@@ -249,9 +238,7 @@ func runDemoAPIPix(ctx context.Context, e *cli.Env, cfg harness.StackConfig, asJ
 	say("  refunds at the PSP   %d  (PUTs %d)", refunds, rep.PSP["refund_puts"])
 	say("  Pix callbacks        %s", cli.CountsText(rep.Callbacks))
 	if asJSON {
-		enc := json.NewEncoder(e.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := writeJSON(e.Stdout, rep); err != nil {
 			return err
 		}
 	}
@@ -276,26 +263,4 @@ func templates(ms []harness.Message) []string {
 		out = append(out, m.Template)
 	}
 	return out
-}
-
-// sidecarExecute calls POST /v1/tools/{action}/execute.
-func sidecarExecute(ctx context.Context, st *harness.Stack, action, ref, fields string) (*sidecarCheck, error) {
-	body := fmt.Sprintf(`{"intent_ref":%q,"fields":%s,"source_ref":"demo-sidecar"}`, ref, fields)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, st.Server.Ready+"/v1/tools/"+action+"/execute", bytes.NewBufferString(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+st.APIToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var sc sidecarCheck
-	raw, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(raw, &sc); err != nil || resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("demo: sidecar answered %s: %s", resp.Status, raw)
-	}
-	return &sc, nil
 }

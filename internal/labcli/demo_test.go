@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,21 +43,34 @@ func TestDemoEndToEnd(t *testing.T) {
 
 func runDemoJSON(t *testing.T, bin, journal string, extra ...string) demoReport {
 	t.Helper()
+	var rep demoReport
+	runDemoCmd(t, bin, &rep, append([]string{"--psp", "v1", "--journal", journal}, extra...)...)
+	return rep
+}
+
+// runDemoCmd runs `retrysafe demo --json args...` against the test
+// database and decodes its report into rep; the test fails unless the
+// demo passed.
+func runDemoCmd(t *testing.T, bin string, rep any, args ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"demo", "--json", "--psp", "v1", "--journal", journal}, extra...)...)
+	args = append([]string{"demo", "--json"}, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(cmd.Environ(), "DATABASE_URL="+pgtest.URL(t))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	var rep demoReport
-	if jerr := json.Unmarshal(stdout.Bytes(), &rep); jerr != nil {
-		t.Fatalf("demo --json: %v (run error %v)\nstdout:\n%s\nstderr:\n%s", jerr, err, stdout.String(), stderr.String())
+	var ok struct {
+		OK bool `json:"ok"`
 	}
-	if err != nil || !rep.OK {
+	if jerr := json.Unmarshal(stdout.Bytes(), rep); jerr != nil {
+		t.Fatalf("%s: %v (run error %v)\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), jerr, err, stdout.String(), stderr.String())
+	}
+	json.Unmarshal(stdout.Bytes(), &ok) //nolint:errcheck // rep decoded the same bytes
+	if err != nil || !ok.OK {
 		t.Fatalf("demo failed: %v\n%+v\nstderr:\n%s", err, rep, stderr.String())
 	}
-	return rep
 }
 
 // tokens measure, read against the ledger the demo leaves behind: with the

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/cli"
 	"github.com/retrysafe/retrysafe/sandbox/fault"
 	"github.com/retrysafe/retrysafe/sandbox/psp"
-	"github.com/retrysafe/retrysafe/server/idempotency"
 )
 
 func init() {
@@ -69,17 +69,10 @@ func runSandbox(ctx context.Context, e *cli.Env, args []string) error {
 	return cli.ErrUsage
 }
 
-func runSandboxPSP(ctx context.Context, e *cli.Env, args []string) error {
-	flavour, args, ferr := splitFlavour(args)
-	if ferr != nil {
-		return ferr
-	}
-	if flavour == flavourAPIPix {
-		return runSandboxPSPAPIPix(ctx, e, args)
-	}
-	defaults := psp.Config{}.WithDefaults()
-	fs := cli.NewFlagSet(e, "sandbox psp", "sandbox psp [--addr HOST:PORT] [--database-url URL] [--schema NAME] [flags]",
-		`Runs the sandbox Pix payment provider:
+// sandboxPSPHelp is `retrysafe sandbox psp --flavour v1 --help`'s text,
+// with the idempotency policy the PSP runs.
+func sandboxPSPHelp() string {
+	return `Runs the sandbox Pix payment provider:
 
   POST /v1/pix/charges          Authorization: Bearer <token>, Idempotency-Key: <key>
        {"amount_cents":int,"pix_key":string,"pix_key_type":string,"description":string}
@@ -97,7 +90,7 @@ commit in one transaction (transactional mode): a killed process leaves
 nothing behind, and the retry creates the charge.
 
 Idempotency policy (defaults; --key-retention and --purge-every change them):
-`+sandboxWrap(idempotency.Config{}.Policy(), 78)+`
+` + sandboxWrap(idempotency.Config{}.Policy(), 78) + `
 
 Faults, per request with the header X-Sandbox-Fault, or for every POST with
 --fault (at --fault-rate): fail-before (500, nothing executed), drop-after
@@ -112,7 +105,20 @@ The PSP keeps its tables in its own schema (default retrysafe_psp, env
 RETRYSAFE_PSP_SCHEMA), migrated at start. Without DATABASE_URL a private
 throwaway PostgreSQL is started. Prints one line, "retrysafe sandbox psp:
 listening on http://HOST:PORT", on stdout when ready (--addr with port 0
-picks a free port). SIGTERM or SIGINT: finish requests in progress, exit 0.`)
+picks a free port). SIGTERM or SIGINT: finish requests in progress, exit 0.`
+}
+
+func runSandboxPSP(ctx context.Context, e *cli.Env, args []string) error {
+	flavour, args, ferr := splitFlavour(args)
+	if ferr != nil {
+		return ferr
+	}
+	if flavour == flavourAPIPix {
+		return runSandboxPSPAPIPix(ctx, e, args)
+	}
+	defaults := psp.Config{}.WithDefaults()
+	fs := cli.NewFlagSet(e, "sandbox psp", "sandbox psp [--addr HOST:PORT] [--database-url URL] [--schema NAME] [flags]",
+		sandboxPSPHelp())
 	var db cli.DBFlags
 	db.Register(fs, e)
 	flavourFlag(fs)
@@ -165,7 +171,11 @@ picks a free port). SIGTERM or SIGINT: finish requests in progress, exit 0.`)
 	if err := lf.Check(); err != nil {
 		return err
 	}
+	return servePSP(ctx, e, &db, &lf, cfg)
+}
 
+// servePSP opens the PSP's database, migrates its schema and serves it.
+func servePSP(ctx context.Context, e *cli.Env, db *cli.DBFlags, lf *cli.ListenFlags, cfg psp.Config) error {
 	d, err := db.Open(ctx, e, false)
 	if err != nil {
 		return err
@@ -178,7 +188,7 @@ picks a free port). SIGTERM or SIGINT: finish requests in progress, exit 0.`)
 	if err != nil {
 		return err
 	}
-	s := cli.SandboxHTTP("psp", log, srv.Handler(), "schema", d.Schema, "fault", cfg.Fault.String(),
+	s := cli.SandboxHTTP("psp", cfg.Logger, srv.Handler(), "schema", d.Schema, "fault", cfg.Fault.String(),
 		"webhook", cfg.WebhookURL != "", "key_retention", srv.Middleware().Config().Retention)
 	// Webhook deliveries stop after the last charge is answered; pending
 	// ones are sent by the next start.

@@ -6,11 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/retrysafe/retrysafe/internal/cli"
 	sandboxpix "github.com/retrysafe/retrysafe/sandbox/apipix"
-	"github.com/retrysafe/retrysafe/sandbox/fault"
 )
 
 // PSP flavours of `retrysafe sandbox psp`.
@@ -54,10 +52,9 @@ func flavourFlag(fs *flag.FlagSet) {
 	fs.String("flavour", defaultFlavour, "PSP API: "+flavourV1+" (POST /v1/pix/charges with Idempotency-Key) or "+flavourAPIPix+" (the Central Bank's API Pix: PUT /api/cob/{txid}, OAuth2)")
 }
 
-func runSandboxPSPAPIPix(ctx context.Context, e *cli.Env, args []string) error {
-	def := sandboxpix.Config{}.WithDefaults()
-	fs := cli.NewFlagSet(e, "sandbox psp --flavour apipix", "sandbox psp --flavour apipix [--addr HOST:PORT] [--client-id ID] [--client-secret SECRET] [flags]",
-		`Runs the sandbox PSP speaking the Central Bank's API Pix (release 2.9.0),
+// sandboxAPIPixHelp is `retrysafe sandbox psp --flavour apipix --help`'s
+// text.
+const sandboxAPIPixHelp = `Runs the sandbox PSP speaking the Central Bank's API Pix (release 2.9.0),
 as the specification's example servers do, with the API under /api:
 
   POST   /oauth/token                     client credentials by HTTP Basic
@@ -91,14 +88,17 @@ Faults, per request with the header X-Sandbox-Fault, or for every PUT with
 
 State is in memory (one receiver). Prints one line, "retrysafe sandbox psp:
 listening on http://HOST:PORT", on stdout when ready (--addr with port 0
-picks a free port). SIGTERM or SIGINT: finish requests in progress, exit 0.`)
+picks a free port). SIGTERM or SIGINT: finish requests in progress, exit 0.`
+
+func runSandboxPSPAPIPix(ctx context.Context, e *cli.Env, args []string) error {
+	def := sandboxpix.Config{}.WithDefaults()
+	fs := cli.NewFlagSet(e, "sandbox psp --flavour apipix", "sandbox psp --flavour apipix [--addr HOST:PORT] [--client-id ID] [--client-secret SECRET] [flags]",
+		sandboxAPIPixHelp)
 	var (
-		lf  cli.ListenFlags
-		lg  cli.LogFlags
+		sf  standinFlags
 		cfg sandboxpix.Config
 	)
-	lf.Register(fs, e, "RETRYSAFE_PSP_ADDR", "127.0.0.1:8091", 10*time.Second)
-	lg.Register(fs, e)
+	sf.register(fs, e, "RETRYSAFE_PSP_ADDR", "127.0.0.1:8091", "PUT", &cfg.FaultRate)
 	flavourFlag(fs)
 	fs.StringVar(&cfg.ClientID, "client-id", def.ClientID, "the OAuth2 client id the PSP accepts (env RETRYSAFE_PSP_CLIENT_ID)")
 	fs.StringVar(&cfg.ClientSecret, "client-secret", def.ClientSecret, "the OAuth2 client secret the PSP accepts (env RETRYSAFE_PSP_CLIENT_SECRET; prefer the env)")
@@ -108,9 +108,7 @@ picks a free port). SIGTERM or SIGINT: finish requests in progress, exit 0.`)
 	fs.DurationVar(&cfg.WebhookBackoff, "webhook-backoff", def.WebhookBackoff, "pause after a failed callback, doubled per attempt")
 	fs.DurationVar(&cfg.MaxBackoff, "webhook-max-backoff", def.MaxBackoff, "longest pause between callbacks")
 	fs.IntVar(&cfg.MaxAttempts, "webhook-max-attempts", def.MaxAttempts, "callback attempts before a notification is dropped")
-	faultSpec := fs.String("fault", "", "faults for every PUT without an X-Sandbox-Fault header, e.g. fail-after or delay=200ms,drop-after")
-	fs.Float64Var(&cfg.FaultRate, "fault-rate", 1, "probability (0..1) that --fault applies to a request")
-	if err := cli.ParseNoArgs(e, fs, args); err != nil {
+	if err := sf.parse(e, fs, args); err != nil {
 		return err
 	}
 	// Read after parsing, so that --help never shows them.
@@ -120,23 +118,15 @@ picks a free port). SIGTERM or SIGINT: finish requests in progress, exit 0.`)
 	if v := e.Getenv("RETRYSAFE_PSP_CLIENT_SECRET"); v != "" && cfg.ClientSecret == def.ClientSecret {
 		cfg.ClientSecret = v
 	}
-	var err error
-	if cfg.Fault, err = fault.Parse(*faultSpec); err != nil {
-		return fmt.Errorf("--fault: %w", err)
-	}
-	log, err := lg.Logger(e.Stderr)
-	if err != nil {
-		return err
-	}
-	cfg.Logger = log
+	cfg.Fault, cfg.Logger = sf.fault, sf.log
 	srv, err := sandboxpix.New(cfg)
 	if err != nil {
 		return err
 	}
-	if err := lf.Check(); err != nil {
+	if err := sf.lf.Check(); err != nil {
 		return err
 	}
-	s := cli.SandboxHTTP("psp", log, srv.Handler(), "flavour", flavourAPIPix, "fault", cfg.Fault.String(), "webhook", cfg.WebhookURL != "")
+	s := cli.SandboxHTTP("psp", sf.log, srv.Handler(), "flavour", flavourAPIPix, "fault", cfg.Fault.String(), "webhook", cfg.WebhookURL != "")
 	s.Background = srv.Run
-	return lf.Serve(ctx, e, s)
+	return sf.lf.Serve(ctx, e, s)
 }

@@ -8,10 +8,8 @@ import (
 	"github.com/retrysafe/retrysafe/sandbox/model"
 )
 
-// runSandboxModel is `retrysafe sandbox model`.
-func runSandboxModel(ctx context.Context, e *cli.Env, args []string) error {
-	fs := cli.NewFlagSet(e, "sandbox model", "sandbox model [--addr HOST:PORT] [--seed N] [flags]",
-		`Runs an OpenAI-compatible chat completions server that plays a billing
+// sandboxModelHelp is `retrysafe sandbox model --help`'s text.
+const sandboxModelHelp = `Runs an OpenAI-compatible chat completions server that plays a billing
 assistant, with a real model's non-determinism made deliberate:
 
   POST /v1/chat/completions   go-openai's request and response (streaming too)
@@ -47,13 +45,13 @@ dropped connection.
 
 Prints one line, "retrysafe sandbox model: listening on http://HOST:PORT",
 on stdout when ready (--addr with port 0 picks a free port). SIGTERM or
-SIGINT: finish requests in progress, exit 0.`)
-	var (
-		lf cli.ListenFlags
-		lg cli.LogFlags
-	)
-	lf.Register(fs, e, "RETRYSAFE_MODEL_ADDR", "127.0.0.1:8092", 10*time.Second)
-	lg.Register(fs, e)
+SIGINT: finish requests in progress, exit 0.`
+
+// runSandboxModel is `retrysafe sandbox model`.
+func runSandboxModel(ctx context.Context, e *cli.Env, args []string) error {
+	fs := cli.NewFlagSet(e, "sandbox model", "sandbox model [--addr HOST:PORT] [--seed N] [flags]", sandboxModelHelp)
+	var sf standinFlags
+	sf.register(fs, e, "RETRYSAFE_MODEL_ADDR", "127.0.0.1:8092", "", nil)
 	cfg := model.DefaultConfig()
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the answers' variations; 0 draws one")
 	fs.Float64Var(&cfg.WrongAmountRate, "wrong-amount-rate", cfg.WrongAmountRate, "probability (0..1) that a tool call carries a wrong amount; 0 disables")
@@ -65,22 +63,18 @@ SIGINT: finish requests in progress, exit 0.`)
 	fs.DurationVar(&cfg.Latency, "latency", 0, "time to answer, ±50% per call (e.g. 300ms)")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "model id reported when a request names none")
 	fs.StringVar(&cfg.APIKey, "api-key", "", "accept only this bearer token (default: any)")
-	if err := cli.ParseNoArgs(e, fs, args); err != nil {
+	if err := sf.parse(e, fs, args); err != nil {
 		return err
 	}
-	log, err := lg.Logger(e.Stderr)
-	if err != nil {
-		return err
-	}
-	cfg.Logger = log
+	cfg.Logger = sf.log
 	srv, err := model.New(cfg)
 	if err != nil {
 		return err
 	}
-	if err := lf.Check(); err != nil {
+	if err := sf.lf.Check(); err != nil {
 		return err
 	}
-	return lf.Serve(ctx, e, cli.SandboxHTTP("model", log, srv,
+	return sf.lf.Serve(ctx, e, cli.SandboxHTTP("model", sf.log, srv,
 		"seed", srv.Seed(), "wrong_amount_rate", cfg.WrongAmountRate, "malformed_rate", cfg.MalformedRate,
 		"unknown_tool_rate", cfg.UnknownToolRate, "fail_rate", cfg.FailRate, "parallel_rate", cfg.ParallelRate,
 		"retry_after", cfg.RetryAfter, "latency", cfg.Latency))

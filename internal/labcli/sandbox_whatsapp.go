@@ -2,18 +2,13 @@ package labcli
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	"github.com/retrysafe/retrysafe/internal/cli"
-	"github.com/retrysafe/retrysafe/sandbox/fault"
 	"github.com/retrysafe/retrysafe/sandbox/whatsapp"
 )
 
-// runSandboxWhatsApp is `retrysafe sandbox whatsapp`.
-func runSandboxWhatsApp(ctx context.Context, e *cli.Env, args []string) error {
-	fs := cli.NewFlagSet(e, "sandbox whatsapp", "sandbox whatsapp [--addr HOST:PORT] [--fault SPEC] [flags]",
-		`Runs a WhatsApp Cloud API stand-in that accepts what the
+// sandboxWhatsAppHelp is `retrysafe sandbox whatsapp --help`'s text.
+const sandboxWhatsAppHelp = `Runs a WhatsApp Cloud API stand-in that accepts what the
 whatsapp.send_template tool sends and deduplicates it by Idempotency-Key:
 
   POST /v1/messages                      {"to","template","language"}, Idempotency-Key required
@@ -37,36 +32,28 @@ drop-after (sent, connection dropped), fail-after (sent, 500), delay=D
 
 Prints one line, "retrysafe sandbox whatsapp: listening on
 http://HOST:PORT", on stdout when ready (--addr with port 0 picks a free
-port). SIGTERM or SIGINT: finish requests in progress, exit 0.`)
+port). SIGTERM or SIGINT: finish requests in progress, exit 0.`
+
+// runSandboxWhatsApp is `retrysafe sandbox whatsapp`.
+func runSandboxWhatsApp(ctx context.Context, e *cli.Env, args []string) error {
+	fs := cli.NewFlagSet(e, "sandbox whatsapp", "sandbox whatsapp [--addr HOST:PORT] [--fault SPEC] [flags]", sandboxWhatsAppHelp)
 	var (
-		lf  cli.ListenFlags
-		lg  cli.LogFlags
+		sf  standinFlags
 		cfg whatsapp.Config
 	)
-	lf.Register(fs, e, "RETRYSAFE_WHATSAPP_ADDR", "127.0.0.1:8093", 10*time.Second)
-	lg.Register(fs, e)
+	sf.register(fs, e, "RETRYSAFE_WHATSAPP_ADDR", "127.0.0.1:8093", "POST", &cfg.FaultRate)
 	fs.StringVar(&cfg.Token, "token", "", "accept only this bearer token (default: any)")
-	faultSpec := fs.String("fault", "", "faults for every POST without an X-Sandbox-Fault header, e.g. fail-after or delay=200ms,drop-after")
-	fs.Float64Var(&cfg.FaultRate, "fault-rate", 1, "probability (0..1) that --fault applies to a request")
-	if err := cli.ParseNoArgs(e, fs, args); err != nil {
+	if err := sf.parse(e, fs, args); err != nil {
 		return err
 	}
-	var err error
-	if cfg.Fault, err = fault.Parse(*faultSpec); err != nil {
-		return fmt.Errorf("--fault: %w", err)
-	}
-	log, err := lg.Logger(e.Stderr)
-	if err != nil {
-		return err
-	}
-	cfg.Logger = log
+	cfg.Fault, cfg.Logger = sf.fault, sf.log
 	srv, err := whatsapp.New(cfg)
 	if err != nil {
 		return err
 	}
-	if err := lf.Check(); err != nil {
+	if err := sf.lf.Check(); err != nil {
 		return err
 	}
-	return lf.Serve(ctx, e, cli.SandboxHTTP("whatsapp", log, srv,
+	return sf.lf.Serve(ctx, e, cli.SandboxHTTP("whatsapp", sf.log, srv,
 		"fault", cfg.Fault.String(), "fault_rate", cfg.FaultRate, "token_required", cfg.Token != ""))
 }

@@ -3,7 +3,9 @@ package labcli
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -39,10 +41,8 @@ func writeRuntimeStats(dir string) {
 	}
 }
 
-func runSoak(ctx context.Context, e *cli.Env, args []string) error {
-	def := restarttest.DefaultTimings()
-	fs := cli.NewFlagSet(e, "soak", "soak [--duration D] [--crash-every D] [--rate N] [flags]",
-		`Starts a whole deployment as real processes, as restart-test does — a
+// soakHelp is `retrysafe soak --help`'s text.
+const soakHelp = `Starts a whole deployment as real processes, as restart-test does — a
 private PostgreSQL cluster with durable settings, the sandbox PSP (its
 ledger on a cluster of its own), model and WhatsApp, 'retrysafe serve' and
 --workers long-lived 'retrysafe worker' processes — and for --duration
@@ -69,13 +69,19 @@ process's memory and goroutines at the end of the load within 25% of
 those after the --warm-up.
 
 Exit 0 only when all of that holds. Not part of ./scripts/test: it runs
-for as long as it is told.`)
-	var (
-		cfg     restarttest.SoakConfig
-		seed    int64
-		asJSON  bool
-		logPath string
-	)
+for as long as it is told.`
+
+// soakFlags are soak's flags beyond the SoakConfig fields they set
+// directly.
+type soakFlags struct {
+	cfg     restarttest.SoakConfig
+	seed    int64
+	asJSON  bool
+	logPath string
+}
+
+func (f *soakFlags) register(fs *flag.FlagSet) {
+	cfg := &f.cfg
 	fs.DurationVar(&cfg.Duration, "duration", 30*time.Minute, "how long the load runs (the settle and the verdict come after)")
 	fs.DurationVar(&cfg.CrashEvery, "crash-every", 3*time.Minute, "crash the database this often")
 	fs.Float64Var(&cfg.Rate, "rate", 1, "new intents a second")
@@ -89,32 +95,41 @@ for as long as it is told.`)
 	fs.DurationVar(&cfg.SampleEvery, "sample-every", 10*time.Second, "how often memory and goroutines are read")
 	fs.DurationVar(&cfg.WarmUp, "warm-up", 0, "readings before this are not compared (0: a fifth of --duration, at most 3m)")
 	fs.DurationVar(&cfg.SettleTimeout, "settle-timeout", 5*time.Minute, "how long the runs may take to settle after the load before they count as lost")
-	fs.Int64Var(&seed, "seed", 0, "seed of the plan and of the sandbox model (0: from the clock)")
-	fs.BoolVar(&asJSON, "json", false, "write the report (with every sample) as JSON on stdout")
-	fs.StringVar(&logPath, "log", "", "file for every process's output (default: a new file in the temp directory)")
-	cfg.Timings = def
+	fs.Int64Var(&f.seed, "seed", 0, "seed of the plan and of the sandbox model (0: from the clock)")
+	fs.BoolVar(&f.asJSON, "json", false, "write the report (with every sample) as JSON on stdout")
+	fs.StringVar(&f.logPath, "log", "", "file for every process's output (default: a new file in the temp directory)")
+}
+
+func runSoak(ctx context.Context, e *cli.Env, args []string) error {
+	fs := cli.NewFlagSet(e, "soak", "soak [--duration D] [--crash-every D] [--rate N] [flags]", soakHelp)
+	var f soakFlags
+	f.register(fs)
+	f.cfg.Timings = restarttest.DefaultTimings()
 	if err := cli.ParseNoArgs(e, fs, args); err != nil {
 		return err
 	}
-	if seed == 0 {
-		seed = time.Now().UnixNano() % 1_000_000_000
-	}
-	cfg.Seed = seed
-	var logFile *os.File
-	var err error
-	if logPath == "" {
-		logFile, err = os.CreateTemp("", "retrysafe-soak-*.log")
-	} else {
-		logFile, err = os.Create(logPath)
-	}
+	cfg := f.cfg
+	cfg.Seed = clockSeed(f.seed)
+	logFile, logName, err := openProcessLog(f.logPath, "retrysafe-soak-*.log")
 	if err != nil {
-		return fmt.Errorf("--log: %w", err)
+		return err
 	}
 	defer logFile.Close()
-	logName, _ := filepath.Abs(logFile.Name())
 	cfg.Log = &lockedWriter{w: logFile}
+	cfg.Progress = soakProgressLine(e.Stderr)
+	fmt.Fprintf(e.Stderr, "retrysafe soak: seed %d, %s of load; process logs in %s\n", cfg.Seed, cfg.Duration, logName)
+	rep, err := restarttest.Soak(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	return writeLabReport(e, f.asJSON, rep, rep, logName, rep.Pass)
+}
+
+// soakProgressLine prints a line on w at each phase and once a minute
+// during the load.
+func soakProgressLine(w io.Writer) func(restarttest.SoakProgress) {
 	last := time.Time{}
-	cfg.Progress = func(p restarttest.SoakProgress) {
+	return func(p restarttest.SoakProgress) {
 		if p.Phase == "load" && time.Since(last) < time.Minute {
 			return
 		}
@@ -126,27 +141,6 @@ for as long as it is told.`)
 		for _, s := range p.Sample {
 			line += fmt.Sprintf("  %s rss %d KiB goroutines %d", s.Process, s.RSSKiB, s.Goroutines)
 		}
-		fmt.Fprintln(e.Stderr, line)
+		fmt.Fprintln(w, line)
 	}
-	fmt.Fprintf(e.Stderr, "retrysafe soak: seed %d, %s of load; process logs in %s\n", seed, cfg.Duration, logName)
-	rep, err := restarttest.Soak(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		enc := json.NewEncoder(e.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else {
-		if err := rep.WriteTable(e.Stdout); err != nil {
-			return err
-		}
-		fmt.Fprintf(e.Stdout, "(process logs: %s)\n", logName)
-	}
-	if !rep.Pass {
-		return cli.ErrSilentFailure
-	}
-	return nil
 }

@@ -1,6 +1,6 @@
 // Package problemdocs checks, in tests, that problem type URLs name a
-// section of the repository's docs/problems.md. It imports only the
-// standard library.
+// section of the repository's docs/problems.md. It imports the standard
+// library and internal/problem (for the page's URL).
 package problemdocs
 
 import (
@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/retrysafe/retrysafe/internal/problem"
 )
 
 // Page is where the problem types are documented.
-const Page = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md"
+const Page = problem.Docs
 
 // Check fails t unless every type is Page#<anchor> and docs/problems.md
 // (found by walking up from the test's directory) has a "## <anchor>"

@@ -221,23 +221,8 @@ func (t *tester) checkReceipts(rep *Report) {
 		}
 	}
 	t.mu.Unlock()
-	if c.RunsReceiptWrong > 0 {
-		fail = append(fail, fmt.Sprintf("%d runs charged once whose receipt was not sent exactly once", c.RunsReceiptWrong))
-	}
-	if c.Overwritten > 0 {
-		fail = append(fail, fmt.Sprintf("%d charges overwritten at the PSP", c.Overwritten))
-	}
-	if len(fail) == 0 {
-		if rep.Pass {
-			rep.Verdict += fmt.Sprintf("; API Pix: %d charges paid, every receipt sent once (%d), none overwritten", c.Paid, c.Receipts)
-		}
-		return
-	}
-	rep.Failures = append(rep.Failures, fail...)
-	if rep.Pass {
-		rep.Pass = false
-		rep.Verdict = "FAIL: " + strings.Join(fail, ", ")
-	} else {
-		rep.Verdict += "; " + strings.Join(fail, ", ")
-	}
+	fl := failureList(fail)
+	fl.add(c.RunsReceiptWrong > 0, "%d runs charged once whose receipt was not sent exactly once", c.RunsReceiptWrong)
+	fl.add(c.Overwritten > 0, "%d charges overwritten at the PSP", c.Overwritten)
+	rep.merge(fl, fmt.Sprintf("; API Pix: %d charges paid, every receipt sent once (%d), none overwritten", c.Paid, c.Receipts))
 }

@@ -1,6 +1,7 @@
 package restarttest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -200,33 +201,17 @@ type Progress struct {
 }
 
 func (c *Config) defaults() {
-	if c.Runs == 0 {
-		c.Runs = 100
-	}
-	if c.Workers == 0 {
-		c.Workers = 2
-	}
-	if c.Batch == 0 {
-		c.Batch = 8
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 8
-	}
-	if c.Journal == "" {
-		c.Journal = "on"
-	}
-	if c.Timings == (Timings{}) {
-		c.Timings = DefaultTimings()
-	}
-	if c.SettleTimeout == 0 {
-		c.SettleTimeout = 3 * time.Minute
-	}
+	c.Runs = cmp.Or(c.Runs, 100)
+	c.Workers = cmp.Or(c.Workers, 2)
+	c.Batch = cmp.Or(c.Batch, 8)
+	c.Concurrency = cmp.Or(c.Concurrency, 8)
+	c.Journal = cmp.Or(c.Journal, "on")
+	c.Timings = cmp.Or(c.Timings, DefaultTimings())
+	c.SettleTimeout = cmp.Or(c.SettleTimeout, 3*time.Minute)
 	if c.Templates == nil {
 		c.Templates = DefaultTemplates()
 	}
-	if c.Log == nil {
-		c.Log = io.Discard
-	}
+	c.Log = cmp.Or(c.Log, io.Discard)
 }
 
 // scenario is one row of the report: a crash point, or an extra fault.

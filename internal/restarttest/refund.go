@@ -134,28 +134,9 @@ func (t *tester) refundPhase(ctx context.Context) error {
 	t.setPhase("refunds", "")
 	rc := &RefundCheck{SidecarFirst: map[string]int{}, SidecarReplay: map[string]int{}}
 	t.refunds = rc
-	cobs, err := t.stack.Cobs(ctx)
+	byPoint, err := t.refundsByPoint(ctx, rc)
 	if err != nil {
 		return err
-	}
-	// The Pix of each invoice: its first paid cob's.
-	e2e := map[string]string{}
-	for _, c := range cobs {
-		if len(c.Pix) > 0 && e2e[c.SolicitacaoPagador] == "" {
-			e2e[c.SolicitacaoPagador] = c.Pix[0].EndToEndID
-		}
-	}
-	byPoint := map[string][]*RunPlan{}
-	for _, r := range t.runs {
-		if r.RefundScenario == "" {
-			continue
-		}
-		rc.Planned++
-		if r.E2EID = e2e[r.Invoice]; r.E2EID == "" {
-			continue // never charged or never paid: counted as a failure of the charge
-		}
-		rc.Requested++
-		byPoint[r.RefundScenario] = append(byPoint[r.RefundScenario], r)
 	}
 	for _, name := range RefundPoints {
 		t.setPhase("refunds", name)
@@ -217,6 +198,35 @@ func (t *tester) refundPhase(ctx context.Context) error {
 	})
 }
 
+// refundsByPoint deals the paid runs planned to refund to their refund
+// scenarios, each run given its paid Pix (the first paid cob's of its
+// invoice).
+func (t *tester) refundsByPoint(ctx context.Context, rc *RefundCheck) (map[string][]*RunPlan, error) {
+	cobs, err := t.stack.Cobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e2e := map[string]string{}
+	for _, c := range cobs {
+		if len(c.Pix) > 0 && e2e[c.SolicitacaoPagador] == "" {
+			e2e[c.SolicitacaoPagador] = c.Pix[0].EndToEndID
+		}
+	}
+	byPoint := map[string][]*RunPlan{}
+	for _, r := range t.runs {
+		if r.RefundScenario == "" {
+			continue
+		}
+		rc.Planned++
+		if r.E2EID = e2e[r.Invoice]; r.E2EID == "" {
+			continue // never charged or never paid: counted as a failure of the charge
+		}
+		rc.Requested++
+		byPoint[r.RefundScenario] = append(byPoint[r.RefundScenario], r)
+	}
+	return byPoint, nil
+}
+
 // refundBatch asks for chunk's refunds with a worker armed at p running,
 // and kills it there.
 func (t *tester) refundBatch(ctx context.Context, p CrashPoint, chunk []*RunPlan) error {
@@ -250,6 +260,22 @@ func (t *tester) refundBatch(ctx context.Context, p CrashPoint, chunk []*RunPlan
 	}
 	hosted.Store(w)
 
+	answered := t.askRefunds(ctx, chunk)
+	refs := make([]string, len(chunk))
+	for i, r := range chunk {
+		refs[i] = refundRef(r.Invoice)
+	}
+	if err := t.watchRefundWorker(ctx, p, w, refs, answered, randomKill); err != nil {
+		return err
+	}
+	<-answered
+	t.recordRefundKill(ctx, p, w, chunk, refs)
+	return nil
+}
+
+// askRefunds asks the sidecar for chunk's refunds at once; the channel is
+// closed once every one is answered.
+func (t *tester) askRefunds(ctx context.Context, chunk []*RunPlan) chan struct{} {
 	answered := make(chan struct{})
 	go func() {
 		defer close(answered)
@@ -268,16 +294,15 @@ func (t *tester) refundBatch(ctx context.Context, p CrashPoint, chunk []*RunPlan
 		}
 		wg.Wait()
 	}()
+	return answered
+}
 
-	refs := make([]string, len(chunk))
-	for i, r := range chunk {
-		refs[i] = refundRef(r.Invoice)
-	}
+// watchRefundWorker waits until w, armed at p, is dead, killing it when
+// the point will not come or at random.
+func (t *tester) watchRefundWorker(ctx context.Context, p CrashPoint, w *worker, refs []string, answered chan struct{}, randomKill time.Duration) error {
 	var timer <-chan time.Time
-	deadline := time.NewTimer(killDeadline)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
+	kw := newKillWatch()
+	defer kw.stop()
 	for !w.proc.Exited() {
 		select {
 		case <-ctx.Done():
@@ -286,9 +311,9 @@ func (t *tester) refundBatch(ctx context.Context, p CrashPoint, chunk []*RunPlan
 		case <-w.proc.Done():
 		case <-timer:
 			t.killWorker(w, "timer")
-		case <-deadline.C:
+		case <-kw.timer.C:
 			t.killWorker(w, "forced")
-		case <-tick.C:
+		case <-kw.tick.C:
 			if p.Name == "random" && timer == nil && isClosed(answered) {
 				timer = time.After(randomKill)
 			}
@@ -300,19 +325,13 @@ func (t *tester) refundBatch(ctx context.Context, p CrashPoint, chunk []*RunPlan
 			}
 		}
 	}
-	<-answered
-	<-w.proc.Done()
-	t.mu.Lock()
-	how := w.killed
-	t.mu.Unlock()
-	kill := Kill{Scenario: "refund:" + p.Name, Worker: w.name, How: how}
-	if w.point != "" && strings.Contains(w.proc.Tail(), "failpoint "+w.point+" hit") {
-		kill.How, kill.Point = "failpoint", w.armed
-	}
-	if kill.How == "" {
-		kill.How = "exited"
-		t.problem("worker %s exited on its own: %s", w.name, lastLine(w.proc.Tail()))
-	}
+	return nil
+}
+
+// recordRefundKill notes how the refund worker w died and which of
+// chunk's refunds it held.
+func (t *tester) recordRefundKill(ctx context.Context, p CrashPoint, w *worker, chunk []*RunPlan, refs []string) {
+	kill := t.killOf("refund:"+p.Name, w)
 	// The refunds the dead worker held: started, their lease its own.
 	hit := t.refundsHeldBy(ctx, refs, w.name)
 	kill.RunsHit = len(hit)
@@ -325,7 +344,6 @@ func (t *tester) refundBatch(ctx context.Context, p CrashPoint, chunk []*RunPlan
 	}
 	t.refunds.Kills = append(t.refunds.Kills, kill)
 	t.lastKill = time.Now()
-	return nil
 }
 
 // refundsStarted counts the refunds of refs left started.

@@ -60,7 +60,7 @@ func TestPlanRefunds(t *testing.T) {
 }
 
 // A refund point's failpoint is the executor's point for pix.refund, as
-// agent.WithFailpoints hits it.
+// the executor hits it (executor.Config.Failpoints).
 func TestRefundCrashPoint(t *testing.T) {
 	t.Parallel()
 	for name, want := range map[string]string{

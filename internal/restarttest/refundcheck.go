@@ -35,11 +35,50 @@ func (t *tester) collectRefunds(ctx context.Context, rep *Report) {
 	if err != nil {
 		fail = append(fail, "read the refund intents: "+err.Error())
 	}
+	refundsOn, idsOn, pspFail := t.refundsAtPSP(ctx, rc)
+	fail = append(fail, pspFail...)
+
+	rows := map[string]*Row{}
+	for _, name := range RefundPoints {
+		rows[name] = &Row{Scenario: "refund:" + name, Description: refundCrashPoint(name).Description, Charges: map[int]int{}}
+	}
+	for _, k := range rc.Kills {
+		rows[strings.TrimPrefix(k.Scenario, "refund:")].countKill(k)
+	}
+	t.mu.Lock()
+	for _, r := range t.runs {
+		if r.RefundScenario == "" || r.E2EID == "" {
+			continue
+		}
+		ref := refundRef(r.Invoice)
+		res := refundResult(RefundResult{Index: r.Index, Scenario: r.RefundScenario, IntentRef: ref, E2EID: r.E2EID, AmountCents: r.RefundCents,
+			FrozenKey: keys[ref], ActionStatus: status[ref], Refunds: refundsOn[r.E2EID], Hits: t.refundHits[r.Index]}, idsOn[r.E2EID])
+		rc.Results = append(rc.Results, res)
+		rows[r.RefundScenario].addRefund(res)
+	}
+	t.mu.Unlock()
+	fail = append(fail, rc.total(rows)...)
+	fl := failureList(fail)
+	total := rc.Total
+	fl.add(total.Duplicates > 0, "%d duplicate refunds", total.Duplicates)
+	fl.add(total.Lost > 0, "%d lost refunds", total.Lost)
+	fl.add(total.Stuck > 0, "%d refunds left started", total.Stuck)
+	fl.add(total.KeysEqual < total.Runs, "%d refunds whose attempts carried different devolução ids", total.Runs-total.KeysEqual)
+	fl.add(rc.PSPCreated != total.Runs, "the PSP created %d refunds for %d refund intents", rc.PSPCreated, total.Runs)
+	replayed := rc.SidecarReplay["completed (replayed)"]
+	fl.add(replayed != total.Runs && !t.cfg.Naive, "%d of %d refunds asked again through the sidecar answered other than completed (replayed)", total.Runs-replayed, total.Runs)
+	rep.merge(fl, fmt.Sprintf("; refunds: %d made exactly once through %d worker kills, one devolução id per refund, 0 lost, 0 stuck", total.Runs, total.Kills))
+}
+
+// refundsAtPSP reads the refunds the PSP made (e2eid → devoluções), the
+// devolução ids of its refund requests (e2eid → ids), its counters and
+// the refund notices sent.
+func (t *tester) refundsAtPSP(ctx context.Context, rc *RefundCheck) (refundsOn map[string]int, idsOn map[string][]string, fail []string) {
 	cobs, err := t.stack.Cobs(ctx)
 	if err != nil {
 		fail = append(fail, "list the PSP's charges: "+err.Error())
 	}
-	refundsOn := map[string]int{} // e2eid → devoluções
+	refundsOn = map[string]int{}
 	for _, c := range cobs {
 		for _, p := range c.Pix {
 			refundsOn[p.EndToEndID] += len(p.Devolucoes)
@@ -49,7 +88,7 @@ func (t *tester) collectRefunds(ctx context.Context, rep *Report) {
 	if err != nil {
 		fail = append(fail, "read the PSP's request log: "+err.Error())
 	}
-	idsOn := map[string][]string{} // e2eid → ids of its refund requests
+	idsOn = map[string][]string{}
 	for _, rq := range reqs {
 		rest, ok := strings.CutPrefix(rq.Path, "/api/pix/")
 		if !ok {
@@ -71,126 +110,67 @@ func (t *tester) collectRefunds(ctx context.Context, rep *Report) {
 			}
 		}
 	}
+	return refundsOn, idsOn, fail
+}
 
-	rows := map[string]*Row{}
-	for _, name := range RefundPoints {
-		rows[name] = &Row{Scenario: "refund:" + name, Description: refundCrashPoint(name).Description, Charges: map[int]int{}}
+// refundResult judges one refund: res holds what the ledger and the
+// PSP's charges say, ids the devolução ids of its requests at the PSP.
+func refundResult(res RefundResult, reqIDs []string) RefundResult {
+	ids := map[string]bool{}
+	var why []string
+	if res.FrozenKey == "" {
+		why = append(why, "no frozen refund intent")
+	} else if id, err := apipix.DevolucaoID(res.FrozenKey); err == nil {
+		ids[id] = true
 	}
-	for _, k := range rc.Kills {
-		row := rows[strings.TrimPrefix(k.Scenario, "refund:")]
-		row.Kills++
-		row.Hit += k.RunsHit
-		if k.How == "failpoint" || k.How == "proxy" || k.How == "timer" {
-			row.AtPoint++
-		}
+	for _, id := range reqIDs {
+		ids[id] = true
+		res.PSPRequests++
 	}
-	t.mu.Lock()
-	for _, r := range t.runs {
-		if r.RefundScenario == "" || r.E2EID == "" {
-			continue
-		}
-		ref := refundRef(r.Invoice)
-		res := RefundResult{Index: r.Index, Scenario: r.RefundScenario, IntentRef: ref, E2EID: r.E2EID, AmountCents: r.RefundCents,
-			FrozenKey: keys[ref], ActionStatus: status[ref], Refunds: refundsOn[r.E2EID], Hits: t.refundHits[r.Index]}
-		ids := map[string]bool{}
-		var why []string
-		if res.FrozenKey == "" {
-			why = append(why, "no frozen refund intent")
-		} else if id, err := apipix.DevolucaoID(res.FrozenKey); err == nil {
-			ids[id] = true
-		}
-		for _, id := range idsOn[r.E2EID] {
-			ids[id] = true
-			res.PSPRequests++
-		}
-		for id := range ids {
-			res.IDs = append(res.IDs, id)
-		}
-		slices.Sort(res.IDs)
-		res.IDsEqual = res.FrozenKey != "" && len(ids) == 1
-		switch {
-		case res.ActionStatus == "started":
-		case res.ActionStatus != "completed":
-			why = append(why, "refund action "+cmp.Or(res.ActionStatus, "missing"))
-		}
-		if res.Refunds == 0 {
-			why = append(why, "no refund at the PSP")
-		}
-		res.Lost = len(why) > 0
-		res.LostWhy = strings.Join(why, "; ")
-		rc.Results = append(rc.Results, res)
+	for id := range ids {
+		res.IDs = append(res.IDs, id)
+	}
+	slices.Sort(res.IDs)
+	res.IDsEqual = res.FrozenKey != "" && len(ids) == 1
+	switch {
+	case res.ActionStatus == "started":
+	case res.ActionStatus != "completed":
+		why = append(why, "refund action "+cmp.Or(res.ActionStatus, "missing"))
+	}
+	if res.Refunds == 0 {
+		why = append(why, "no refund at the PSP")
+	}
+	res.Lost = len(why) > 0
+	res.LostWhy = strings.Join(why, "; ")
+	return res
+}
 
-		row := rows[r.RefundScenario]
-		row.Runs++
-		row.Messages++
-		if res.IDsEqual {
-			row.KeysEqual++
-		}
-		row.Charges[res.Refunds]++
-		row.Duplicates += max(0, res.Refunds-1)
-		if res.Lost {
-			row.Lost++
-		}
-		if res.ActionStatus == "started" {
-			row.Stuck++
-		}
-		row.PSPRequests += res.PSPRequests
+// addRefund adds a refund of the row's scenario: a run of one message
+// whose charges are the refunds and whose keys the devolução ids.
+func (row *Row) addRefund(res RefundResult) {
+	stuck := 0
+	if res.ActionStatus == "started" {
+		stuck = 1
 	}
-	t.mu.Unlock()
+	row.addResult(RunResult{Messages: 1, KeysEqual: res.IDsEqual, Charges: res.Refunds, Lost: res.Lost, Stuck: stuck, PSPRequests: res.PSPRequests})
+}
+
+// total sets the refund rows, in RefundPoints order, and their total,
+// and returns the points no refund reached.
+func (rc *RefundCheck) total(rows map[string]*Row) []string {
+	var fail []string
 	total := Row{Scenario: "refund total", Charges: map[int]int{}, Covered: true}
 	for _, name := range RefundPoints {
 		row := rows[name]
 		row.Covered = row.Runs == 0 || row.AtPoint > 0
 		rc.Rows = append(rc.Rows, *row)
-		total.Runs += row.Runs
-		total.Messages += row.Messages
-		total.Kills += row.Kills
-		total.AtPoint += row.AtPoint
-		total.Hit += row.Hit
-		total.KeysEqual += row.KeysEqual
-		for n, c := range row.Charges {
-			total.Charges[n] += c
-		}
-		total.Duplicates += row.Duplicates
-		total.Lost += row.Lost
-		total.Stuck += row.Stuck
-		total.PSPRequests += row.PSPRequests
+		total.add(*row)
 		if !row.Covered {
 			fail = append(fail, fmt.Sprintf("refund at %s not covered (never reached)", name))
 		}
 	}
 	rc.Total = total
-	if total.Duplicates > 0 {
-		fail = append(fail, fmt.Sprintf("%d duplicate refunds", total.Duplicates))
-	}
-	if total.Lost > 0 {
-		fail = append(fail, fmt.Sprintf("%d lost refunds", total.Lost))
-	}
-	if total.Stuck > 0 {
-		fail = append(fail, fmt.Sprintf("%d refunds left started", total.Stuck))
-	}
-	if total.KeysEqual < total.Runs {
-		fail = append(fail, fmt.Sprintf("%d refunds whose attempts carried different devolução ids", total.Runs-total.KeysEqual))
-	}
-	if rc.PSPCreated != total.Runs {
-		fail = append(fail, fmt.Sprintf("the PSP created %d refunds for %d refund intents", rc.PSPCreated, total.Runs))
-	}
-	if n := rc.SidecarReplay["completed (replayed)"]; n != total.Runs && !t.cfg.Naive {
-		fail = append(fail, fmt.Sprintf("%d of %d refunds asked again through the sidecar answered other than completed (replayed)", total.Runs-n, total.Runs))
-	}
-	if len(fail) == 0 {
-		if rep.Pass {
-			rep.Verdict += fmt.Sprintf("; refunds: %d made exactly once through %d worker kills, one devolução id per refund, 0 lost, 0 stuck", total.Runs, total.Kills)
-		}
-		return
-	}
-	rep.Failures = append(rep.Failures, fail...)
-	if rep.Pass {
-		rep.Pass = false
-		rep.Verdict = "FAIL: " + strings.Join(fail, ", ")
-	} else {
-		rep.Verdict += "; " + strings.Join(fail, ", ")
-	}
+	return fail
 }
 
 // refundNoticeTemplate is the template of a partial refund's notice
@@ -250,18 +230,4 @@ func (rc *RefundCheck) writeTable(w io.Writer) error {
 }
 
 // countsCell writes counts by name: "completed 3, in_flight 20".
-func countsCell(m map[string]int) string {
-	var names []string
-	for n := range m {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	var parts []string
-	for _, n := range names {
-		parts = append(parts, fmt.Sprintf("%s %d", n, m[n]))
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
-}
+func countsCell(m map[string]int) string { return cmp.Or(joinCounts(m, "%s %d", ", "), "none") }

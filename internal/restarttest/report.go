@@ -2,11 +2,8 @@ package restarttest
 
 import (
 	"fmt"
-	"io"
 	"slices"
-	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -139,147 +136,26 @@ func (t *tester) report(results []RunResult, unattributed, pspRequests, started 
 	rep := &Report{Seed: t.cfg.Seed, Runs: len(results), Naive: t.cfg.Naive, Duration: elapsed(d), Seconds: d.Seconds(),
 		Settings: t.settings, UnattributedRequests: unattributed, PSPRequests: pspRequests, StartedActions: started,
 		Problems: slices.Clone(t.problems), Kills: slices.Clone(t.kills), Results: results}
-	rows := map[string]*Row{}
-	for _, s := range t.scenarios {
-		st := t.stats[s.name]
-		rows[s.name] = &Row{Scenario: s.name, Description: t.description(s.name), Charges: map[int]int{},
-			FaultsInjected: st.faultsInjected, PGRestarts: st.pgRestarts, RaceHandouts: st.raceHandouts,
-			PGCrashes: st.pgCrashes, Failovers: st.failovers}
-		if st.dbDown > 0 {
-			rows[s.name].DBDownMax = elapsed(st.dbDown)
-		}
-	}
+	rows := t.scenarioRows()
 	for _, k := range t.kills {
-		row := rows[k.Scenario]
-		row.Kills++
-		row.Hit += k.RunsHit
-		if k.How == "failpoint" || k.How == "proxy" || k.How == "timer" {
-			row.AtPoint++
-		}
+		rows[k.Scenario].countKill(k)
 	}
 	for _, r := range results {
-		row := rows[r.Scenario]
-		row.Runs++
-		row.Messages += r.Messages
-		row.Redeliveries += r.Redeliveries
-		row.Rescues += r.Rescues
-		if r.KeysEqual {
-			row.KeysEqual++
-		}
-		row.Charges[r.Charges]++
-		row.Duplicates += max(0, r.Charges-1)
-		if r.Lost {
-			row.Lost++
-		}
-		row.Stuck += r.Stuck
-		row.DuplicateReplies += max(0, r.Replies-r.Messages)
-		row.ModelCalls += r.ModelCalls
-		row.ModelReplayed += r.ModelReplayed
-		row.MaxModelCalls = max(row.MaxModelCalls, r.MaxModelCalls)
-		row.PSPRequests += r.PSPRequests
-		if r.Messages > 1 {
-			rep.MultiSpelling++
-			if r.KeysEqual && r.Charges == 1 {
-				rep.MultiSpellingOK++
-			}
-		}
-		if r.WrongAmount {
-			rep.WrongAmounts++
-		}
-		rep.WebhookPosts += r.Deliveries
-		rep.Messages += r.Messages
-		if r.Hits > 1 {
-			rep.RunsHitTwice++
-		}
+		rows[r.Scenario].addResult(r)
+		rep.addResult(r)
 	}
 	total := Row{Scenario: "total", Charges: map[int]int{}, Covered: true}
 	for _, s := range t.scenarios {
 		row := rows[s.name]
-		switch {
-		case s.point != nil:
-			row.Covered = row.AtPoint > 0
-		case s.fault.Name == "pg-restart":
-			row.Covered = row.PGRestarts > 0
-		case s.fault.Name == "pg-crash":
-			row.Covered = row.PGCrashes > 0
-		case s.fault.Name == "pg-failover":
-			row.Covered = row.Failovers > 0
-		case s.fault.Name == "race":
-			row.Covered = row.RaceHandouts > 0
-		default:
-			row.Covered = row.FaultsInjected > 0
-		}
-		if row.Messages > 0 {
-			row.ModelPerMessage = float64(row.ModelCalls) / float64(row.Messages)
-		}
+		row.Covered = s.covered(row)
+		row.ModelPerMessage = modelPerMessage(row)
 		rep.Rows = append(rep.Rows, *row)
-		total.Runs += row.Runs
-		total.Messages += row.Messages
-		total.Kills += row.Kills
-		total.AtPoint += row.AtPoint
-		total.Hit += row.Hit
-		total.Redeliveries += row.Redeliveries
-		total.Rescues += row.Rescues
-		total.KeysEqual += row.KeysEqual
-		for n, c := range row.Charges {
-			total.Charges[n] += c
-		}
-		total.Duplicates += row.Duplicates
-		total.Lost += row.Lost
-		total.Stuck += row.Stuck
-		total.DuplicateReplies += row.DuplicateReplies
-		total.ModelCalls += row.ModelCalls
-		total.ModelReplayed += row.ModelReplayed
-		total.MaxModelCalls = max(total.MaxModelCalls, row.MaxModelCalls)
-		total.PSPRequests += row.PSPRequests
-		total.FaultsInjected += row.FaultsInjected
-		total.PGRestarts += row.PGRestarts
-		total.PGCrashes += row.PGCrashes
-		total.Failovers += row.Failovers
-		total.RaceHandouts += row.RaceHandouts
+		total.add(*row)
 		total.Covered = total.Covered && row.Covered
 	}
-	if total.Messages > 0 {
-		total.ModelPerMessage = float64(total.ModelCalls) / float64(total.Messages)
-	}
+	total.ModelPerMessage = modelPerMessage(&total)
 	rep.Total = total
-
-	// The verdict: the four conditions, plus what else would mean
-	// the test did not test (a scenario never reached, a harness failure)
-	// or a side effect repeated elsewhere (a reply sent twice).
-	var fail []string
-	if total.Duplicates > 0 {
-		dupIntents := 0
-		for n, c := range total.Charges {
-			if n > 1 {
-				dupIntents += c
-			}
-		}
-		fail = append(fail, fmt.Sprintf("%d duplicate charges on %d of %d intents", total.Duplicates, dupIntents, total.Runs))
-	}
-	if total.Lost > 0 {
-		fail = append(fail, fmt.Sprintf("%d lost intents", total.Lost))
-	}
-	if total.Stuck > 0 || started > 0 {
-		fail = append(fail, fmt.Sprintf("%d actions left started", max(total.Stuck, started)))
-	}
-	if total.KeysEqual < total.Runs {
-		fail = append(fail, fmt.Sprintf("%d intents whose attempts carried different keys", total.Runs-total.KeysEqual))
-	}
-	if unattributed > 0 {
-		fail = append(fail, fmt.Sprintf("%d PSP requests with a key of no intent", unattributed))
-	}
-	if total.DuplicateReplies > 0 {
-		fail = append(fail, fmt.Sprintf("%d duplicate replies", total.DuplicateReplies))
-	}
-	for _, row := range rep.Rows {
-		if !row.Covered {
-			fail = append(fail, fmt.Sprintf("%s not covered (never reached)", row.Scenario))
-		}
-	}
-	if len(t.problems) > 0 {
-		fail = append(fail, fmt.Sprintf("%d harness problems (listed below)", len(t.problems)))
-	}
+	fail := t.failures(rep, unattributed, started)
 	rep.Failures = fail
 	rep.Pass = len(fail) == 0
 	if rep.Pass {
@@ -294,129 +170,176 @@ func (t *tester) report(results []RunResult, unattributed, pspRequests, started 
 	return rep
 }
 
-// chargesCell writes a charges-per-intent histogram: "1×19", or
-// "0×1 1×15 2×3".
-func chargesCell(h map[int]int) string {
-	var ns []int
-	for n := range h {
-		ns = append(ns, n)
+// scenarioRows starts a row for every scenario, with what its batches
+// did beyond kills.
+func (t *tester) scenarioRows() map[string]*Row {
+	rows := map[string]*Row{}
+	for _, s := range t.scenarios {
+		st := t.stats[s.name]
+		rows[s.name] = &Row{Scenario: s.name, Description: t.description(s.name), Charges: map[int]int{},
+			FaultsInjected: st.faultsInjected, PGRestarts: st.pgRestarts, RaceHandouts: st.raceHandouts,
+			PGCrashes: st.pgCrashes, Failovers: st.failovers}
+		if st.dbDown > 0 {
+			rows[s.name].DBDownMax = elapsed(st.dbDown)
+		}
 	}
-	sort.Ints(ns)
-	var parts []string
-	for _, n := range ns {
-		parts = append(parts, fmt.Sprintf("%d×%d", n, h[n]))
-	}
-	return strings.Join(parts, " ")
+	return rows
 }
 
-// WriteTable writes the human report: settings, one row per scenario,
-// notes and the verdict on the last line.
-func (r *Report) WriteTable(w io.Writer) error {
-	s := r.Settings
-	mode := ""
-	if r.Naive {
-		mode = " — NAIVE CONTROL (random key per provider call)"
+// countKill adds a kill of the row's scenario.
+func (row *Row) countKill(k Kill) {
+	row.Kills++
+	row.Hit += k.RunsHit
+	if k.How == "failpoint" || k.How == "proxy" || k.How == "timer" {
+		row.AtPoint++
 	}
-	fmt.Fprintf(w, "retrysafe restart-test: %d runs, seed %d, %s%s\n", r.Runs, r.Seed, r.Duration, mode)
-	fmt.Fprintf(w, "  database:   %s, schema %s\n", s.Database, s.Schema)
-	if s.Batch > 0 {
-		fmt.Fprintf(w, "  workers:    one armed worker per batch of %d runs, then %d redelivery workers; journal %s\n", s.Batch, s.Workers, s.Journal)
-	} else {
-		fmt.Fprintf(w, "  workers:    %d long-lived workers, never killed; journal %s\n", s.Workers, s.Journal)
-	}
-	fmt.Fprintf(w, "  flags:      worker %s\n", s.WorkerFlags)
-	fmt.Fprintf(w, "              serve %s\n", s.ServeFlags)
-	fmt.Fprintf(w, "  model:      sandbox, --wrong-amount-rate %g, --latency %s\n", s.WrongAmountRate, s.ModelLatency)
-	fmt.Fprintf(w, "  redelivery: %s\n\n", s.Redelivery)
+}
 
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\truns\tkills\tat point\thit\tredeliveries\tkeys equal\tcharges/intent\tlost\tstuck\tmodel calls/msg\t")
-	line := func(row Row) {
-		name := row.Scenario
-		if !row.Covered && name != "total" {
-			name += " (!)"
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d/%d\t%s\t%d\t%d\t%.2f (max %d)\t\n", name, row.Runs, row.Kills, row.AtPoint, row.Hit,
-			row.Redeliveries, row.KeysEqual, row.Runs, chargesCell(row.Charges), row.Lost, row.Stuck, row.ModelPerMessage, row.MaxModelCalls)
+// addResult adds a run of the row's scenario.
+func (row *Row) addResult(r RunResult) {
+	row.Runs++
+	row.Messages += r.Messages
+	row.Redeliveries += r.Redeliveries
+	row.Rescues += r.Rescues
+	if r.KeysEqual {
+		row.KeysEqual++
 	}
-	for _, row := range r.Rows {
-		line(row)
+	row.Charges[r.Charges]++
+	row.Duplicates += max(0, r.Charges-1)
+	if r.Lost {
+		row.Lost++
 	}
-	line(r.Total)
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(w)
-	t := r.Total
-	fmt.Fprintf(w, "  webhook: %d signed posts for %d messages (WhatsApp-style duplicates answered 200, stored once); runs found in flight by two kills or more: %d\n",
-		r.WebhookPosts, r.Messages, r.RunsHitTwice)
-	fmt.Fprintf(w, "  multi-spelling intents (CPF punctuated and bare, a phone three ways, in separate messages): %d, one key and one charge: %d\n", r.MultiSpelling, r.MultiSpellingOK)
-	fmt.Fprintf(w, "  PSP requests: %d (every key attributed to an intent: %d unattributed); duplicate replies: %d; actions left started: %d\n",
-		r.PSPRequests, r.UnattributedRequests, t.DuplicateReplies, r.StartedActions)
-	fmt.Fprintf(w, "  faults: PSP faults injected %d, PostgreSQL restarts %d, crashes %d, failovers %d, jobs handed to a racing worker %d; model calls %d real + %d replayed from the journal\n",
-		t.FaultsInjected, t.PGRestarts, t.PGCrashes, t.Failovers, t.RaceHandouts, t.ModelCalls, t.ModelReplayed)
-	for _, row := range r.Rows {
-		if row.DBDownMax != "" {
-			fmt.Fprintf(w, "  %s: the database was gone for at most %s (from SIGKILL until it took writes again); River's rescuer brought back %d jobs\n", row.Scenario, row.DBDownMax, row.Rescues)
-		}
-	}
-	if r.RiverLeader != "" {
-		fmt.Fprintf(w, "  River's leader after the redelivery: %s\n", r.RiverLeader)
-	}
-	if a := r.APIPix; a != nil {
-		fmt.Fprintf(w, "  API Pix: %d cob PUTs, %d charges overwritten; %d charges paid, %d payments applied by the Pix callback (%d calls), %d receipts; runs charged once with one receipt: %d, others: %d\n",
-			a.CobPuts, a.Overwritten, a.Paid, a.Effects, a.Callbacks, a.Receipts, a.RunsReceiptOnce, a.RunsReceiptWrong)
-	}
-	if rc := r.Refunds; rc != nil {
-		if err := rc.writeTable(w); err != nil {
-			return err
+	row.Stuck += r.Stuck
+	row.DuplicateReplies += max(0, r.Replies-r.Messages)
+	row.ModelCalls += r.ModelCalls
+	row.ModelReplayed += r.ModelReplayed
+	row.MaxModelCalls = max(row.MaxModelCalls, r.MaxModelCalls)
+	row.PSPRequests += r.PSPRequests
+}
+
+// addResult adds a run to the report's figures beyond the rows.
+func (rep *Report) addResult(r RunResult) {
+	if r.Messages > 1 {
+		rep.MultiSpelling++
+		if r.KeysEqual && r.Charges == 1 {
+			rep.MultiSpellingOK++
 		}
 	}
-	if r.WrongAmounts > 0 {
-		fmt.Fprintf(w, "  charged once at a misread amount: %d (the model's first extraction was wrong and was frozen; --wrong-amount-rate)\n", r.WrongAmounts)
+	if r.WrongAmount {
+		rep.WrongAmounts++
 	}
-	for _, p := range r.Problems {
-		fmt.Fprintf(w, "  problem: %s\n", p)
+	rep.WebhookPosts += r.Deliveries
+	rep.Messages += r.Messages
+	if r.Hits > 1 {
+		rep.RunsHitTwice++
 	}
-	// The runs that failed, duplicates first, so that a red verdict says
-	// where to look (every run is in --json).
-	shown := 0
-	for pass := 0; pass < 2 && shown <= 10; pass++ {
-		for _, res := range r.Results {
-			var what []string
-			if res.Charges != 1 {
-				what = append(what, fmt.Sprintf("%d charges", res.Charges))
-			}
-			if (pass == 0) != (len(what) > 0) {
-				continue // duplicates and missing charges in the first pass
-			}
-			if !res.KeysEqual {
-				what = append(what, fmt.Sprintf("%d distinct keys", len(res.Keys)))
-			}
-			if res.Lost {
-				what = append(what, "lost: "+res.LostWhy)
-			}
-			if res.Stuck > 0 {
-				what = append(what, fmt.Sprintf("%d actions started", res.Stuck))
-			}
-			if len(what) == 0 {
-				continue
-			}
-			if shown == 10 {
-				fmt.Fprintln(w, "  ... (every run is in --json)")
-				shown++
-				break
-			}
-			shown++
-			status := res.ActionStatus
-			if status == "" {
-				status = "none"
-			}
-			fmt.Fprintf(w, "  run %d (%s, invoice %s, %d messages, hit by %d kills, action %s, %d PSP requests): %s\n",
-				res.Index, res.Scenario, res.Invoice, res.Messages, res.Hits, status, res.PSPRequests, strings.Join(what, "; "))
+}
+
+// add sums o into a total row; Covered, ModelPerMessage and DBDownMax
+// are the caller's.
+func (row *Row) add(o Row) {
+	row.Runs += o.Runs
+	row.Messages += o.Messages
+	row.Kills += o.Kills
+	row.AtPoint += o.AtPoint
+	row.Hit += o.Hit
+	row.Redeliveries += o.Redeliveries
+	row.Rescues += o.Rescues
+	row.KeysEqual += o.KeysEqual
+	for n, c := range o.Charges {
+		row.Charges[n] += c
+	}
+	row.Duplicates += o.Duplicates
+	row.Lost += o.Lost
+	row.Stuck += o.Stuck
+	row.DuplicateReplies += o.DuplicateReplies
+	row.ModelCalls += o.ModelCalls
+	row.ModelReplayed += o.ModelReplayed
+	row.MaxModelCalls = max(row.MaxModelCalls, o.MaxModelCalls)
+	row.PSPRequests += o.PSPRequests
+	row.FaultsInjected += o.FaultsInjected
+	row.PGRestarts += o.PGRestarts
+	row.PGCrashes += o.PGCrashes
+	row.Failovers += o.Failovers
+	row.RaceHandouts += o.RaceHandouts
+}
+
+// covered reports whether the scenario's point was reached (or its fault
+// happened) in row.
+func (s scenario) covered(row *Row) bool {
+	switch {
+	case s.point != nil:
+		return row.AtPoint > 0
+	case s.fault.Name == "pg-restart":
+		return row.PGRestarts > 0
+	case s.fault.Name == "pg-crash":
+		return row.PGCrashes > 0
+	case s.fault.Name == "pg-failover":
+		return row.Failovers > 0
+	case s.fault.Name == "race":
+		return row.RaceHandouts > 0
+	default:
+		return row.FaultsInjected > 0
+	}
+}
+
+func modelPerMessage(row *Row) float64 {
+	if row.Messages == 0 {
+		return 0
+	}
+	return float64(row.ModelCalls) / float64(row.Messages)
+}
+
+// failures is the verdict: the four conditions, plus what else
+// would mean the test did not test (a scenario never reached, a harness
+// failure) or a side effect repeated elsewhere (a reply sent twice).
+func (t *tester) failures(rep *Report, unattributed, started int) []string {
+	total := rep.Total
+	dupIntents := 0
+	for n, c := range total.Charges {
+		if n > 1 {
+			dupIntents += c
 		}
 	}
-	fmt.Fprintln(w)
-	_, err := fmt.Fprintln(w, r.Verdict)
-	return err
+	var fail failureList
+	fail.add(total.Duplicates > 0, "%d duplicate charges on %d of %d intents", total.Duplicates, dupIntents, total.Runs)
+	fail.add(total.Lost > 0, "%d lost intents", total.Lost)
+	fail.add(total.Stuck > 0 || started > 0, "%d actions left started", max(total.Stuck, started))
+	fail.add(total.KeysEqual < total.Runs, "%d intents whose attempts carried different keys", total.Runs-total.KeysEqual)
+	fail.add(unattributed > 0, "%d PSP requests with a key of no intent", unattributed)
+	fail.add(total.DuplicateReplies > 0, "%d duplicate replies", total.DuplicateReplies)
+	for _, row := range rep.Rows {
+		fail.add(!row.Covered, "%s not covered (never reached)", row.Scenario)
+	}
+	fail.add(len(t.problems) > 0, "%d harness problems (listed below)", len(t.problems))
+	return fail
+}
+
+// failureList collects the reasons a verdict fails.
+type failureList []string
+
+// add appends the reason when bad holds.
+func (f *failureList) add(bad bool, format string, a ...any) {
+	if bad {
+		*f = append(*f, fmt.Sprintf(format, a...))
+	}
+}
+
+// merge adds the failures of a check made after the runs' verdict (the
+// receipts, the refunds); pass is what a passing check adds to a passing
+// verdict.
+func (rep *Report) merge(fail []string, pass string) {
+	if len(fail) == 0 {
+		if rep.Pass {
+			rep.Verdict += pass
+		}
+		return
+	}
+	rep.Failures = append(rep.Failures, fail...)
+	if rep.Pass {
+		rep.Pass = false
+		rep.Verdict = "FAIL: " + strings.Join(fail, ", ")
+	} else {
+		rep.Verdict += "; " + strings.Join(fail, ", ")
+	}
 }

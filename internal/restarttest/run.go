@@ -81,6 +81,48 @@ type tester struct {
 // the test could not run (no database, a process would not start); a test
 // that ran and found duplicates returns a report whose Pass is false.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
+	t, err := newTester(cfg)
+	if err != nil {
+		return nil, err
+	}
+	stopProgress := t.reportProgress()
+	defer stopProgress()
+
+	stack, err := harness.StartStack(ctx, t.stackConfig())
+	if t.serveProxy != nil {
+		defer t.serveProxy.Close()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start the stack: %w", err)
+	}
+	defer stack.Close()
+	t.stack = stack
+	t.settings.Schema = stack.Cfg.Schema
+	t.settings.Database = describeDatabase(ctx, stack)
+	if err := t.seedConversations(ctx); err != nil {
+		return nil, err
+	}
+
+	t.setPhase("kills", "")
+	for i, s := range t.scenarios {
+		t.setPhase("kills", s.name)
+		if err := t.killPhase(ctx, s); err != nil {
+			return nil, err
+		}
+		t.mu.Lock()
+		t.progress.Scenarios = i + 1
+		t.mu.Unlock()
+	}
+	t.setPhase("redelivery", "")
+	if err := t.redeliver(ctx); err != nil {
+		return nil, err
+	}
+	return t.verify(ctx)
+}
+
+// newTester plans a restart test: its scenarios, its runs and their
+// refunds.
+func newTester(cfg Config) (*tester, error) {
 	cfg.defaults()
 	scens, err := cfg.scenarios(cfg.DatabaseURL == "")
 	if err != nil {
@@ -108,23 +150,38 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	t.runs = planRunsOf(t.rng, cfg.Runs, names, cfg.Templates, cfg.Seed, t.keyKinds())
 	t.planRefunds()
 	for _, r := range t.runs {
-		t.byScen[r.Scenario] = append(t.byScen[r.Scenario], r)
-		for _, m := range r.Messages {
-			t.byMsg[m.ID] = r
-		}
+		t.index(r)
 	}
 	t.progress = Progress{Phase: "starting", Total: len(scens), Runs: cfg.Runs}
+	return t, nil
+}
 
-	stopProgress := t.reportProgress()
-	defer stopProgress()
+// index files r under its scenario and its messages.
+func (t *tester) index(r *RunPlan) {
+	t.byScen[r.Scenario] = append(t.byScen[r.Scenario], r)
+	for _, m := range r.Messages {
+		t.byMsg[m.ID] = r
+	}
+}
 
-	wargs := append(cfg.Timings.workerArgs(),
-		"--concurrency", fmt.Sprint(cfg.Concurrency),
-		"--max-conns", fmt.Sprint(2*cfg.Concurrency+4),
-		"--journal", cfg.Journal,
+// processArgs are the flags of the test's workers and of serve: the
+// short timings that bring a killed job back in seconds.
+func processArgs(tm Timings, concurrency int, journal string) (worker, serve []string) {
+	worker = append(tm.workerArgs(),
+		"--concurrency", fmt.Sprint(concurrency),
+		"--max-conns", fmt.Sprint(2*concurrency+4),
+		"--journal", journal,
 		"--shutdown-timeout", "3s")
-	sargs := []string{"--lease", cfg.Timings.Lease.String(), "--timeout", cfg.Timings.ProviderTimeout.String(),
-		"--reconcile-interval", cfg.Timings.ReconcileInterval.String()}
+	serve = []string{"--lease", tm.Lease.String(), "--timeout", tm.ProviderTimeout.String(),
+		"--reconcile-interval", tm.ReconcileInterval.String()}
+	return worker, serve
+}
+
+// stackConfig is the deployment the test starts, and notes its settings
+// for the report.
+func (t *tester) stackConfig() harness.StackConfig {
+	cfg := t.cfg
+	wargs, sargs := processArgs(cfg.Timings, cfg.Concurrency, cfg.Journal)
 	if cfg.MaxAttempts > 0 {
 		wargs = append(wargs, "--max-attempts", fmt.Sprint(cfg.MaxAttempts))
 		sargs = append(sargs, "--max-attempts", fmt.Sprint(cfg.MaxAttempts))
@@ -147,12 +204,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			"the test waits --rescue-after after the last kill before starting the redelivery workers, " +
 			"so that the new leader's first pass rescues every killed job",
 	}
-	for _, s := range scens {
+	for _, s := range t.scenarios {
 		t.settings.Scenarios = append(t.settings.Scenarios, s.name)
 	}
 
 	db := harness.DatabaseConfig{SynchronousCommit: cfg.DBSynchronousCommit, SeparatePSP: cfg.DatabaseURL == ""}
-	for _, sc := range scens {
+	for _, sc := range t.scenarios {
 		if sc.fault != nil && sc.fault.Name == "pg-failover" {
 			db.Standby = cmp.Or(cfg.Standby, "sync")
 		}
@@ -166,38 +223,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if t.refundsPlanned() {
 		scfg.ServeAPIPixURL = t.serveProxyURL
 	}
-	stack, err := harness.StartStack(ctx, scfg)
-	if t.serveProxy != nil {
-		defer t.serveProxy.Close()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("start the stack: %w", err)
-	}
-	defer stack.Close()
-	t.stack = stack
-	t.settings.Schema = stack.Cfg.Schema
-	t.settings.Database = describeDatabase(ctx, stack)
+	return scfg
+}
 
+// seedConversations gives every run its customer and open invoice.
+func (t *tester) seedConversations(ctx context.Context) error {
 	for _, r := range t.runs {
-		if err := stack.SeedConversation(ctx, r.WaID, r.Customer, r.Invoice, r.AmountCents); err != nil {
-			return nil, fmt.Errorf("seed conversation: %w", err)
+		if err := t.stack.SeedConversation(ctx, r.WaID, r.Customer, r.Invoice, r.AmountCents); err != nil {
+			return fmt.Errorf("seed conversation: %w", err)
 		}
 	}
+	return nil
+}
 
-	t.setPhase("kills", "")
-	for i, s := range scens {
-		t.setPhase("kills", s.name)
-		if err := t.killPhase(ctx, s); err != nil {
-			return nil, err
-		}
-		t.mu.Lock()
-		t.progress.Scenarios = i + 1
-		t.mu.Unlock()
-	}
-	t.setPhase("redelivery", "")
-	if err := t.redeliver(ctx); err != nil {
-		return nil, err
-	}
+// verify runs the operator's reconcile pass, pays the charges, makes the
+// refunds, and reads the outcome.
+func (t *tester) verify(ctx context.Context) (*Report, error) {
 	t.setPhase("verifying", "")
 	if err := t.reconcilePass(ctx); err != nil {
 		t.problem("reconcile pass: %v", err)

@@ -44,6 +44,81 @@ type SoakProgress struct {
 // process whose memory or goroutines grew returns a report whose Pass is
 // false.
 func Soak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
+	s, err := newSoak(cfg)
+	if err != nil {
+		return nil, err
+	}
+	statsDir, err := os.MkdirTemp("", "retrysafe-soak-stats-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(statsDir)
+	s.statsDir = statsDir
+
+	stack, err := harness.StartStack(ctx, s.stackConfig())
+	if err != nil {
+		return nil, fmt.Errorf("start the stack: %w", err)
+	}
+	defer stack.Close()
+	s.setStack(ctx, stack)
+	if err := s.t.seedConversations(ctx); err != nil {
+		return nil, err
+	}
+	for i := range s.workers {
+		if err := s.startWorker(ctx, i); err != nil {
+			return nil, err
+		}
+	}
+	defer s.stopWorkers()
+
+	s.rep = &SoakReport{Seed: cfg.Seed, Runs: s.n, Storms: s.storms, Database: s.t.settings.Database}
+	loadTook, err := s.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.settle(ctx); err != nil {
+		return nil, err
+	}
+	return s.verdict(ctx, loadTook)
+}
+
+// soak is one soak under way: the tester whose runs, deliveries and
+// verdict it reuses, its long-lived workers, and what the load did.
+type soak struct {
+	cfg      SoakConfig
+	t        *tester
+	rng      *rand.Rand
+	scen     scenario
+	n        int // runs planned
+	storms   int
+	statsDir string
+	stack    *harness.Stack
+	wargs    []string
+	sargs    []string
+	workers  []*soakWorker
+	rep      *SoakReport
+
+	restarts  int
+	posts     int // charge requests through the closed workers' proxies
+	injected  int // PSP faults they asked for
+	samples   []Sample
+	loadStart time.Time
+	// Written by the load's loop; crashes and crashDown under t.mu.
+	crashes     int
+	crashDown   time.Duration
+	redelivered int
+	next        int // runs delivered
+}
+
+// soakWorker is a long-lived worker and the proxy that injects its PSP
+// faults.
+type soakWorker struct {
+	w     *worker
+	proxy *pspProxy
+}
+
+// newSoak plans a soak: its runs, a share of them same-key storms.
+func newSoak(cfg SoakConfig) (*soak, error) {
 	cfg.defaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -59,141 +134,152 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 		start: time.Now(),
 	}
 	t.runs = planRuns(rng, n, []string{scen.name}, cfg.Templates, cfg.Seed)
-	storms := 0
+	s := &soak{cfg: cfg, t: t, rng: rng, scen: scen, n: n, workers: make([]*soakWorker, cfg.Workers)}
 	for _, r := range t.runs {
 		if rng.Float64() < cfg.StormRate {
 			r.Duplicates = cfg.StormSize - 1
-			storms++
+			s.storms++
 		}
-		t.byScen[r.Scenario] = append(t.byScen[r.Scenario], r)
-		for _, m := range r.Messages {
-			t.byMsg[m.ID] = r
-		}
+		t.index(r)
 	}
-	statsDir, err := os.MkdirTemp("", "retrysafe-soak-stats-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(statsDir)
+	return s, nil
+}
 
-	tm := cfg.Timings
-	wargs := append(tm.workerArgs(), "--concurrency", fmt.Sprint(cfg.Concurrency), "--max-conns", fmt.Sprint(2*cfg.Concurrency+4),
-		"--journal", "on", "--shutdown-timeout", "3s")
-	sargs := []string{"--lease", tm.Lease.String(), "--timeout", tm.ProviderTimeout.String(), "--reconcile-interval", tm.ReconcileInterval.String()}
-	stack, err := harness.StartStack(ctx, harness.StackConfig{
+// stackConfig is the soak's deployment: a private cluster, the PSP's
+// tables on one of their own, processes that report their runtime
+// figures.
+func (s *soak) stackConfig() harness.StackConfig {
+	cfg := s.cfg
+	s.wargs, s.sargs = processArgs(cfg.Timings, cfg.Concurrency, "on")
+	return harness.StackConfig{
 		Database: harness.DatabaseConfig{SynchronousCommit: cfg.DBSynchronousCommit, SeparatePSP: true},
 		Bin:      cfg.Bin, Log: cfg.Log, Tenant: "soak", PhoneNumberID: "5511400000002",
-		ModelSeed: cfg.Seed, ModelWrongAmountRate: 0.05, WorkerArgs: wargs, ServeArgs: sargs,
-		Env: []string{StatsDirEnv + "=" + statsDir},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("start the stack: %w", err)
+		ModelSeed: cfg.Seed, ModelWrongAmountRate: 0.05, WorkerArgs: s.wargs, ServeArgs: s.sargs,
+		Env: []string{StatsDirEnv + "=" + s.statsDir},
 	}
-	defer stack.Close()
+}
+
+// setStack notes the started stack and the settings the report prints.
+func (s *soak) setStack(ctx context.Context, stack *harness.Stack) {
+	s.stack = stack
+	t := s.t
 	t.stack = stack
-	t.settings = Settings{WorkerFlags: strings.Join(wargs, " "), ServeFlags: strings.Join(sargs, " "), Workers: cfg.Workers,
-		Journal: "on", WrongAmountRate: 0.05, ModelLatency: "the sandbox's default", Scenarios: []string{scen.name}, Schema: stack.Cfg.Schema,
-		RescueAfter: tm.RescueAfter.String(), Redelivery: "long-lived workers; River's rescuer brings back jobs a crash left running"}
+	t.settings = Settings{WorkerFlags: strings.Join(s.wargs, " "), ServeFlags: strings.Join(s.sargs, " "), Workers: s.cfg.Workers,
+		Journal: "on", WrongAmountRate: 0.05, ModelLatency: "the sandbox's default", Scenarios: []string{s.scen.name}, Schema: stack.Cfg.Schema,
+		RescueAfter: s.cfg.Timings.RescueAfter.String(), Redelivery: "long-lived workers; River's rescuer brings back jobs a crash left running"}
 	t.settings.Database = describeDatabase(ctx, stack)
-	for _, r := range t.runs {
-		if err := stack.SeedConversation(ctx, r.WaID, r.Customer, r.Invoice, r.AmountCents); err != nil {
-			return nil, fmt.Errorf("seed conversation: %w", err)
-		}
-	}
+}
 
-	type soakWorker struct {
-		w     *worker
-		proxy *pspProxy
+// startWorker starts worker i behind a proxy of its own that injects the
+// PSP faults.
+func (s *soak) startWorker(ctx context.Context, i int) error {
+	proxy, err := newPSPProxy(s.stack.PSP.Ready, s.rng.Uint64())
+	if err != nil {
+		return err
 	}
-	workers := make([]*soakWorker, cfg.Workers)
-	restarts := 0
-	startOne := func(i int) error {
-		proxy, err := newPSPProxy(stack.PSP.Ready, rng.Uint64())
-		if err != nil {
-			return err
+	proxy.configureMix(soakFaults(s.cfg.Timings), s.cfg.FaultRate)
+	w, err := s.t.startWorker(ctx, "soak", "", 0, proxy)
+	if err != nil {
+		proxy.Close()
+		return err
+	}
+	s.workers[i] = &soakWorker{w: w, proxy: proxy}
+	return nil
+}
+
+// closeWorker counts what sw's proxy saw and closes it.
+func (s *soak) closeWorker(sw *soakWorker) {
+	p, inj, _ := sw.proxy.stats()
+	s.posts += p
+	s.injected += inj
+	sw.proxy.Close()
+}
+
+func (s *soak) stopWorkers() {
+	for _, sw := range s.workers {
+		if sw != nil {
+			sw.w.proc.Stop(5 * time.Second)
+			sw.proxy.Close()
 		}
-		proxy.configureMix(soakFaults(tm), cfg.FaultRate)
-		w, err := t.startWorker(ctx, "soak", "", 0, proxy)
-		if err != nil {
-			proxy.Close()
-			return err
+	}
+}
+
+// sample reads the memory and goroutines of serve and every worker.
+func (s *soak) sample(at time.Duration) []Sample {
+	procs := []*harness.Proc{s.stack.Server}
+	for _, sw := range s.workers {
+		procs = append(procs, sw.w.proc)
+	}
+	var out []Sample
+	for _, p := range procs {
+		if p.Exited() {
+			continue
 		}
-		workers[i] = &soakWorker{w: w, proxy: proxy}
-		return nil
-	}
-	var posts, injected int
-	closeWorker := func(sw *soakWorker) {
-		p, inj, _ := sw.proxy.stats()
-		posts += p
-		injected += inj
-		sw.proxy.Close()
-	}
-	for i := range workers {
-		if err := startOne(i); err != nil {
-			return nil, err
-		}
-	}
-	defer func() {
-		for _, sw := range workers {
-			if sw != nil {
-				sw.w.proc.Stop(5 * time.Second)
-				sw.proxy.Close()
+		smp := Sample{Seconds: at.Seconds(), Process: p.Name, Pid: p.Pid(), RSSKiB: rssKiB(p.Pid())}
+		if b, err := os.ReadFile(filepath.Join(s.statsDir, strconv.Itoa(p.Pid())+".json")); err == nil {
+			var rs RuntimeStats
+			if json.Unmarshal(b, &rs) == nil {
+				smp.Goroutines, smp.HeapKiB = rs.Goroutines, rs.HeapKiB
 			}
 		}
-	}()
-
-	rep := &SoakReport{Seed: cfg.Seed, Runs: n, Storms: storms, Database: t.settings.Database}
-	var samples []Sample
-	sample := func(at time.Duration) []Sample {
-		procs := []*harness.Proc{stack.Server}
-		for _, sw := range workers {
-			procs = append(procs, sw.w.proc)
-		}
-		var out []Sample
-		for _, p := range procs {
-			if p.Exited() {
-				continue
-			}
-			s := Sample{Seconds: at.Seconds(), Process: p.Name, Pid: p.Pid(), RSSKiB: rssKiB(p.Pid())}
-			if b, err := os.ReadFile(filepath.Join(statsDir, strconv.Itoa(p.Pid())+".json")); err == nil {
-				var rs RuntimeStats
-				if json.Unmarshal(b, &rs) == nil {
-					s.Goroutines, s.HeapKiB = rs.Goroutines, rs.HeapKiB
-				}
-			}
-			out = append(out, s)
-		}
-		return out
+		out = append(out, smp)
 	}
+	return out
+}
 
-	// The load.
-	loadStart := time.Now()
-	var deliveries sync.WaitGroup
-	var crashDown time.Duration
-	var crashes, redelivered, next int
-	newEvery := time.Duration(float64(time.Second) / cfg.Rate)
-	newTick := time.NewTicker(newEvery)
-	defer newTick.Stop()
-	var redeliverC <-chan time.Time
+func (s *soak) progress(phase string, latest []Sample, settled int) {
+	if s.cfg.Progress == nil {
+		return
+	}
+	t := s.t
+	t.mu.Lock()
+	d, c := t.progress.Delivered, s.crashes
+	t.mu.Unlock()
+	s.cfg.Progress(SoakProgress{Phase: phase, Elapsed: time.Since(s.loadStart), Delivered: d, Runs: s.n, Crashes: c, Settled: settled, Sample: latest})
+}
+
+// soakClock paces the load: new intents, redeliveries, crashes, samples,
+// and its end.
+type soakClock struct {
+	newRun    *time.Ticker
+	redeliver <-chan time.Time // nil without redeliveries
+	crash     *time.Ticker
+	sample    *time.Ticker
+	end       <-chan time.Time
+	stops     []func()
+}
+
+func newSoakClock(cfg SoakConfig) *soakClock {
+	c := &soakClock{
+		newRun: time.NewTicker(time.Duration(float64(time.Second) / cfg.Rate)),
+		crash:  time.NewTicker(cfg.CrashEvery),
+		sample: time.NewTicker(cfg.SampleEvery),
+		end:    time.After(cfg.Duration),
+	}
+	c.stops = []func(){c.newRun.Stop, c.crash.Stop, c.sample.Stop}
 	if cfg.RedeliverRate > 0 {
 		rt := time.NewTicker(time.Duration(float64(time.Second) / cfg.RedeliverRate))
-		defer rt.Stop()
-		redeliverC = rt.C
+		c.stops = append(c.stops, rt.Stop)
+		c.redeliver = rt.C
 	}
-	crashTick := time.NewTicker(cfg.CrashEvery)
-	defer crashTick.Stop()
-	sampleTick := time.NewTicker(cfg.SampleEvery)
-	defer sampleTick.Stop()
-	end := time.After(cfg.Duration)
-	progress := func(phase string, latest []Sample, settled int) {
-		if cfg.Progress == nil {
-			return
-		}
-		t.mu.Lock()
-		d, c := t.progress.Delivered, crashes
-		t.mu.Unlock()
-		cfg.Progress(SoakProgress{Phase: phase, Elapsed: time.Since(loadStart), Delivered: d, Runs: n, Crashes: c, Settled: settled, Sample: latest})
+	return c
+}
+
+func (c *soakClock) stop() {
+	for _, f := range c.stops {
+		f()
 	}
+}
+
+// load sends the mixed load for cfg.Duration, crashes the database every
+// cfg.CrashEvery and samples the processes; it returns how long the load
+// ran.
+func (s *soak) load(ctx context.Context) (time.Duration, error) {
+	t, stack, rep, rng := s.t, s.stack, s.rep, s.rng
+	s.loadStart = time.Now()
+	var deliveries sync.WaitGroup
+	clock := newSoakClock(s.cfg)
+	defer clock.stop()
 	crashDone := make(chan struct{})
 	close(crashDone)
 load:
@@ -201,23 +287,23 @@ load:
 		select {
 		case <-ctx.Done():
 			deliveries.Wait()
-			return nil, ctx.Err()
-		case <-end:
+			return 0, ctx.Err()
+		case <-clock.end:
 			break load
-		case <-newTick.C:
-			if next < n {
-				r := t.runs[next]
-				next++
+		case <-clock.newRun.C:
+			if s.next < s.n {
+				r := t.runs[s.next]
+				s.next++
 				deliveries.Go(func() { t.deliverRun(ctx, r) })
 			}
-		case <-redeliverC:
-			if next > 0 {
-				r := t.runs[rng.IntN(next)]
+		case <-clock.redeliver:
+			if s.next > 0 {
+				r := t.runs[rng.IntN(s.next)]
 				m := r.Messages[rng.IntN(len(r.Messages))]
-				redelivered++
+				s.redelivered++
 				deliveries.Go(func() { t.post(ctx, r, m) })
 			}
-		case <-crashTick.C:
+		case <-clock.crash.C:
 			if !isClosed(crashDone) {
 				continue // the last crash is still recovering
 			}
@@ -249,41 +335,55 @@ load:
 					return
 				}
 				t.mu.Lock()
-				crashes++
-				crashDown = max(crashDown, d)
+				s.crashes++
+				s.crashDown = max(s.crashDown, d)
 				rep.CrashJobsRunning += jobs
 				rep.CrashActionsStarted += started
 				t.mu.Unlock()
 			}(crashDone)
-		case <-sampleTick.C:
-			latest := sample(time.Since(loadStart))
-			samples = append(samples, latest...)
-			for i, sw := range workers {
-				if sw.w.proc.Exited() {
-					t.problem("soak worker %s exited: %s", sw.w.name, lastLine(sw.w.proc.Tail()))
-					closeWorker(sw)
-					restarts++
-					if err := startOne(i); err != nil {
-						return nil, err
-					}
-				}
+		case <-clock.sample.C:
+			if err := s.sampleAndRestart(ctx); err != nil {
+				return 0, err
 			}
-			progress("load", latest, 0)
 		}
 	}
-	loadTook := time.Since(loadStart)
+	loadTook := time.Since(s.loadStart)
 	<-crashDone
 	deliveries.Wait()
-	rep.Runs = next
-	t.runs = t.runs[:next] // the runs never delivered are not part of the verdict
-	t.byScen[scen.name] = t.runs
+	rep.Runs = s.next
+	t.runs = t.runs[:s.next] // the runs never delivered are not part of the verdict
+	t.byScen[s.scen.name] = t.runs
+	return loadTook, nil
+}
 
-	// Settle: every delivered run answered, nothing queued, nothing started.
+// sampleAndRestart takes a sample of every process and restarts a worker
+// that died.
+func (s *soak) sampleAndRestart(ctx context.Context) error {
+	latest := s.sample(time.Since(s.loadStart))
+	s.samples = append(s.samples, latest...)
+	for i, sw := range s.workers {
+		if sw.w.proc.Exited() {
+			s.t.problem("soak worker %s exited: %s", sw.w.name, lastLine(sw.w.proc.Tail()))
+			s.closeWorker(sw)
+			s.restarts++
+			if err := s.startWorker(ctx, i); err != nil {
+				return err
+			}
+		}
+	}
+	s.progress("load", latest, 0)
+	return nil
+}
+
+// settle waits until every delivered run is answered, nothing is queued
+// and nothing is started.
+func (s *soak) settle(ctx context.Context) error {
+	cfg, t, stack := s.cfg, s.t, s.stack
 	deadline := time.Now().Add(cfg.SettleTimeout)
 	for {
 		settled, err := t.settledCount(ctx, t.runs)
 		if err == nil {
-			progress("settle", nil, settled)
+			s.progress("settle", nil, settled)
 			if settled == len(t.runs) {
 				started, err := executortest.Count(ctx, stack.Pool, executortest.Filter{Tenant: stack.Cfg.Tenant, Status: "started"})
 				if err == nil && started == 0 {
@@ -297,19 +397,26 @@ load:
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(time.Second):
 		}
 	}
-	progress("verifying", nil, len(t.runs))
-	for _, sw := range workers {
-		closeWorker(sw)
+	return nil
+}
+
+// verdict closes the workers, runs the operator's reconcile pass, reads
+// the runs' outcome and judges the soak.
+func (s *soak) verdict(ctx context.Context, loadTook time.Duration) (*SoakReport, error) {
+	t, rep := s.t, s.rep
+	s.progress("verifying", nil, len(t.runs))
+	for _, sw := range s.workers {
+		s.closeWorker(sw)
 	}
 	t.mu.Lock()
-	t.stats[scen.name].faultsInjected = injected
-	t.stats[scen.name].pgCrashes = crashes
-	t.stats[scen.name].dbDown = crashDown
-	rep.Crashes = crashes
+	t.stats[s.scen.name].faultsInjected = s.injected
+	t.stats[s.scen.name].pgCrashes = s.crashes
+	t.stats[s.scen.name].dbDown = s.crashDown
+	rep.Crashes = s.crashes
 	t.mu.Unlock()
 	if err := t.reconcilePass(ctx); err != nil {
 		t.problem("reconcile pass: %v", err)
@@ -320,17 +427,17 @@ load:
 	}
 	rep.Restart = rr
 	rep.Load, rep.Total = elapsed(loadTook), elapsed(time.Since(t.start))
-	rep.Redeliveries, rep.FaultsAsked, rep.ChargePosts = redelivered, injected, posts
-	rep.CrashDownMax = elapsed(crashDown)
-	rep.WorkerRestarts = restarts
-	rep.Samples = samples
-	rep.Trends = trends(samples, cfg.WarmUp, loadTook)
+	rep.Redeliveries, rep.FaultsAsked, rep.ChargePosts = s.redelivered, s.injected, s.posts
+	rep.CrashDownMax = elapsed(s.crashDown)
+	rep.WorkerRestarts = s.restarts
+	rep.Samples = s.samples
+	rep.Trends = trends(s.samples, s.cfg.WarmUp, loadTook)
 
 	var fail []string
 	if !rr.Pass {
 		fail = append(fail, rr.Failures...)
 	}
-	if crashes == 0 {
+	if s.crashes == 0 {
 		fail = append(fail, "the database was never crashed (--duration shorter than --crash-every?)")
 	}
 	for _, tr := range rep.Trends {
@@ -346,11 +453,11 @@ load:
 	pspReqs := rr.PSPRequests
 	if rep.Pass {
 		rep.Verdict = fmt.Sprintf("PASS: %s of load, %d intents (%d same-key storms, %d webhook redeliveries, %d PSP faults of %d charge requests via the proxies, %d PSP requests), %d database crashes: every intent charged exactly once, 0 lost, 0 stuck; memory and goroutines flat",
-			rep.Load, rep.Runs, storms, redelivered, injected, posts, pspReqs, crashes)
+			rep.Load, rep.Runs, s.storms, s.redelivered, s.injected, s.posts, pspReqs, s.crashes)
 	} else {
 		rep.Verdict = "FAIL: " + strings.Join(fail, "; ")
 	}
-	progress("done", nil, len(t.runs))
+	s.progress("done", nil, len(t.runs))
 	return rep, nil
 }
 

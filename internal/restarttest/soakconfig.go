@@ -1,6 +1,7 @@
 package restarttest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -51,42 +52,20 @@ type SoakConfig struct {
 }
 
 func (c *SoakConfig) defaults() {
-	if c.Duration == 0 {
-		c.Duration = 30 * time.Minute
-	}
-	if c.CrashEvery == 0 {
-		c.CrashEvery = 3 * time.Minute
-	}
-	if c.Rate == 0 {
-		c.Rate = 1
-	}
-	if c.StormSize == 0 {
-		c.StormSize = 8
-	}
-	if c.Workers == 0 {
-		c.Workers = 2
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 8
-	}
-	if c.SampleEvery == 0 {
-		c.SampleEvery = 10 * time.Second
-	}
-	if c.WarmUp == 0 {
-		c.WarmUp = min(3*time.Minute, c.Duration/5)
-	}
-	if c.SettleTimeout == 0 {
-		c.SettleTimeout = 5 * time.Minute
-	}
+	c.Duration = cmp.Or(c.Duration, 30*time.Minute)
+	c.CrashEvery = cmp.Or(c.CrashEvery, 3*time.Minute)
+	c.Rate = cmp.Or(c.Rate, 1)
+	c.StormSize = cmp.Or(c.StormSize, 8)
+	c.Workers = cmp.Or(c.Workers, 2)
+	c.Concurrency = cmp.Or(c.Concurrency, 8)
+	c.SampleEvery = cmp.Or(c.SampleEvery, 10*time.Second)
+	c.WarmUp = cmp.Or(c.WarmUp, min(3*time.Minute, c.Duration/5))
+	c.SettleTimeout = cmp.Or(c.SettleTimeout, 5*time.Minute)
 	if c.Templates == nil {
 		c.Templates = DefaultTemplates()
 	}
-	if c.Timings == (Timings{}) {
-		c.Timings = DefaultTimings()
-	}
-	if c.Log == nil {
-		c.Log = io.Discard
-	}
+	c.Timings = cmp.Or(c.Timings, DefaultTimings())
+	c.Log = cmp.Or(c.Log, io.Discard)
 }
 
 func (c *SoakConfig) validate() error {

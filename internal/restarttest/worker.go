@@ -109,18 +109,7 @@ func (t *tester) killWorker(w *worker, how string) {
 func (t *tester) recordKills(ctx context.Context, scen string, workers []*worker) {
 	ks := make([]Kill, len(workers))
 	for i, w := range workers {
-		<-w.proc.Done()
-		t.mu.Lock()
-		how := w.killed // written by killWorker, maybe on the proxy's goroutine
-		t.mu.Unlock()
-		ks[i] = Kill{Scenario: scen, Worker: w.name, How: how}
-		if w.point != "" && strings.Contains(w.proc.Tail(), "failpoint "+w.point+" hit") {
-			ks[i].How, ks[i].Point = "failpoint", w.armed
-		}
-		if ks[i].How == "" {
-			ks[i].How = "exited"
-			t.problem("worker %s exited on its own: %s", w.name, lastLine(w.proc.Tail()))
-		}
+		ks[i] = t.killOf(scen, w)
 	}
 	// Jobs these processes fetched and never finished stay 'running': they
 	// are the runs the kills hit. No other worker has run since the first
@@ -151,6 +140,23 @@ func (t *tester) recordKills(ctx context.Context, scen string, workers []*worker
 	t.kills = append(t.kills, ks...)
 	t.progress.Kills = len(t.kills)
 	t.lastKill = time.Now()
+}
+
+// killOf waits for w to be dead and says how it died.
+func (t *tester) killOf(scen string, w *worker) Kill {
+	<-w.proc.Done()
+	t.mu.Lock()
+	how := w.killed // written by killWorker, maybe on the proxy's goroutine
+	t.mu.Unlock()
+	k := Kill{Scenario: scen, Worker: w.name, How: how}
+	if w.point != "" && strings.Contains(w.proc.Tail(), "failpoint "+w.point+" hit") {
+		k.How, k.Point = "failpoint", w.armed
+	}
+	if k.How == "" {
+		k.How = "exited"
+		t.problem("worker %s exited on its own: %s", w.name, lastLine(w.proc.Tail()))
+	}
+	return k
 }
 
 func lastLine(s string) string {

@@ -1,13 +1,19 @@
 // Package riverretry is the retry policy of retrysafe's River jobs (the
 // agent's inbox and replies, the payment receipt relay): exponential
 // backoff with jitter, so that jobs failing together do not retry together.
+//
+// # Imports
+//
+// It imports internal/backoff (the pause, the same as the executor's
+// retries) and River's rivertype.
 package riverretry
 
 import (
-	"math/rand/v2"
 	"time"
 
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/retrysafe/retrysafe/internal/backoff"
 )
 
 // Policy is exponential backoff with jitter: the wait after attempt n is
@@ -28,14 +34,5 @@ func (p *Policy) NextRetry(job *rivertype.JobRow) time.Time {
 
 // Delay is the wait before retrying after the given attempt (1 = first).
 func (p *Policy) Delay(attempt int) time.Duration {
-	d := p.Base
-	for i := 1; i < attempt && d < p.Max; i++ {
-		d *= 2
-	}
-	d = min(d, p.Max)
-	half := d / 2
-	if half <= 0 {
-		return d
-	}
-	return half + rand.N(half+1)
+	return backoff.UpperHalf(backoff.Exponential(p.Base, p.Max, attempt))
 }

@@ -59,5 +59,7 @@
 // State is in memory, for one receiver (one client id): the sandbox
 // process outlives the workers a restart test kills, and starts empty.
 //
-// It imports sandbox/fault and the standard library only.
+// It imports sandbox/fault, internal/problem (the problem+json writer),
+// internal/backoff (the pause before a callback is sent again) and the
+// standard library only.
 package apipix

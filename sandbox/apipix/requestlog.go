@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/retrysafe/retrysafe/sandbox/internal/standin"
 )
 
 // Request is one charge or refund request the PSP received: the txid (or
@@ -23,25 +25,6 @@ type Request struct {
 // maxLog bounds the request log.
 const maxLog = 10000
 
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *statusRecorder) WriteHeader(s int) {
-	if r.status == 0 {
-		r.status = s
-	}
-	r.ResponseWriter.WriteHeader(s)
-}
-
-func (r *statusRecorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
-}
-
 // logRequests records the requests about charges (PUT and GET
 // /api/cob/{txid}) and refunds (PUT and GET
 // /api/pix/{e2eid}/devolucao/{id}), with the status answered, 0 for a
@@ -53,10 +36,10 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &standin.Recorder{ResponseWriter: w}
 		entry := Request{At: s.now(), Method: r.Method, Path: r.URL.Path, IdempotencyKey: txid}
 		defer func() {
-			entry.Status = rec.status
+			entry.Status = rec.Status
 			if v := recover(); v != nil {
 				entry.Status = 0
 				defer panic(v)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/retrysafe/retrysafe/internal/problem"
 )
 
 // The wire shapes of API Pix this sandbox reads and writes (a subset of the
@@ -147,11 +149,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeProblem(w http.ResponseWriter, status int, tipo, title, detail string, v ...Violacao) {
-	b, _ := json.Marshal(Problema{Type: ErrorTypeBase + tipo, Title: title, Status: status, Detail: detail, Violacoes: v})
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	w.Write(b) //nolint:errcheck
+	problem.Write(w, status, Problema{Type: ErrorTypeBase + tipo, Title: title, Status: status, Detail: detail, Violacoes: v}, nil)
 }
 
 func notFound(w http.ResponseWriter, tipo string) {

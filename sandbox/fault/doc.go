@@ -20,5 +20,7 @@
 // problem+json of type ProblemFault, a section of the repository's
 // docs/problems.md.
 //
-// This package imports only the standard library.
+// This package imports the standard library and internal/problem (the
+// problem+json writer it shares with the sidecar and the idempotency
+// middleware).
 package fault

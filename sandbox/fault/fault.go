@@ -2,7 +2,6 @@ package fault
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/retrysafe/retrysafe/internal/problem"
 )
 
 // Header is the request header that selects faults per request.
@@ -186,19 +187,10 @@ func sleep(r *http.Request, d time.Duration) bool {
 
 // ProblemFault is the problem type of every injected fault, documented in
 // the repository's docs/problems.md.
-const ProblemFault = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md#sandbox-fault"
+const ProblemFault = problem.Docs + "#sandbox-fault"
 
 func writeFault(w http.ResponseWriter, status int, detail string) {
-	body, _ := json.Marshal(map[string]any{
-		"type":   ProblemFault,
-		"title":  http.StatusText(status),
-		"status": status,
-		"detail": detail,
-	})
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	w.Write(body) //nolint:errcheck
+	problem.Write(w, status, problem.Details{Type: ProblemFault, Title: http.StatusText(status), Status: status, Detail: detail}, nil)
 }
 
 type buffer struct {

@@ -79,13 +79,46 @@ func (s *Server) answer(rng *mrand.Rand, req *openai.ChatCompletionRequest, fo f
 }
 
 func (s *Server) assistant(rng *mrand.Rand, req *openai.ChatCompletionRequest, fo forced) answer {
-	wrongDraw, unknownDraw, malformedDraw := rng.Float64(), rng.Float64(), rng.Float64()
+	d := toolDraws{wrong: rng.Float64(), unknown: rng.Float64(), malformed: rng.Float64()}
 	// The misreading is chosen from its own stream, so that an answer with
 	// a wrong amount spells everything else as it would have.
-	wrongRNG := mrand.New(mrand.NewPCG(rng.Uint64(), 0))
+	d.wrongRNG = mrand.New(mrand.NewPCG(rng.Uint64(), 0))
 
 	msgs := req.Messages
-	lastUser, lastTool := -1, -1
+	lastUser, lastTool, roundStart := rounds(msgs)
+	facts := gatherFacts(req, lastUser, roundStart)
+
+	if lastTool > lastUser && lastUser >= 0 {
+		return reply(rng, finalReply(rng, facts, text(msgs[lastTool])))
+	}
+	if lastUser < 0 {
+		return reply(rng, greeting)
+	}
+
+	fn, offered, mustCall := pixFunction(req.Tools, req.ToolChoice)
+	if !facts.WantsToPay && !mustCall {
+		return reply(rng, greeting)
+	}
+	if !mustCall {
+		if a, ok := askMissing(rng, facts, offered); ok {
+			return a
+		}
+	}
+	return s.toolCall(rng, req, fo, fn, facts, d)
+}
+
+// toolDraws are the draws of an answer's faults, made before anything
+// else of it.
+type toolDraws struct {
+	wrong, unknown, malformed float64
+	wrongRNG                  *mrand.Rand // the misread amount's own stream
+}
+
+// rounds finds the last user message, the last tool result, and where
+// the round starts: the user messages since the previous tool result,
+// what the customer asked for this time.
+func rounds(msgs []openai.ChatCompletionMessage) (lastUser, lastTool, roundStart int) {
+	lastUser, lastTool = -1, -1
 	for i, m := range msgs {
 		switch m.Role {
 		case openai.ChatMessageRoleUser:
@@ -94,15 +127,20 @@ func (s *Server) assistant(rng *mrand.Rand, req *openai.ChatCompletionRequest, f
 			lastTool = i
 		}
 	}
-	// The round is the user messages since the previous tool result: what
-	// the customer asked for this time.
-	roundStart := 0
 	for i := lastUser; i >= 0; i-- {
 		if r := msgs[i].Role; r == openai.ChatMessageRoleTool || r == openai.ChatMessageRoleFunction {
 			roundStart = i + 1
 			break
 		}
 	}
+	return lastUser, lastTool, roundStart
+}
+
+// gatherFacts reads what the conversation says: the system prompt's
+// facts, the customer (from the prompt, a user message, the request's
+// metadata or user), and what this round's user messages ask for.
+func gatherFacts(req *openai.ChatCompletionRequest, lastUser, roundStart int) Facts {
+	msgs := req.Messages
 	var facts Facts
 	for _, m := range msgs {
 		if m.Role == openai.ChatMessageRoleSystem || m.Role == openai.ChatMessageRoleDeveloper {
@@ -133,32 +171,30 @@ func (s *Server) assistant(rng *mrand.Rand, req *openai.ChatCompletionRequest, f
 			}
 		}
 	}
+	return facts
+}
 
-	if lastTool > lastUser && lastUser >= 0 {
-		return reply(rng, finalReply(rng, facts, text(msgs[lastTool])))
+// askMissing asks the customer for what a charge still lacks (or says
+// it cannot charge when no Pix function is offered); false when nothing
+// is missing.
+func askMissing(rng *mrand.Rand, facts Facts, offered bool) (answer, bool) {
+	switch {
+	case !facts.HasAmount:
+		return reply(rng, "Claro! Qual é o valor que você deseja pagar"+invoicePart(facts.Invoice, " da fatura ")+"?"), true
+	case facts.PixKey == "":
+		return reply(rng, fmt.Sprintf("Para gerar a cobrança de %s, qual é a sua chave Pix (CPF, CNPJ, e-mail, telefone ou chave aleatória)?", FormatBRL(facts.AmountCents))), true
+	case facts.Customer == "":
+		return reply(rng, "Não encontrei o seu cadastro. Qual é o seu código de cliente?"), true
+	case !offered:
+		return reply(rng, fmt.Sprintf("Anotei: %s%s pela chave Pix informada. No momento não consigo gerar a cobrança; tente novamente em instantes.",
+			FormatBRL(facts.AmountCents), invoicePart(facts.Invoice, ", fatura "))), true
 	}
-	if lastUser < 0 {
-		return reply(rng, greeting)
-	}
+	return answer{}, false
+}
 
-	fn, offered, mustCall := pixFunction(req.Tools, req.ToolChoice)
-	if !facts.WantsToPay && !mustCall {
-		return reply(rng, greeting)
-	}
-	if !mustCall {
-		switch {
-		case !facts.HasAmount:
-			return reply(rng, "Claro! Qual é o valor que você deseja pagar"+invoicePart(facts.Invoice, " da fatura ")+"?")
-		case facts.PixKey == "":
-			return reply(rng, fmt.Sprintf("Para gerar a cobrança de %s, qual é a sua chave Pix (CPF, CNPJ, e-mail, telefone ou chave aleatória)?", FormatBRL(facts.AmountCents)))
-		case facts.Customer == "":
-			return reply(rng, "Não encontrei o seu cadastro. Qual é o seu código de cliente?")
-		case !offered:
-			return reply(rng, fmt.Sprintf("Anotei: %s%s pela chave Pix informada. No momento não consigo gerar a cobrança; tente novamente em instantes.",
-				FormatBRL(facts.AmountCents), invoicePart(facts.Invoice, ", fatura ")))
-		}
-	}
-
+// toolCall calls fn with the facts, each spelled one of the ways models
+// spell it, with the faults the draws (or the request) ask for.
+func (s *Server) toolCall(rng *mrand.Rand, req *openai.ChatCompletionRequest, fo forced, fn pixFunc, facts Facts, d toolDraws) answer {
 	a := answer{finish: openai.FinishReasonToolCalls}
 	var pairs []argPair
 	if facts.Customer != "" {
@@ -170,8 +206,8 @@ func (s *Server) assistant(rng *mrand.Rand, req *openai.ChatCompletionRequest, f
 	}
 	if facts.HasAmount {
 		cents := facts.AmountCents
-		if fo.wrongAmount || wrongDraw < s.cfg.WrongAmountRate {
-			cents = wrongAmount(wrongRNG, cents, facts.Invoice)
+		if fo.wrongAmount || d.wrong < s.cfg.WrongAmountRate {
+			cents = wrongAmount(d.wrongRNG, cents, facts.Invoice)
 			a.wrongAmount = true
 		}
 		pairs = append(pairs, argPair{fn.amount, pick(rng, AmountSpellings(cents))})
@@ -188,11 +224,11 @@ func (s *Server) assistant(rng *mrand.Rand, req *openai.ChatCompletionRequest, f
 	}
 	args := writeArgs(rng, pairs)
 	name := fn.name
-	if fo.unknownTool || unknownDraw < s.cfg.UnknownToolRate {
+	if fo.unknownTool || d.unknown < s.cfg.UnknownToolRate {
 		name = unknownName(rng, req.Tools)
 		a.unknownTool = true
 	}
-	if fo.malformed || malformedDraw < s.cfg.MalformedRate {
+	if fo.malformed || d.malformed < s.cfg.MalformedRate {
 		args = malform(rng, args)
 		a.malformed = true
 	}

@@ -85,8 +85,9 @@
 //
 // # Imports
 //
-// go-openai (its request and response types), sandbox/fault and the
-// standard library. The parser is self-contained rather than built on
+// go-openai (its request and response types), sandbox/fault,
+// sandbox/internal/standin (the JSON answer and health check the
+// stand-ins share) and the standard library. The parser is self-contained rather than built on
 // derive: it stands for the model, whose reading of the text must not share
 // code with the normalization it is meant to test. Tests use derive and
 // tools to check that normalization. Nothing from server/ or agent/.

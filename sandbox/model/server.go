@@ -1,7 +1,6 @@
 package model
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
@@ -20,6 +19,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/retrysafe/retrysafe/sandbox/fault"
+	"github.com/retrysafe/retrysafe/sandbox/internal/standin"
 )
 
 // FaultHeader forces model faults on one request, whatever the rates: a
@@ -102,9 +102,7 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("GET /v1/models/{id}", s.model)
 	mux.HandleFunc("GET /v1/_stats", s.statsHandler)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	mux.HandleFunc("GET /healthz", standin.Healthz)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, "invalid_request_error", "unknown_url",
 			fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path))
@@ -190,36 +188,10 @@ func (s *Server) authorized(r *http.Request) bool {
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(r) {
-		writeAPIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
+	body, req, fo, ok := readChat(w, r, s.authorized(r))
+	if !ok {
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeAPIError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "Request body too large.")
-			return
-		}
-		writeAPIError(w, http.StatusBadRequest, "invalid_request_error", nil, "Could not read the request body.")
-		return
-	}
-	var req openai.ChatCompletionRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		writeAPIError(w, http.StatusBadRequest, "invalid_request_error", nil,
-			"We could not parse the JSON body of your request: "+err.Error())
-		return
-	}
-	if len(req.Messages) == 0 {
-		writeAPIError(w, http.StatusBadRequest, "invalid_request_error", nil, "'messages' must contain at least one message.")
-		return
-	}
-	fo, err := parseForced(r.Header.Get(FaultHeader))
-	if err != nil {
-		writeAPIError(w, http.StatusBadRequest, "invalid_request_error", nil, err.Error())
-		return
-	}
-
 	rng := s.rngFor(body)
 	// Draws happen in a fixed order whatever the rates, so that turning
 	// one fault on does not reshuffle every other answer of a seed.
@@ -232,20 +204,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	if fo.rateLimit || fo.serverError || failDraw < s.cfg.FailRate {
-		s.mu.Lock()
-		s.stats.Failed++
-		s.mu.Unlock()
-		if fo.rateLimit || (!fo.serverError && statusDraw == 0) {
-			ra := s.cfg.RetryAfter
-			secs := int64((ra + time.Second - 1) / time.Second)
-			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-			w.Header().Set("retry-after-ms", strconv.FormatInt(ra.Milliseconds(), 10))
-			writeAPIError(w, http.StatusTooManyRequests, "requests", "rate_limit_exceeded",
-				fmt.Sprintf("Rate limit reached for requests. Please try again in %s.", ra))
-			return
-		}
-		writeAPIError(w, http.StatusInternalServerError, "server_error", nil,
-			"The server had an error while processing your request. Sorry about that!")
+		s.refuse(w, fo, statusDraw)
 		return
 	}
 	if latency > 0 {
@@ -258,6 +217,72 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
+	resp, delta := s.complete(rng, req, fo, len(body))
+	s.count(resp, delta)
+	w.Header().Set("X-Request-Id", "req_"+randID(rng, 24))
+	if req.Stream {
+		s.stream(w, rng, req, resp)
+		return
+	}
+	standin.WriteJSON(w, http.StatusOK, wire(resp))
+}
+
+// readChat reads and checks a chat completion request, answering the
+// API's error when it cannot be served; ok is false then.
+func readChat(w http.ResponseWriter, r *http.Request, authorized bool) (body []byte, req *openai.ChatCompletionRequest, fo forced, ok bool) {
+	if !authorized {
+		writeAPIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
+		return nil, nil, fo, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeAPIError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large", "Request body too large.")
+			return nil, nil, fo, false
+		}
+		writeAPIError(w, http.StatusBadRequest, "invalid_request_error", nil, "Could not read the request body.")
+		return nil, nil, fo, false
+	}
+	req = &openai.ChatCompletionRequest{}
+	if err := json.Unmarshal(body, req); err != nil {
+		writeAPIError(w, http.StatusBadRequest, "invalid_request_error", nil,
+			"We could not parse the JSON body of your request: "+err.Error())
+		return nil, nil, fo, false
+	}
+	if len(req.Messages) == 0 {
+		writeAPIError(w, http.StatusBadRequest, "invalid_request_error", nil, "'messages' must contain at least one message.")
+		return nil, nil, fo, false
+	}
+	fo, err = parseForced(r.Header.Get(FaultHeader))
+	if err != nil {
+		writeAPIError(w, http.StatusBadRequest, "invalid_request_error", nil, err.Error())
+		return nil, nil, fo, false
+	}
+	return body, req, fo, true
+}
+
+// refuse answers a failed call: 429 with Retry-After, or 500.
+func (s *Server) refuse(w http.ResponseWriter, fo forced, statusDraw int) {
+	s.mu.Lock()
+	s.stats.Failed++
+	s.mu.Unlock()
+	if fo.rateLimit || (!fo.serverError && statusDraw == 0) {
+		ra := s.cfg.RetryAfter
+		secs := int64((ra + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		w.Header().Set("retry-after-ms", strconv.FormatInt(ra.Milliseconds(), 10))
+		writeAPIError(w, http.StatusTooManyRequests, "requests", "rate_limit_exceeded",
+			fmt.Sprintf("Rate limit reached for requests. Please try again in %s.", ra))
+		return
+	}
+	writeAPIError(w, http.StatusInternalServerError, "server_error", nil,
+		"The server had an error while processing your request. Sorry about that!")
+}
+
+// complete makes the completion's choices (at most 8) and its usage, and
+// counts what they are.
+func (s *Server) complete(rng *mrand.Rand, req *openai.ChatCompletionRequest, fo forced, bodyLen int) (openai.ChatCompletionResponse, Stats) {
 	n := max(req.N, 1)
 	resp := openai.ChatCompletionResponse{
 		ID:                "chatcmpl-" + randID(rng, 29),
@@ -271,7 +296,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	var delta Stats
 	for i := range min(n, 8) {
-		a := s.answer(rng, &req, fo)
+		a := s.answer(rng, req, fo)
 		resp.Choices = append(resp.Choices, openai.ChatCompletionChoice{Index: i, Message: a.msg, FinishReason: a.finish})
 		resp.Usage.CompletionTokens += a.tokens
 		switch {
@@ -286,12 +311,16 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		delta.Parallel += b2i(a.parallel)
 		delta.Refusals += b2i(a.msg.Refusal != "")
 	}
-	resp.Usage.PromptTokens = max(1, len(body)/4)
+	resp.Usage.PromptTokens = max(1, bodyLen/4)
 	resp.Usage.TotalTokens = resp.Usage.PromptTokens + resp.Usage.CompletionTokens
 	// Objects, never null, as the API sends them.
 	resp.Usage.PromptTokensDetails = &openai.PromptTokensDetails{}
 	resp.Usage.CompletionTokensDetails = &openai.CompletionTokensDetails{}
+	return resp, delta
+}
 
+// count adds an answered call to the stats.
+func (s *Server) count(resp openai.ChatCompletionResponse, delta Stats) {
 	s.mu.Lock()
 	s.stats.Calls++
 	s.stats.PromptTokens += int64(resp.Usage.PromptTokens)
@@ -307,13 +336,6 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	s.log.Debug("model: answered", "tool_calls", delta.ToolCalls, "wrong_amount", delta.WrongAmount,
 		"malformed", delta.Malformed, "unknown_tool", delta.UnknownTool, "prompt_tokens", resp.Usage.PromptTokens)
-
-	w.Header().Set("X-Request-Id", "req_"+randID(rng, 24))
-	if req.Stream {
-		s.stream(w, rng, &req, resp)
-		return
-	}
-	writeJSON(w, http.StatusOK, wire(resp))
 }
 
 func b2i(b bool) int64 {
@@ -397,7 +419,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
+	standin.WriteJSON(w, http.StatusOK, struct {
 		Object string         `json:"object"`
 		Data   []openai.Model `json:"data"`
 	}{"list", []openai.Model{s.modelObject(s.cfg.Model)}})
@@ -410,31 +432,17 @@ func (s *Server) model(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
 		return
 	}
-	writeJSON(w, http.StatusOK, s.modelObject(r.PathValue("id")))
+	standin.WriteJSON(w, http.StatusOK, s.modelObject(r.PathValue("id")))
 }
 
 func (s *Server) statsHandler(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.Stats())
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
-	w.WriteHeader(status)
-	w.Write(b.Bytes()) //nolint:errcheck // the client may be gone
+	standin.WriteJSON(w, http.StatusOK, s.Stats())
 }
 
 // writeAPIError answers in the API's error shape, which go-openai turns
 // into an *openai.APIError carrying the status code.
 func writeAPIError(w http.ResponseWriter, status int, typ string, code any, msg string) {
-	writeJSON(w, status, openai.ErrorResponse{Error: &openai.APIError{Type: typ, Code: code, Message: msg}})
+	standin.WriteJSON(w, status, openai.ErrorResponse{Error: &openai.APIError{Type: typ, Code: code, Message: msg}})
 }
 
 const idChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"

@@ -8,8 +8,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/sandbox/fault"
-	"github.com/retrysafe/retrysafe/server/idempotency"
 )
 
 // DefaultSchema is where the PSP keeps its tables unless told otherwise.

@@ -13,9 +13,9 @@
 // the merchant (any token is accepted) and scopes everything, including
 // idempotency keys.
 //
-// Charges are created behind server/idempotency in transactional mode: the
-// key, the charge, its webhook event and the stored answer commit in one
-// transaction, so duplicates never create a second charge and a crash
+// Charges are created behind the idempotency middleware in transactional
+// mode: the key, the charge, its webhook event and the stored answer commit
+// in one transaction, so duplicates never create a second charge and a crash
 // never leaves half of one. After each charge a signed
 // payment_intent.succeeded-like event is POSTed to the configured webhook
 // URL (header Retrysafe-Signature: t=<unix>,v1=<hex HMAC-SHA256 of
@@ -27,5 +27,6 @@
 // The PSP keeps its tables in its own schema (default retrysafe_psp),
 // migrated with retrysafe's migrations plus its own embedded SQL (Migrate).
 //
-// It imports server/idempotency, sandbox/fault, migrations and pgx.
+// It imports idempotency, sandbox/fault, internal/backoff (the pause
+// before a redelivery), migrations and pgx.
 package psp

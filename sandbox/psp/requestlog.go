@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/retrysafe/retrysafe/sandbox/internal/standin"
 )
 
 // maxLoggedRequests bounds the in-memory request log.
@@ -39,9 +41,9 @@ func (l *requestLog) wrap(next http.Handler) http.Handler {
 		if lr.Key == "" {
 			lr.Key = r.URL.Query().Get("idempotency_key")
 		}
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &standin.Recorder{ResponseWriter: w}
 		defer func() {
-			lr.Status = sw.status
+			lr.Status = sw.Status
 			l.mu.Lock()
 			l.reqs = append(l.reqs, lr)
 			if len(l.reqs) > maxLoggedRequests {
@@ -60,27 +62,3 @@ func (l *requestLog) serve(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(map[string]any{"data": out}) //nolint:errcheck
 }
-
-// statusWriter remembers the status; it stays 0 when the fault injector
-// hijacks the connection and drops it.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach Hijack and Flush underneath.
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

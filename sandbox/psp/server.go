@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/sandbox/fault"
-	"github.com/retrysafe/retrysafe/server/idempotency"
 )
 
 // ChargeOperation is the idempotency scope's operation for charge creation.

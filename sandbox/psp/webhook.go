@@ -9,11 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/retrysafe/retrysafe/internal/backoff"
 )
 
 // EventChargeSucceeded is the type of the event sent after each charge,
@@ -185,11 +186,5 @@ func (s *Server) send(ctx context.Context, d Delivery) (int, error) {
 // capped, with ±20% jitter so that a receiver coming back up is not hit by
 // every pending event at once.
 func (s *Server) backoff(attempt int) time.Duration {
-	d := s.cfg.WebhookBackoff
-	for i := 1; i < attempt && d < s.cfg.WebhookMaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, s.cfg.WebhookMaxBackoff)
-	jitter := time.Duration(float64(d) * 0.2 * (2*rand.Float64() - 1))
-	return d + jitter
+	return backoff.Spread(backoff.Exponential(s.cfg.WebhookBackoff, s.cfg.WebhookMaxBackoff, attempt), 0.2)
 }

@@ -29,7 +29,7 @@
 // The real Cloud API takes no idempotency key: a retried send is a second
 // message. This stand-in behaves like the API the tool is written for (the
 // one the tool's Idempotent() promises): the same key with the same request
-// (fingerprinted as server/idempotency does: method, path, query and
+// (fingerprinted as package idempotency does: method, path, query and
 // canonical JSON body) returns the first answer byte for byte, with
 // Idempotent-Replayed: true; the same key with another request is 422 and
 // sends nothing. A Cloud API path request without a key is sent every
@@ -65,7 +65,7 @@
 //
 // # Imports
 //
-// sandbox/fault, server/idempotency (ParseKey, Fingerprint, problem
+// sandbox/fault, idempotency (ParseKey, Fingerprint, problem
 // answers) and the standard library. Nothing from server/sidecar, agent or
 // cmd; nothing but cmd/ and tests imports this package.
 package whatsapp

@@ -1,7 +1,6 @@
 package whatsapp
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -16,8 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/sandbox/fault"
-	"github.com/retrysafe/retrysafe/server/idempotency"
 )
 
 // maxBody bounds a send request; the Cloud API's own limit is far below.
@@ -153,31 +152,6 @@ var (
 	reBSUID    = regexp.MustCompile(`^[A-Z]{2}\.(ENT\.)?[A-Za-z0-9]{1,128}$`)
 )
 
-// sendRequest holds both shapes: the tools' {"to","template","language"}
-// and the Cloud API's {"messaging_product","to","type","template":{...}}.
-type sendRequest struct {
-	MessagingProduct *string         `json:"messaging_product"`
-	RecipientType    string          `json:"recipient_type"`
-	To               string          `json:"to"`
-	Recipient        string          `json:"recipient"`
-	CallbackData     string          `json:"biz_opaque_callback_data"`
-	Type             string          `json:"type"`
-	Template         json.RawMessage `json:"template"`
-	Language         string          `json:"language"`
-	Text             *struct {
-		Body       string `json:"body"`
-		PreviewURL bool   `json:"preview_url"`
-	} `json:"text"`
-}
-
-type cloudTemplate struct {
-	Name     string `json:"name"`
-	Language struct {
-		Code string `json:"code"`
-	} `json:"language"`
-	Components json.RawMessage `json:"components"`
-}
-
 func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 	phone := r.PathValue("phone")
 	cloud := phone != ""
@@ -246,109 +220,6 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 
 	s.log.Info("whatsapp: message accepted", "id", msg.ID, "type", msg.Type, "template", msg.Template, "keyed", hasKey)
 	writeRaw(w, http.StatusOK, out)
-}
-
-// parseSend validates a body of either shape; the string is the error.
-func parseSend(body []byte, cloud bool) (*Message, string) {
-	var req sendRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&req); err != nil {
-		return nil, "Invalid JSON body: " + err.Error()
-	}
-	if req.MessagingProduct != nil && *req.MessagingProduct != "whatsapp" {
-		return nil, `Invalid parameter: messaging_product must be "whatsapp"`
-	}
-	if cloud && req.MessagingProduct == nil {
-		return nil, "The parameter messaging_product is required."
-	}
-	if req.RecipientType != "" && req.RecipientType != "individual" && req.RecipientType != "group" {
-		return nil, `Invalid parameter: recipient_type must be "individual" or "group"`
-	}
-	if len(req.CallbackData) > 512 {
-		return nil, "Invalid parameter: biz_opaque_callback_data is at most 512 characters"
-	}
-	m := &Message{To: req.To, CallbackData: req.CallbackData}
-	switch {
-	case req.RecipientType == "group":
-		if req.To == "" || req.Recipient != "" {
-			return nil, "Invalid parameter: a group message needs to (the group id) and no recipient"
-		}
-		m.GroupID = req.To
-	case req.Recipient != "" && req.To == "": // with both, to takes precedence
-		if !reBSUID.MatchString(req.Recipient) {
-			return nil, "Invalid parameter: recipient must be a business-scoped user id"
-		}
-		m.UserID, m.To = req.Recipient, req.Recipient
-	default:
-		waID, ok := recipient(req.To)
-		if !ok {
-			return nil, "Invalid parameter: to must be a phone number with 8 to 15 digits"
-		}
-		m.WaID = waID
-	}
-	typ := req.Type
-	if typ == "" {
-		switch {
-		case len(req.Template) > 0:
-			typ = "template"
-		case req.Text != nil:
-			typ = "text"
-		}
-	}
-	switch typ {
-	case "template":
-		m.Type = "template"
-		var name string
-		if err := json.Unmarshal(req.Template, &name); err == nil {
-			// The tools' flat shape.
-			m.Template, m.Language = strings.TrimSpace(name), req.Language
-			if m.Language == "" {
-				m.Language = "pt_BR"
-			}
-		} else {
-			var t cloudTemplate
-			if err := json.Unmarshal(req.Template, &t); err != nil {
-				return nil, "Invalid parameter: template must be a name or a template object"
-			}
-			m.Template, m.Language, m.Components = t.Name, t.Language.Code, t.Components
-			if m.Language == "" {
-				return nil, "The parameter template.language.code is required."
-			}
-		}
-		if !reTemplate.MatchString(m.Template) {
-			return nil, "Invalid parameter: template name must be lower-case letters, digits and underscores"
-		}
-		if !reLanguage.MatchString(m.Language) {
-			return nil, "Invalid parameter: template language must look like pt_BR"
-		}
-	case "text":
-		m.Type = "text"
-		if req.Text == nil || strings.TrimSpace(req.Text.Body) == "" || len(req.Text.Body) > 4096 {
-			return nil, "The parameter text.body is required and at most 4096 characters."
-		}
-		m.Text = req.Text.Body
-	case "":
-		return nil, "The parameter type is required (template or text)."
-	default:
-		return nil, fmt.Sprintf("Invalid parameter: type %q is not supported by the sandbox (template or text)", typ)
-	}
-	return m, ""
-}
-
-// recipient reduces a phone number to the digits WhatsApp calls the wa_id.
-func recipient(to string) (string, bool) {
-	var d strings.Builder
-	for i, c := range strings.TrimSpace(to) {
-		switch {
-		case c >= '0' && c <= '9':
-			d.WriteRune(c)
-		case c == '+' && i == 0, c == ' ', c == '-', c == '(', c == ')', c == '.':
-		default:
-			return "", false
-		}
-	}
-	n := d.Len()
-	return d.String(), n >= 8 && n <= 15
 }
 
 type cloudAnswer struct {
@@ -449,17 +320,6 @@ func (s *Server) reset(w http.ResponseWriter, _ *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	writeRaw(w, status, b.Bytes())
-}
-
 func writeRaw(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
@@ -477,119 +337,4 @@ func writeGraphError(w http.ResponseWriter, status, code int, msg string) {
 		"code":       code,
 		"fbtrace_id": base64.RawURLEncoding.EncodeToString(trace[:]),
 	}})
-}
-
-// Status statuses.
-const (
-	StatusSent      = "sent"
-	StatusDelivered = "delivered"
-	StatusRead      = "read"
-	StatusFailed    = "failed"
-)
-
-// errorTitles are the titles Meta gives the error codes a test may ask for.
-var errorTitles = map[int]string{
-	131000: "Something went wrong",
-	131026: "Message undeliverable",
-	131047: "Re-engagement message",
-	131049: "This message was not delivered to maintain healthy ecosystem engagement.",
-	131056: "(Business Account, Consumer Account) pair rate limit hit",
-}
-
-// Status moves message id to status and returns the status webhook Meta
-// would send about it, shaped as the status messages webhook reference
-// documents it (statuses[] with id, status, timestamp, recipient_id or
-// recipient_user_id, biz_opaque_callback_data when the send carried it, and
-// errors[] for failed). A failed message releases its Idempotency-Key: it
-// was never delivered, so a send with the same key goes out again.
-// phoneNumberID fills metadata when the message came by /v1/messages.
-func (s *Server) Status(id, status string, code int, phoneNumberID string) ([]byte, error) {
-	switch status {
-	case StatusSent, StatusDelivered, StatusRead, StatusFailed:
-	default:
-		return nil, fmt.Errorf("whatsapp: status %q: want sent, delivered, read or failed", status)
-	}
-	s.mu.Lock()
-	var m *Message
-	for _, x := range s.messages {
-		if x.ID == id {
-			m = x
-		}
-	}
-	if m == nil {
-		s.mu.Unlock()
-		return nil, fmt.Errorf("whatsapp: no message %q", id)
-	}
-	m.Status = status
-	if status == StatusFailed && m.scope != "" {
-		delete(s.byKey, m.scope)
-		m.scope = ""
-	}
-	snap := *m
-	s.mu.Unlock()
-	if snap.PhoneNumberID != "" {
-		phoneNumberID = snap.PhoneNumberID
-	}
-	st := map[string]any{"id": snap.ID, "status": status, "timestamp": strconv.FormatInt(time.Now().Unix(), 10)}
-	switch {
-	case snap.GroupID != "":
-		st["recipient_id"], st["recipient_type"] = snap.GroupID, "group"
-	case snap.UserID != "":
-		st["recipient_user_id"] = snap.UserID
-	default:
-		st["recipient_id"] = snap.WaID
-	}
-	if snap.CallbackData != "" {
-		st["biz_opaque_callback_data"] = snap.CallbackData
-	}
-	value := map[string]any{
-		"messaging_product": "whatsapp",
-		"metadata":          map[string]string{"display_phone_number": "15550783881", "phone_number_id": phoneNumberID},
-	}
-	if status == StatusFailed {
-		title := errorTitles[code]
-		if title == "" {
-			title = "Error"
-		}
-		st["errors"] = []any{map[string]any{"code": code, "title": title, "message": title,
-			"error_data": map[string]string{"details": title},
-			"href":       "https://developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes/"}}
-	} else {
-		st["pricing"] = map[string]any{"billable": true, "pricing_model": "PMP", "category": "service", "type": "free_customer_service"}
-		if snap.WaID != "" || snap.UserID != "" {
-			c := map[string]any{"profile": map[string]string{"name": "Cliente"}}
-			if snap.WaID != "" {
-				c["wa_id"] = snap.WaID
-			}
-			if snap.UserID != "" {
-				c["user_id"] = snap.UserID
-			}
-			value["contacts"] = []any{c}
-		}
-	}
-	value["statuses"] = []any{st}
-	return json.Marshal(map[string]any{"object": "whatsapp_business_account", "entry": []any{map[string]any{
-		"id": "102290129340398", "changes": []any{map[string]any{"field": "messages", "value": value}},
-	}}})
-}
-
-// statusHandler is POST /_sandbox/messages/{id}/status
-// {"status":"failed","code":131000,"phone_number_id":"..."}: the status
-// webhook body, for a test to deliver.
-func (s *Server) statusHandler(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Status        string `json:"status"`
-		Code          int    `json:"code"`
-		PhoneNumberID string `json:"phone_number_id"`
-	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil {
-		writeGraphError(w, http.StatusBadRequest, 100, "(#100) Invalid JSON body")
-		return
-	}
-	body, err := s.Status(r.PathValue("id"), req.Status, req.Code, req.PhoneNumberID)
-	if err != nil {
-		writeGraphError(w, http.StatusBadRequest, 100, "(#100) "+err.Error())
-		return
-	}
-	writeRaw(w, http.StatusOK, body)
 }

@@ -58,8 +58,8 @@
 //
 // The console owns console_operators, console_sessions and console_audit
 // (migration 012). The ledger's tables (actions, intents) it reads
-// through the executor's API (ListReview, Get, ListByRef, ListByReference,
-// CountRecent), the console's latest lookup of each queued key with a
+// through the executor's API (ListReview, ListByKey, ListByRef,
+// ListByReference, CountRecent), the console's latest lookup of each queued key with a
 // statement of its own. It also reads tables other packages own (the
 // webhook's and the agent's) where those packages expose no such read
 // yet; all of that SQL is in queries.go, each statement naming its owner,

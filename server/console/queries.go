@@ -3,7 +3,7 @@ package console
 // Every statement of the console, in one file. The console's own tables
 // (console_operators, console_sessions, console_audit: migration 012) are
 // the console's. The ledger's (intents, actions) it reads through the
-// executor (executor.ListReview, Get, ListByRef, ListByReference,
+// executor (executor.ListReview, ListByKey, ListByRef, ListByReference,
 // CountRecent). The others belong to other packages and are read here only
 // because their owners expose no such read yet; each says whose it is, so
 // that it can move there:

@@ -4,20 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
-	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/server/internal/edge"
 	"github.com/retrysafe/retrysafe/server/metrics"
 	"github.com/retrysafe/retrysafe/tools"
 )
@@ -40,25 +37,12 @@ const (
 type Result struct {
 	Status string `json:"status"`
 	Action string `json:"action"`
-	// IdempotencyKey is the frozen key the provider saw (or will see).
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	// Replayed: this call did not reach the provider; the stored outcome
-	// of an earlier call is returned.
-	Replayed bool `json:"replayed"`
-	// Created: this call froze the intent.
-	Created bool `json:"created"`
-	Attempt int  `json:"attempt,omitempty"`
-	// DivergentFields names arguments of this call that differ from the
-	// frozen ones; the frozen values were used.
-	DivergentFields []string `json:"divergent_fields"`
-	// IgnoredFields names arguments the tool does not know.
-	IgnoredFields []string `json:"ignored_fields"`
-	// Response is the provider's answer (completed).
-	Response json.RawMessage `json:"response,omitempty"`
-	// Error is the stored failure (failed, review).
-	Error *executor.ToolFailure `json:"error,omitempty"`
-	// RetryAfterMillis (in_flight, error): when to call again.
-	RetryAfterMillis int64 `json:"retry_after_ms,omitempty"`
+	// Answer holds the members that come from the executor's Outcome,
+	// the same as in the sidecar's execute response: idempotency_key,
+	// replayed, created, attempt, divergent_fields, ignored_fields,
+	// response, error and retry_after_ms (in_flight, error: when to call
+	// again).
+	Answer
 	// Errors name the arguments that could not be used (invalid).
 	Errors []FieldError `json:"errors,omitempty"`
 	// IntentRefSource says where the intent reference came from.
@@ -70,6 +54,10 @@ type Result struct {
 	// what to do next. It is also the text content of the result.
 	Message string `json:"message"`
 }
+
+// Answer is the part of a Result that comes from the executor's Outcome
+// (see edge.Answer for each member).
+type Answer = edge.Answer
 
 // FieldError names an argument and the rule it broke, never its value.
 type FieldError struct {
@@ -142,8 +130,8 @@ func (s *Server) run(ctx context.Context, tenant string, sv *served, req *mcp.Ca
 	}
 	note.refSource = source
 	sourceRef, _ := req.Params.Meta[MetaSourceRef].(string)
-	if len(sourceRef) > maxSourceLen || !utf8.ValidString(sourceRef) {
-		return invalid(StatusInvalid, Result{Status: StatusInvalid, Errors: []FieldError{{Field: "_meta." + MetaSourceRef, Reason: fmt.Sprintf("must be valid UTF-8 of at most %d bytes", maxSourceLen)}},
+	if len(sourceRef) > edge.MaxSourceLen || !utf8.ValidString(sourceRef) {
+		return invalid(StatusInvalid, Result{Status: StatusInvalid, Errors: []FieldError{{Field: "_meta." + MetaSourceRef, Reason: fmt.Sprintf("must be valid UTF-8 of at most %d bytes", edge.MaxSourceLen)}},
 			Message: "The host's source reference is malformed: nothing was frozen and nothing was called. This is not something a new argument can fix."})
 	}
 
@@ -151,37 +139,17 @@ func (s *Server) run(ctx context.Context, tenant string, sv *served, req *mcp.Ca
 	// Detached from the client, as in the sidecar: a host that hangs up
 	// (or a transport that breaks) mid-call must not cut the provider
 	// call halfway; it finishes and is recorded, and the retry replays it.
-	xctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ExecuteTimeout)
-	defer cancel()
-	xctx, probe := metrics.WithProbe(xctx)
-	out, err := s.cfg.Executor.Execute(xctx, executor.Call{
+	out, lost, err := edge.Execute(ctx, s.cfg.Executor, s.cfg.ExecuteTimeout, executor.Call{
 		Tenant: tenant, Ref: ref, Action: sv.action, Fields: fields, SourceRef: sourceRef,
-	}, &executor.Opts{NoWait: true})
-	if out != nil && errors.Is(err, executor.ErrLeaseLost) {
-		// out is the row as the taker left it: that is the answer.
-		note.err, err = err, nil
-	}
+	})
 	if err != nil {
 		r := s.executeError(tenant, sv.action, err, note)
 		stopProgress(r.Status)
 		return result(r, true)
 	}
+	note.err = lost
 	note.outcome, note.key = string(out.Status), out.Key
-	s.cfg.Metrics.ObserveOutcome(tenant, sv.action, out, probe)
-	r := Result{
-		Status:          string(out.Status),
-		Action:          sv.action,
-		IdempotencyKey:  out.Key,
-		Replayed:        out.Replayed,
-		Created:         out.Created,
-		Attempt:         out.Attempt,
-		DivergentFields: nonNil(out.Divergent),
-		IgnoredFields:   nonNil(out.Ignored),
-		Response:        out.Response,
-		Error:           out.Failure,
-		IntentRefSource: source,
-		Guarantee:       "per_intent",
-	}
+	r := Result{Status: string(out.Status), Action: sv.action, Answer: edge.AnswerOf(out), IntentRefSource: source, Guarantee: "per_intent"}
 	isError := true
 	switch out.Status {
 	case executor.StatusCompleted:
@@ -284,9 +252,9 @@ func (s *Server) intentRef(sv *served, req *mcp.CallToolRequest, modelRef string
 	switch {
 	case ref == "":
 		reason = "must not be empty"
-	case len(ref) > maxRefLen:
-		reason = fmt.Sprintf("longer than %d bytes", maxRefLen)
-	case !cleanIdentifier(ref):
+	case len(ref) > edge.MaxRefLen:
+		reason = fmt.Sprintf("longer than %d bytes", edge.MaxRefLen)
+	case !edge.CleanIdentifier(ref):
 		// " inv-1" and "inv-1" would be two intents whose payloads (the
 		// ref rule trims) give one key.
 		reason = "must be valid UTF-8 without leading or trailing white space or control characters"
@@ -301,22 +269,13 @@ func (s *Server) intentRef(sv *served, req *mcp.CallToolRequest, modelRef string
 	return ref, source, nil
 }
 
-func cleanIdentifier(s string) bool {
-	if !utf8.ValidString(s) || strings.TrimSpace(s) != s {
-		return false
-	}
-	return !strings.ContainsFunc(s, unicode.IsControl)
-}
-
 // executeError answers an execution that produced no outcome, as the
 // sidecar's 400, 404, 409 and 503 do.
 func (s *Server) executeError(tenant, action string, err error, note *callNote) Result {
-	r := Result{Action: action, DivergentFields: []string{}, IgnoredFields: []string{}}
-	var fe *derive.FieldError
-	switch {
-	case errors.As(err, &fe) || errors.Is(err, derive.ErrMissingField) || errors.Is(err, derive.ErrInvalidField) || errors.Is(err, derive.ErrAmbiguous):
-		note.outcome = metrics.OutcomeInvalid
-		s.count(tenant, action, metrics.OutcomeInvalid)
+	r := Result{Action: action, Answer: Answer{DivergentFields: []string{}, IgnoredFields: []string{}}}
+	kind, fe := edge.Classify(err)
+	switch kind {
+	case edge.InvalidFields:
 		r.Status = StatusInvalid
 		if fe != nil {
 			// FieldError never carries the value (it may be a CPF).
@@ -326,25 +285,21 @@ func (s *Server) executeError(tenant, action string, err error, note *callNote) 
 			r.Errors = []FieldError{{Reason: err.Error()}}
 			r.Message = "Invalid arguments: " + err.Error() + ". Nothing was frozen and nothing was called; fix the arguments and call again."
 		}
-	case errors.Is(err, intent.ErrInvalid):
-		note.outcome = metrics.OutcomeInvalid
-		s.count(tenant, action, metrics.OutcomeInvalid)
+	case edge.InvalidCall:
 		r.Status, r.Errors = StatusInvalid, []FieldError{{Reason: err.Error()}}
 		r.Message = "Invalid call: " + err.Error() + ". Nothing was frozen and nothing was called."
-	case errors.Is(err, intent.ErrKeyInUse):
-		note.outcome = metrics.OutcomeInvalid
-		s.count(tenant, action, metrics.OutcomeInvalid)
+	case edge.KeyInUse:
 		r.Status = StatusInvalid
 		r.Message = "Refused: another intent of this tenant already froze exactly this action; an intent reference must name one unit of intent. Nothing was called. Do not retry."
 	default:
-		note.outcome, note.err = metrics.OutcomeError, err
-		s.count(tenant, action, metrics.OutcomeError)
 		r.Status, r.RetryAfterMillis = StatusError, 1000
 		r.Message = "The action could not be completed or recorded (database or timeout). Calling again with the same arguments in a second is safe: it reaches the provider under the same key."
 	}
-	if note.err == nil && note.outcome == metrics.OutcomeInvalid {
-		note.err = err
+	note.outcome, note.err = metrics.OutcomeInvalid, err
+	if r.Status == StatusError {
+		note.outcome = metrics.OutcomeError
 	}
+	s.count(tenant, action, note.outcome)
 	return r
 }
 
@@ -406,11 +361,4 @@ func result(r Result, isError bool) *mcp.CallToolResult {
 
 func (s *Server) count(tenant, action, outcome string) {
 	s.cfg.Metrics.Executions.WithLabelValues(tenant, action, outcome).Inc()
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }

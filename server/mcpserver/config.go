@@ -6,11 +6,11 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/server/internal/edge"
 	"github.com/retrysafe/retrysafe/server/metrics"
 	"github.com/retrysafe/retrysafe/tools"
 )
@@ -40,8 +40,11 @@ type Config struct {
 	// Tools is the registry behind Executor; every tool in it is served.
 	// Required.
 	Tools *tools.Registry
-	// Metrics receives the same counters as the sidecar's. Default: a
-	// fresh metrics.New().
+	// Metrics is where the calls answered without an outcome (invalid,
+	// refused, error) are counted, as the sidecar counts them; the
+	// executor's Observer counts the rest. Default: the executor's
+	// Observer when it is a *metrics.Metrics (metrics.Of), else a fresh
+	// metrics.New().
 	Metrics *metrics.Metrics
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -67,13 +70,6 @@ type Config struct {
 // ErrConfig marks an invalid Config.
 var ErrConfig = errors.New("mcpserver: invalid config")
 
-// Limits on identifiers: the sidecar's.
-const (
-	maxRefLen    = 200
-	maxSourceLen = 255
-	maxTenantLen = 100
-)
-
 // Validate fills defaults into a copy of c and checks it.
 func (c Config) Validate() (Config, error) {
 	if c.Executor == nil {
@@ -83,7 +79,7 @@ func (c Config) Validate() (Config, error) {
 		return c, fmt.Errorf("%w: Tools is required and must hold a tool", ErrConfig)
 	}
 	if c.Metrics == nil {
-		c.Metrics = metrics.New()
+		c.Metrics = metrics.Of(c.Executor)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -117,14 +113,10 @@ func (c Config) Validate() (Config, error) {
 // bytes of UTF-8 without white space or control characters (it becomes a
 // metric label and a log field).
 func ValidateTenant(t string) error {
-	if t == "" || len(t) > maxTenantLen || !utf8.ValidString(t) || strings.ContainsFunc(t, isControlOrSpace) {
-		return fmt.Errorf("%w: tenant %q: want 1 to %d bytes of UTF-8, no white space or control characters", ErrConfig, t, maxTenantLen)
+	if !edge.ValidTenant(t) {
+		return fmt.Errorf("%w: tenant %q: want 1 to %d bytes of UTF-8, no white space or control characters", ErrConfig, t, edge.MaxTenantLen)
 	}
 	return nil
-}
-
-func isControlOrSpace(r rune) bool {
-	return r <= ' ' || r == 0x7f || r == utf8.RuneError
 }
 
 // DefaultAnnotations are the hints of a tool that acts on the outside

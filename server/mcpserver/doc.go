@@ -74,12 +74,17 @@
 //
 // The sidecar's counters (server/metrics: executions, replays, divergences,
 // in-flight conflicts, reviews, takeovers) with labels tenant, action and
-// outcome; one log line per call with tenant, action, outcome, the
-// idempotency key (an HMAC) and where the reference came from. Never an
+// outcome, counted by the executor's Observer, except the calls answered
+// without an outcome (invalid, refused, error), which the server counts
+// in Config.Metrics; one log line per call with tenant, action, outcome,
+// the idempotency key (an HMAC) and where the reference came from. Never an
 // argument, an intent reference or a body.
 //
 // # Imports
 //
-// mcpserver imports derive, intent, executor, tools, server/metrics and the
-// MCP Go SDK. It knows nothing of cmd/, sandbox/ or the sidecar.
+// mcpserver imports executor, tools, server/metrics, server/internal/edge
+// (what it shares with the sidecar: identifier limits, the constant-time
+// token check, the detached execution, the classes of an execution without
+// an outcome, the Answer members) and the MCP Go SDK. It knows nothing of
+// cmd/, sandbox/ or the sidecar.
 package mcpserver

@@ -6,6 +6,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/retrysafe/retrysafe/server/internal/edge"
 	"github.com/retrysafe/retrysafe/tools"
 )
 
@@ -48,7 +49,7 @@ func FuzzArgumentsAndReference(f *testing.F) {
 				}
 				continue
 			}
-			if got != ref || source != RefFromMeta || len(got) > maxRefLen || !cleanIdentifier(got) || got == "" {
+			if got != ref || source != RefFromMeta || len(got) > edge.MaxRefLen || !edge.CleanIdentifier(got) || got == "" {
 				t.Fatalf("accepted %q from %s", got, source)
 			}
 		}

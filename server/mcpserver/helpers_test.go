@@ -3,7 +3,6 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -12,9 +11,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/retrysafe/retrysafe/executor"
-	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
+	"github.com/retrysafe/retrysafe/server/internal/edgetest"
 	"github.com/retrysafe/retrysafe/server/mcpserver"
 	"github.com/retrysafe/retrysafe/server/metrics"
 	"github.com/retrysafe/retrysafe/tools"
@@ -27,7 +26,7 @@ const (
 	testSecret = "mcp-test-secret-0123456789abcdef-xyz"
 	tokenA     = "token-a-0123456789"
 	tokenB     = "token-b-0123456789"
-	pspToken   = "psp-token"
+	pspToken   = edgetest.PSPToken
 	chargePath = "/v1/pix/charges"
 	cpfDigits  = "52998224725"
 	cpfPunct   = "529.982.247-25"
@@ -35,6 +34,7 @@ const (
 
 // harness is one MCP server on its own schema, in front of a fake PSP.
 type harness struct {
+	eng  *edgetest.Engine
 	t    *testing.T
 	pool *pgxpool.Pool
 	psp  *toolstest.Provider
@@ -54,45 +54,8 @@ func newHarness(t *testing.T, o *harnessOpts) *harness {
 	if o == nil {
 		o = &harnessOpts{}
 	}
-	if o.maxConns == 0 {
-		o.maxConns = 4
-	}
-	pool, _ := pgtest.Schema(t, &pgtest.Opts{MaxConns: o.maxConns})
-	psp := toolstest.NewProvider()
-	psp.Token = pspToken
-	t.Cleanup(psp.Close)
-	pix, err := tools.NewPixCharge(tools.HTTPConfig{BaseURL: psp.URL, Token: pspToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := tools.NewRegistry(pix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &testutil.LockedBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	d, err := reg.Deriver([]byte(testSecret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := intent.New(intent.Config{Deriver: d, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := metrics.New()
-	ecfg := executor.Config{
-		DB: pool, Intents: store, Tools: m.InstrumentTools(reg), Logger: log,
-		Lease: 8 * time.Second, Timeout: 5 * time.Second, LeaseMargin: 500 * time.Millisecond,
-		BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
-	}
-	if o.exec != nil {
-		o.exec(&ecfg)
-	}
-	ex, err := executor.New(ecfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := mcpserver.Config{Executor: ex, Tools: reg, Metrics: m, Logger: log, ProgressInterval: 100 * time.Millisecond}
+	e := edgetest.New(t, edgetest.Opts{MaxConns: o.maxConns, Secret: testSecret, Lease: 8 * time.Second, Timeout: 5 * time.Second, Exec: o.exec})
+	cfg := mcpserver.Config{Executor: e.Executor, Tools: e.Tools, Metrics: e.Metrics, Logger: e.Log, ProgressInterval: 100 * time.Millisecond}
 	if o.cfg != nil {
 		o.cfg(&cfg)
 	}
@@ -100,7 +63,7 @@ func newHarness(t *testing.T, o *harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, pool: pool, psp: psp, m: m, srv: srv, logs: logs}
+	return &harness{t: t, eng: e, pool: e.Pool, psp: e.PSP, m: e.Metrics, srv: srv, logs: e.Logs}
 }
 
 // connect returns an SDK client session in process, for tenant.
@@ -139,11 +102,7 @@ func (h *harness) httpServer() *httptest.Server {
 
 func (h *harness) count(table string) int {
 	h.t.Helper()
-	var n int
-	if err := h.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
-		h.t.Fatal(err)
-	}
-	return n
+	return h.eng.Count(h.t, table)
 }
 
 func charge(amount any, cpf string) map[string]any {
@@ -151,11 +110,7 @@ func charge(amount any, cpf string) map[string]any {
 }
 
 func callParams(ref string, args map[string]any) *mcp.CallToolParams {
-	p := &mcp.CallToolParams{Name: "pix_charge", Arguments: args}
-	if ref != "" {
-		p.Meta = mcp.Meta{mcpserver.MetaIntentRef: ref}
-	}
-	return p
+	return mcpserver.CallParams(tools.PixChargeName, ref, args)
 }
 
 // call runs tools/call and decodes the structured result. It reports

@@ -2,8 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/retrysafe/retrysafe/server/internal/edge"
 	"github.com/retrysafe/retrysafe/tools"
 )
 
@@ -139,7 +138,7 @@ func (s *Server) HTTPHandler(creds []Credential) (http.Handler, error) {
 	if len(creds) == 0 {
 		return nil, fmt.Errorf("%w: no API tokens configured", ErrConfig)
 	}
-	a := &authenticator{}
+	var a authenticator
 	seen := map[string]bool{}
 	for _, c := range creds {
 		if err := ValidateTenant(c.Tenant); err != nil {
@@ -149,8 +148,7 @@ func (s *Server) HTTPHandler(creds []Credential) (http.Handler, error) {
 			return nil, fmt.Errorf("%w: tenant %q: empty API token, or one given to two tenants", ErrConfig, c.Tenant)
 		}
 		seen[c.Token] = true
-		a.digests = append(a.digests, sha256.Sum256([]byte(c.Token)))
-		a.tenants = append(a.tenants, c.Tenant)
+		a.Add(c.Tenant, c.Token)
 	}
 	srv := s.build(func(req *mcp.CallToolRequest) (string, error) {
 		if req.Extra == nil || req.Extra.TokenInfo == nil || req.Extra.TokenInfo.UserID == "" {
@@ -166,25 +164,15 @@ func (s *Server) HTTPHandler(creds []Credential) (http.Handler, error) {
 }
 
 // authenticator maps bearer tokens to tenants in constant time, as the
-// sidecar's does: SHA-256 digests (equal lengths for
-// subtle.ConstantTimeCompare, configured lengths hidden), every entry
-// compared, the match selected without a branch.
-type authenticator struct {
-	digests [][sha256.Size]byte
-	tenants []string
-}
+// sidecar's does (edge.Authenticator).
+type authenticator struct{ edge.Authenticator }
 
 func (a *authenticator) verify(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-	d := sha256.Sum256([]byte(token))
-	match := -1
-	for i := range a.digests {
-		eq := subtle.ConstantTimeCompare(d[:], a.digests[i][:])
-		match = subtle.ConstantTimeSelect(eq, i, match)
-	}
-	if match < 0 {
+	tenant, ok := a.Tenant(token)
+	if !ok {
 		return nil, auth.ErrInvalidToken
 	}
-	return &auth.TokenInfo{UserID: a.tenants[match]}, nil
+	return &auth.TokenInfo{UserID: tenant}, nil
 }
 
 // withModelRef adds the optional intent_ref argument to a tool's
@@ -204,4 +192,17 @@ func withModelRef(params json.RawMessage) (json.RawMessage, error) {
 	}
 	schema["properties"] = props
 	return json.Marshal(schema)
+}
+
+// CallParams is a tools/call of the tool serving action, as a Go host
+// sends it: args are the model's arguments, and ref, the intent reference,
+// rides in _meta (MetaIntentRef), where the model never sees it. An empty
+// ref sends none (the server then refuses the call, unless the model may
+// name the intent for that tool).
+func CallParams(action, ref string, args map[string]any) *mcp.CallToolParams {
+	p := &mcp.CallToolParams{Name: tools.FunctionName(action), Arguments: args}
+	if ref != "" {
+		p.Meta = mcp.Meta{MetaIntentRef: ref}
+	}
+	return p
 }

@@ -1,5 +1,5 @@
-// Package metrics holds retrysafe's Prometheus instruments and the tool
-// wrapper that times provider calls.
+// Package metrics holds retrysafe's Prometheus instruments and the
+// executor.Observer that feeds them.
 //
 // # Design
 //
@@ -8,16 +8,28 @@
 // build as many servers as they like in one process, and nothing registers
 // behind the caller's back.
 //
+// A *Metrics is an executor.Observer: passed as executor.Config.Observer,
+// it hears each provider call and lookup (timed into the two histograms)
+// and each execution as the executor returned it (executions, replays,
+// divergences, in-flight conflicts, reviews, takeovers), from the executor
+// itself: nothing wraps the tools and nothing rides in the context, and a
+// takeover is what the executor says it did, not an inference. Executions
+// that got no outcome (invalid, error) are counted by the edge that
+// answered them (the sidecar, the MCP server), which alone knows which of
+// them the caller caused; ObserveReconcile adds what a reconciler pass
+// returned.
+//
 // Labels are tenant, action and outcome only, each from a closed set:
 // tenants come from configuration, actions from the tool registry (an
 // unknown action is refused before anything is counted) and outcomes from
 // the constants below. Field values (a CPF, a Pix key, an amount), intent
 // references and keys never become labels: they would be personal data and
 // would make every series unique. Provider timings carry action and outcome
-// only, because a tool call does not know which tenant it serves.
+// only: a histogram is a series per bucket, and a provider's latency does
+// not depend on which tenant asked.
 //
 // # Imports
 //
-// metrics imports tools, derive (through tools' interface), executor (only
-// for the ToolSource and ReconcileResult types) and the Prometheus client.
+// metrics imports executor (the Observer interface, its event and result
+// types, and the status names) and the Prometheus client.
 package metrics

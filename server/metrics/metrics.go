@@ -75,44 +75,24 @@ func New() *Metrics {
 	ta := []string{"tenant", "action"}
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
-		Executions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "executions_total",
-			Help: "Tool executions requested, by outcome (completed, failed, in_flight, review, invalid, error).",
-		}, tao),
-		Replays: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "replays_total",
-			Help: "Executions answered from the stored outcome without calling the provider, by stored outcome.",
-		}, tao),
-		Divergences: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "divergences_total",
-			Help: "Executions whose extraction differed from the frozen payload; the frozen payload was used.",
-		}, ta),
-		InFlightConflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "in_flight_conflicts_total",
-			Help: "Executions answered 409 because another caller holds a live lease on the action.",
-		}, ta),
-		Takeovers: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "takeovers_total",
-			Help: "Executions that took over an expired lease and settled the action with the same key, by outcome.",
-		}, tao),
-		Reviews: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "reviews_total",
-			Help: "Executions answered review: the action waits for an operator.",
-		}, ta),
-		Reconciled: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: Namespace, Name: "reconciler_actions_total",
-			Help: "Actions handled by reconciler passes, by outcome (taken_over, completed, failed, review, retrying, lease_lost, error).",
-		}, []string{"outcome"}),
-		ProviderLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "provider_call_duration_seconds",
-			Help:    "Duration of provider calls (tool Execute), by outcome (ok, definitive, transient, uncertain).",
-			Buckets: providerBuckets,
-		}, []string{"action", "outcome"}),
-		LookupLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: Namespace, Name: "provider_lookup_duration_seconds",
-			Help:    "Duration of provider lookups by key (tool Lookup), by outcome (ok, not_found, definitive, transient, uncertain).",
-			Buckets: providerBuckets,
-		}, []string{"action", "outcome"}),
+		Executions: counter("executions_total",
+			"Tool executions requested, by outcome (completed, failed, in_flight, review, invalid, error).", tao),
+		Replays: counter("replays_total",
+			"Executions answered from the stored outcome without calling the provider, by stored outcome.", tao),
+		Divergences: counter("divergences_total",
+			"Executions whose extraction differed from the frozen payload; the frozen payload was used.", ta),
+		InFlightConflicts: counter("in_flight_conflicts_total",
+			"Executions answered 409 because another caller holds a live lease on the action.", ta),
+		Takeovers: counter("takeovers_total",
+			"Executions that took over an expired lease and settled the action with the same key, by outcome.", tao),
+		Reviews: counter("reviews_total",
+			"Executions answered review: the action waits for an operator.", ta),
+		Reconciled: counter("reconciler_actions_total",
+			"Actions handled by reconciler passes, by outcome (taken_over, completed, failed, review, retrying, lease_lost, error).", []string{"outcome"}),
+		ProviderLatency: histogram("provider_call_duration_seconds",
+			"Duration of provider calls (tool Execute), by outcome (ok, definitive, transient, uncertain)."),
+		LookupLatency: histogram("provider_lookup_duration_seconds",
+			"Duration of provider lookups by key (tool Lookup), by outcome (ok, not_found, definitive, transient, uncertain)."),
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
@@ -121,6 +101,17 @@ func New() *Metrics {
 		m.Reviews, m.Reconciled, m.ProviderLatency, m.LookupLatency,
 	)
 	return m
+}
+
+func counter(name, help string, labels []string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
+}
+
+// histogram times provider calls, by action and outcome.
+func histogram(name, help string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Name: name, Help: help, Buckets: providerBuckets,
+	}, []string{"action", "outcome"})
 }
 
 // Handler serves the registry in the Prometheus exposition format.
@@ -145,31 +136,5 @@ func (m *Metrics) ObserveReconcile(r executor.ReconcileResult) {
 		if n > 0 {
 			m.Reconciled.WithLabelValues(outcome).Add(float64(n))
 		}
-	}
-}
-
-// ObserveOutcome counts one execution's outcome, as every edge that
-// executes tools for a caller does (the sidecar, the MCP server): the
-// execution by status, a replay, a divergence, an in-flight conflict, a
-// review, and a takeover. Calls are made with executor.Opts.NoWait, so a
-// call that reached the provider (probe) at attempt > 1 claimed an expired
-// lease: a takeover.
-func (m *Metrics) ObserveOutcome(tenant, action string, out *executor.Outcome, probe *Probe) {
-	status := string(out.Status)
-	m.Executions.WithLabelValues(tenant, action, status).Inc()
-	if out.Replayed {
-		m.Replays.WithLabelValues(tenant, action, status).Inc()
-	}
-	if len(out.Divergent) > 0 {
-		m.Divergences.WithLabelValues(tenant, action).Inc()
-	}
-	switch out.Status {
-	case executor.StatusInFlight:
-		m.InFlightConflicts.WithLabelValues(tenant, action).Inc()
-	case executor.StatusReview:
-		m.Reviews.WithLabelValues(tenant, action).Inc()
-	}
-	if !out.Replayed && out.Attempt > 1 && probe.Calls()+probe.Lookups() > 0 {
-		m.Takeovers.WithLabelValues(tenant, action, status).Inc()
 	}
 }

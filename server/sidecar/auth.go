@@ -1,29 +1,20 @@
 package sidecar
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"net/http"
 	"strings"
+
+	"github.com/retrysafe/retrysafe/server/internal/edge"
 )
 
-// authenticator maps bearer tokens to tenants in constant time.
-//
-// Tokens are compared as SHA-256 digests: subtle.ConstantTimeCompare is
-// constant-time only for inputs of equal length, and digests hide the
-// configured tokens' lengths too. Every configured token is compared on every
-// request, and the match is selected with ConstantTimeSelect rather than a
-// branch, so timing does not say which entry matched or how far the scan got.
-type authenticator struct {
-	digests [][sha256.Size]byte
-	tenants []string
-}
+// authenticator maps a request's bearer token to its tenant, in constant
+// time (edge.Authenticator, which the MCP server uses too).
+type authenticator struct{ edge.Authenticator }
 
 func newAuthenticator(creds []Credential) *authenticator {
 	a := &authenticator{}
 	for _, c := range creds {
-		a.digests = append(a.digests, sha256.Sum256([]byte(c.Token)))
-		a.tenants = append(a.tenants, c.Tenant)
+		a.Add(c.Tenant, c.Token)
 	}
 	return a
 }
@@ -35,16 +26,8 @@ func (a *authenticator) tenant(r *http.Request) string {
 	if !ok {
 		return ""
 	}
-	d := sha256.Sum256([]byte(token))
-	match := -1
-	for i := range a.digests {
-		eq := subtle.ConstantTimeCompare(d[:], a.digests[i][:])
-		match = subtle.ConstantTimeSelect(eq, i, match)
-	}
-	if match < 0 {
-		return ""
-	}
-	return a.tenants[match]
+	tenant, _ := a.Tenant(token)
+	return tenant
 }
 
 // bearer extracts the token of an RFC 6750 "Bearer" credential; the scheme

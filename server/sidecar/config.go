@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/migrations"
+	"github.com/retrysafe/retrysafe/server/internal/edge"
 	"github.com/retrysafe/retrysafe/server/metrics"
 	"github.com/retrysafe/retrysafe/tools"
 )
@@ -50,9 +50,11 @@ type Config struct {
 	Tools *tools.Registry
 	// Credentials are the API tokens. At least one is required.
 	Credentials []Credential
-	// Metrics receives the counters. Default: a fresh metrics.New(). Give
-	// the one whose InstrumentTools wrapped the executor's tools, so that
-	// provider timings and takeovers land on the same registry.
+	// Metrics is what /metrics serves, and where the requests answered
+	// without an outcome (invalid, error) are counted; the executor's
+	// Observer counts the rest. Default: the executor's Observer when it is
+	// a *metrics.Metrics (metrics.Of), else a fresh metrics.New(). Give the
+	// executor's, so that every count lands on the registry served.
 	Metrics *metrics.Metrics
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
@@ -81,13 +83,6 @@ type Config struct {
 // ErrConfig marks an invalid Config.
 var ErrConfig = errors.New("sidecar: invalid config")
 
-// Limits on identifiers, well inside what the tables and providers accept.
-const (
-	maxRefLen    = 200
-	maxSourceLen = 255
-	maxTenantLen = 100
-)
-
 // Validate fills defaults into a copy of c and checks it.
 func (c Config) Validate() (Config, error) {
 	if c.DB == nil {
@@ -109,7 +104,7 @@ func (c Config) Validate() (Config, error) {
 		return c, err
 	}
 	if c.Metrics == nil {
-		c.Metrics = metrics.New()
+		c.Metrics = metrics.Of(c.Executor)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -127,7 +122,7 @@ func (c Config) Validate() (Config, error) {
 		c.MinRetryAfter = time.Second
 	}
 	switch {
-	case strings.ContainsFunc(c.MetricsToken, isControlOrSpace):
+	case strings.ContainsFunc(c.MetricsToken, edge.IsControlOrSpace):
 		return c, fmt.Errorf("%w: the metrics token contains white space or control characters", ErrConfig)
 	case c.MaxBodyBytes < 1024:
 		return c, fmt.Errorf("%w: MaxBodyBytes %d is below 1 KiB", ErrConfig, c.MaxBodyBytes)
@@ -152,9 +147,9 @@ func ValidateCredentials(creds []Credential) error {
 			return fmt.Errorf("%w: API token %d has an empty tenant", ErrConfig, i+1)
 		case c.Token == "":
 			return fmt.Errorf("%w: tenant %q has an empty API token", ErrConfig, c.Tenant)
-		case len(c.Tenant) > maxTenantLen || !utf8.ValidString(c.Tenant) || strings.ContainsFunc(c.Tenant, isControlOrSpace):
-			return fmt.Errorf("%w: tenant %q: at most %d bytes of UTF-8, no white space or control characters", ErrConfig, c.Tenant, maxTenantLen)
-		case strings.ContainsFunc(c.Token, isControlOrSpace):
+		case !edge.ValidTenant(c.Tenant):
+			return fmt.Errorf("%w: tenant %q: at most %d bytes of UTF-8, no white space or control characters", ErrConfig, c.Tenant, edge.MaxTenantLen)
+		case strings.ContainsFunc(c.Token, edge.IsControlOrSpace):
 			return fmt.Errorf("%w: the API token of tenant %q contains white space or control characters", ErrConfig, c.Tenant)
 		}
 		if other, dup := seen[c.Token]; dup {
@@ -163,8 +158,4 @@ func ValidateCredentials(creds []Credential) error {
 		seen[c.Token] = c.Tenant
 	}
 	return nil
-}
-
-func isControlOrSpace(r rune) bool {
-	return r <= ' ' || r == 0x7f || r == utf8.RuneError
 }

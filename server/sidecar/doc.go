@@ -71,8 +71,25 @@
 // never a field value, an intent_ref or a body. Field errors name the
 // field and the rule, never the value.
 //
+// The executor counts what it answers: Config.Metrics is normally the
+// executor's Observer (server/metrics), which hears every execution,
+// provider call and takeover from the executor itself. The sidecar counts
+// only what never got an outcome: a body refused before the executor ran,
+// and executor errors, as invalid (the caller's: fields, a payload frozen
+// under another intent_ref, a value the database refuses) or error.
+//
+// # Shared with the MCP server
+//
+// What an answer means is decided once, in server/internal/edge, for the
+// sidecar and the MCP server alike: the identifier limits, the
+// constant-time token check, the detached NoWait execution (and what a
+// lost lease returns), the classes of an execution without an outcome, and
+// the answer members taken from the Outcome (Answer, embedded in
+// ExecuteResponse).
+//
 // # Imports
 //
 // sidecar imports derive, intent, executor, tools, migrations,
-// server/metrics and internal/strictjson. It knows nothing of cmd/ or sandbox/.
+// server/metrics, server/internal/edge, internal/strictjson, pgx and the
+// Prometheus client. It knows nothing of cmd/ or sandbox/.
 package sidecar

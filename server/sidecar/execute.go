@@ -2,7 +2,6 @@ package sidecar
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,15 +9,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
-	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
-	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/strictjson"
+	"github.com/retrysafe/retrysafe/server/internal/edge"
 	"github.com/retrysafe/retrysafe/server/metrics"
-	"github.com/retrysafe/retrysafe/tools"
 )
 
 // ExecuteRequest is the body of POST /v1/tools/{action}/execute.
@@ -34,31 +30,22 @@ type ExecuteRequest struct {
 }
 
 // ExecuteResponse is the answer of POST /v1/tools/{action}/execute (200,
-// 202 and 409).
+// 202 and 409). RetryAfterMillis (in_flight) is when the current lease
+// ends; the Retry-After header carries it rounded up to seconds.
 type ExecuteResponse struct {
-	Status         string `json:"status"` // completed, failed, in_flight, review
-	IntentRef      string `json:"intent_ref"`
-	Action         string `json:"action"`
-	IdempotencyKey string `json:"idempotency_key"`
-	// Replayed: this call did not reach the provider; the stored outcome
-	// of an earlier call is returned.
-	Replayed bool `json:"replayed"`
-	// Created: this call froze the intent.
-	Created bool `json:"created"`
-	Attempt int  `json:"attempt,omitempty"`
-	// DivergentFields names the fields of this call that differ from the
-	// frozen payload. Their values were dropped: the frozen ones were used.
-	DivergentFields []string `json:"divergent_fields"`
-	// IgnoredFields names fields the tool's schema does not know.
-	IgnoredFields []string `json:"ignored_fields"`
-	// Response is the provider's answer (completed).
-	Response json.RawMessage `json:"response,omitempty"`
-	// Error is the stored failure (failed, review).
-	Error *executor.ToolFailure `json:"error,omitempty"`
-	// RetryAfterMillis (in_flight) is when the current lease ends; the
-	// Retry-After header carries it rounded up to seconds.
-	RetryAfterMillis int64 `json:"retry_after_ms,omitempty"`
+	Status    string `json:"status"` // completed, failed, in_flight, review
+	IntentRef string `json:"intent_ref"`
+	Action    string `json:"action"`
+	// Answer holds the members that come from the executor's Outcome,
+	// the same as in an MCP result: idempotency_key, replayed, created,
+	// attempt, divergent_fields, ignored_fields, response, error and
+	// retry_after_ms.
+	Answer
 }
+
+// Answer is the part of an answer that comes from the executor's Outcome
+// (see edge.Answer for each member).
+type Answer = edge.Answer
 
 var httpStatusOf = map[executor.Status]int{
 	executor.StatusCompleted: http.StatusOK,
@@ -87,43 +74,20 @@ func (s *Server) execute(w http.ResponseWriter, r *http.Request, tenant string) 
 	}
 
 	// Detached from the client: see the package documentation.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.ExecuteTimeout)
-	defer cancel()
-	ctx, probe := metrics.WithProbe(ctx)
-	out, err := s.cfg.Executor.Execute(ctx, executor.Call{
+	out, lost, err := edge.Execute(r.Context(), s.cfg.Executor, s.cfg.ExecuteTimeout, executor.Call{
 		Tenant:    tenant,
 		Ref:       req.IntentRef,
 		Action:    action,
 		Fields:    req.Fields,
 		SourceRef: req.SourceRef,
-	}, &executor.Opts{NoWait: true})
-
-	if out != nil && errors.Is(err, executor.ErrLeaseLost) {
-		// Another worker took the action over while this one called the
-		// provider; this call's result was dropped and out is the row as
-		// the taker left it (in flight, or already settled): that is the
-		// answer that counts.
-		note.err = err
-	} else if err != nil {
+	})
+	if err != nil {
 		s.executeError(w, note, tenant, action, err)
 		return
 	}
-
+	note.err = lost
 	note.outcome, note.key = string(out.Status), out.Key
-	s.cfg.Metrics.ObserveOutcome(tenant, action, out, probe)
-	resp := ExecuteResponse{
-		Status:          string(out.Status),
-		IntentRef:       req.IntentRef,
-		Action:          action,
-		IdempotencyKey:  out.Key,
-		Replayed:        out.Replayed,
-		Created:         out.Created,
-		Attempt:         out.Attempt,
-		DivergentFields: nonNil(out.Divergent),
-		IgnoredFields:   nonNil(out.Ignored),
-		Response:        out.Response,
-		Error:           out.Failure,
-	}
+	resp := ExecuteResponse{Status: string(out.Status), IntentRef: req.IntentRef, Action: action, Answer: edge.AnswerOf(out)}
 	status, ok := httpStatusOf[out.Status]
 	if !ok {
 		note.err = fmt.Errorf("executor returned unknown status %q", out.Status)
@@ -195,16 +159,16 @@ func (s *Server) decodeExecute(w http.ResponseWriter, r *http.Request) (*Execute
 	switch {
 	case raw.IntentRef == nil || *raw.IntentRef == "":
 		return bad("intent_ref is required: the reference of the unit of intent (an invoice id) from your system, never from the model.")
-	case len(*raw.IntentRef) > maxRefLen:
-		return bad(fmt.Sprintf("intent_ref is longer than %d bytes.", maxRefLen))
-	case !cleanIdentifier(*raw.IntentRef):
+	case len(*raw.IntentRef) > edge.MaxRefLen:
+		return bad(fmt.Sprintf("intent_ref is longer than %d bytes.", edge.MaxRefLen))
+	case !edge.CleanIdentifier(*raw.IntentRef):
 		// " inv-1" and "inv-1" would be two intents whose payloads (the
 		// ref rule trims) give one key.
 		return bad("intent_ref must be valid UTF-8 without leading or trailing white space or control characters.")
 	case raw.Fields == nil:
 		return bad("fields is required: a JSON object with the tool's arguments as the model produced them.")
-	case len(raw.SourceRef) > maxSourceLen:
-		return bad(fmt.Sprintf("source_ref is longer than %d bytes.", maxSourceLen))
+	case len(raw.SourceRef) > edge.MaxSourceLen:
+		return bad(fmt.Sprintf("source_ref is longer than %d bytes.", edge.MaxSourceLen))
 	case !utf8.ValidString(raw.SourceRef):
 		return bad("source_ref must be valid UTF-8.")
 	}
@@ -231,20 +195,24 @@ func jsonErrorText(err error) string {
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
-func cleanIdentifier(s string) bool {
-	if !utf8.ValidString(s) || strings.TrimSpace(s) != s {
-		return false
-	}
-	return !strings.ContainsFunc(s, unicode.IsControl)
-}
-
 // executeError answers an execution that produced no outcome.
 func (s *Server) executeError(w http.ResponseWriter, note *requestNote, tenant, action string, err error) {
-	var fe *derive.FieldError
-	switch {
-	case errors.As(err, &fe) || errors.Is(err, derive.ErrMissingField) || errors.Is(err, derive.ErrInvalidField) || errors.Is(err, derive.ErrAmbiguous):
-		note.outcome = metrics.OutcomeInvalid
-		s.count(tenant, action, metrics.OutcomeInvalid)
+	kind, fe := edge.Classify(err)
+	if kind == edge.UnknownAction {
+		note.err = err
+		writeProblem(w, Problem{Type: ProblemUnknownAction, Title: "Unknown action", Status: http.StatusNotFound, Detail: err.Error()})
+		return
+	}
+	note.outcome = metrics.OutcomeInvalid
+	if kind == edge.RefusedData {
+		note.err = err
+	}
+	if kind == edge.Unavailable {
+		note.outcome, note.err = metrics.OutcomeError, err
+	}
+	s.count(tenant, action, note.outcome)
+	switch kind {
+	case edge.InvalidFields:
 		p := Problem{Type: ProblemInvalidFields, Title: "Invalid fields", Status: http.StatusBadRequest,
 			Detail: "The fields could not be normalized and no intent is frozen under this intent_ref yet: nothing was frozen and nothing was called. Fix the extraction and call again."}
 		if fe != nil {
@@ -254,26 +222,15 @@ func (s *Server) executeError(w http.ResponseWriter, note *requestNote, tenant, 
 			p.Errors = []FieldProblem{{Field: "", Reason: err.Error()}}
 		}
 		writeProblem(w, p)
-	case errors.Is(err, intent.ErrInvalid):
-		note.outcome = metrics.OutcomeInvalid
-		s.count(tenant, action, metrics.OutcomeInvalid)
+	case edge.InvalidCall:
 		writeProblem(w, Problem{Type: ProblemBadRequest, Title: "Bad request", Status: http.StatusBadRequest, Detail: err.Error()})
-	case errors.Is(err, executor.ErrRefused):
-		note.outcome, note.err = metrics.OutcomeInvalid, err
-		s.count(tenant, action, metrics.OutcomeInvalid)
+	case edge.RefusedData:
 		writeProblem(w, Problem{Type: ProblemBadRequest, Title: "Bad request", Status: http.StatusBadRequest,
 			Detail: "The database refused a value of this call: nothing was frozen and nothing was called, and the same call would be refused again. Fix the input."})
-	case errors.Is(err, executor.ErrUnknownTool), errors.Is(err, tools.ErrUnknownTool), errors.Is(err, derive.ErrUnknownAction), errors.Is(err, derive.ErrUnknownVersion):
-		note.err = err
-		writeProblem(w, Problem{Type: ProblemUnknownAction, Title: "Unknown action", Status: http.StatusNotFound, Detail: err.Error()})
-	case errors.Is(err, intent.ErrKeyInUse):
-		note.outcome = metrics.OutcomeInvalid
-		s.count(tenant, action, metrics.OutcomeInvalid)
+	case edge.KeyInUse:
 		writeProblem(w, Problem{Type: ProblemKeyInUse, Title: "Payload already frozen under another intent_ref", Status: http.StatusConflict,
 			Detail: "Another intent_ref of this tenant froze the same payload for this action; an intent_ref must name one unit of intent."})
 	default:
-		note.outcome, note.err = metrics.OutcomeError, err
-		s.count(tenant, action, metrics.OutcomeError)
 		// Every path to an effect goes through the frozen key: whatever
 		// happened, the same call again is safe.
 		w.Header().Set("Retry-After", "1")
@@ -284,11 +241,4 @@ func (s *Server) executeError(w http.ResponseWriter, note *requestNote, tenant, 
 
 func (s *Server) count(tenant, action, outcome string) {
 	s.cfg.Metrics.Executions.WithLabelValues(tenant, action, outcome).Inc()
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }

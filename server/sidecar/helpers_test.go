@@ -1,7 +1,6 @@
 package sidecar_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -17,9 +15,9 @@ import (
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
+	"github.com/retrysafe/retrysafe/server/internal/edgetest"
 	"github.com/retrysafe/retrysafe/server/metrics"
 	"github.com/retrysafe/retrysafe/server/sidecar"
-	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/toolstest"
 )
 
@@ -29,12 +27,13 @@ const (
 	testSecret = "sidecar-test-secret-0123456789abcdef"
 	tokenA     = "token-a-0123456789"
 	tokenB     = "token-b-0123456789"
-	pspToken   = "psp-token"
+	pspToken   = edgetest.PSPToken
 	chargePath = "/v1/pix/charges"
 )
 
 // harness is one sidecar on its own schema, in front of a fake PSP.
 type harness struct {
+	eng   *edgetest.Engine
 	t     *testing.T
 	url   string
 	pool  *pgxpool.Pool
@@ -59,50 +58,13 @@ func newHarness(t *testing.T, o *harnessOpts) *harness {
 	if o == nil {
 		o = &harnessOpts{}
 	}
-	if o.maxConns == 0 {
-		o.maxConns = 4
-	}
-	pool, schema := pgtest.Schema(t, &pgtest.Opts{MaxConns: o.maxConns})
-	psp := toolstest.NewProvider()
-	psp.Token = pspToken
-	t.Cleanup(psp.Close)
-
-	pix, err := tools.NewPixCharge(tools.HTTPConfig{BaseURL: psp.URL, Token: pspToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := tools.NewRegistry(pix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &testutil.LockedBuffer{}
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	d, err := reg.Deriver([]byte(testSecret))
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := intent.New(intent.Config{Deriver: d, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := metrics.New()
-	cfg := executor.Config{
-		DB: pool, Intents: store, Tools: m.InstrumentTools(reg), Logger: log,
-		Lease: 4 * time.Second, Timeout: time.Second, LeaseMargin: 500 * time.Millisecond,
-		BackoffBase: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
-	}
-	if o.exec != nil {
-		o.exec(&cfg)
-	}
-	ex, err := executor.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := edgetest.New(t, edgetest.Opts{MaxConns: o.maxConns, Secret: testSecret, Exec: o.exec})
+	pool, schema, ex := e.Pool, e.Schema, e.Executor
 	if o.schema != "" {
 		schema = o.schema
 	}
 	scfg := sidecar.Config{
-		DB: pool, Schema: schema, Executor: ex, Tools: reg, Metrics: m, Logger: log,
+		DB: pool, Schema: schema, Executor: ex, Tools: e.Tools, Metrics: e.Metrics, Logger: e.Log,
 		Credentials: []sidecar.Credential{{Tenant: "tenant-a", Token: tokenA}, {Tenant: "tenant-b", Token: tokenB}},
 	}
 	if o.side != nil {
@@ -114,7 +76,7 @@ func newHarness(t *testing.T, o *harnessOpts) *harness {
 	}
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	return &harness{t: t, url: hs.URL, pool: pool, psp: psp, m: m, srv: srv, ex: ex, store: store, logs: logs, log: log}
+	return &harness{t: t, eng: e, url: hs.URL, pool: pool, psp: e.PSP, m: e.Metrics, srv: srv, ex: ex, store: e.Intents, logs: e.Logs, log: e.Log}
 }
 
 type reply struct {
@@ -191,11 +153,7 @@ func quote(s string) string {
 // count returns the rows of a table in the harness's schema.
 func (h *harness) count(table string) int {
 	h.t.Helper()
-	var n int
-	if err := h.pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
-		h.t.Fatal(err)
-	}
-	return n
+	return h.eng.Count(h.t, table)
 }
 
 // A CPF (valid check digits) in the spellings models produce.

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/retrysafe/retrysafe/internal/problem"
 )
 
 // Problem is an RFC 9457 problem details object: the body of every error
@@ -50,13 +52,12 @@ type FieldProblem struct {
 	Reason string `json:"reason"`
 }
 
-// ProblemDocs is where every problem type is documented: each type is
-// this URL and the anchor of its section (docs/problems.md in the
-// repository).
-const ProblemDocs = "https://github.com/retrysafe/retrysafe/blob/main/docs/problems.md"
+// ProblemDocs documents every problem type; each type URI below is this
+// page and the anchor of its section, stable so that clients can switch
+// on it.
+const ProblemDocs = problem.Docs
 
-// Problem type URIs, stable so that clients can switch on them; each is
-// its section of ProblemDocs.
+// The sidecar's problem types.
 const (
 	ProblemUnauthenticated = ProblemDocs + "#unauthenticated"
 	ProblemUnknownAction   = ProblemDocs + "#unknown-action"
@@ -75,14 +76,12 @@ var ProblemTypes = []string{ProblemUnauthenticated, ProblemUnknownAction, Proble
 	ProblemBodyTooLarge, ProblemNotFound, ProblemKeyInUse, ProblemInFlight, ProblemUnavailable, ProblemInternal}
 
 func writeProblem(w http.ResponseWriter, p Problem) {
-	body, _ := json.Marshal(p) // strings and ints only: cannot fail
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Length", strconv.Itoa(len(body)+1))
-	w.WriteHeader(p.Status)
-	w.Write(append(body, '\n')) //nolint:errcheck // the client may be gone
+	problem.Write(w, p.Status, p, wire)
 }
+
+// wire is how the sidecar sends every answer: never cached (answers hold
+// frozen payloads and change over time), one JSON document per line.
+var wire = &problem.Opts{NoStore: true, Newline: true}
 
 // writeInFlight answers 409 in_flight as a problem (ProblemInFlight) whose
 // extension members are the ExecuteResponse's, so that clients of the
@@ -104,13 +103,7 @@ func writeInFlight(w http.ResponseWriter, resp ExecuteResponse) {
 	members["title"] = str("The action is in flight")
 	members["detail"] = str("Another call of this intent is at the provider, or a transient failure is being retried with the same key. " +
 		"Retry the same call after Retry-After seconds.")
-	body, _ := json.Marshal(members) // raw messages that were just encoded: cannot fail
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Length", strconv.Itoa(len(body)+1))
-	w.WriteHeader(http.StatusConflict)
-	w.Write(append(body, '\n')) //nolint:errcheck // the client may be gone
+	problem.Write(w, http.StatusConflict, members, wire)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/testutil"
-	"github.com/retrysafe/retrysafe/server/idempotency"
 )
 
 var route = idempotency.Route{Operation: "POST /effects"}
@@ -32,12 +32,7 @@ func TestMissingKeyIs400AndWritesNothing(t *testing.T) {
 			t.Errorf("%s: problem type not key-missing: %s", name, r.body)
 		}
 	}
-	if n := e.effects(t); n != 0 {
-		t.Fatalf("%d effects after requests without a key", n)
-	}
-	if n := e.keys(t); n != 0 {
-		t.Fatalf("%d keys stored after requests without a key", n)
-	}
+	e.mustRows(t, 0, 0, "requests without a key")
 }
 
 func TestInvalidKeysAre400(t *testing.T) {
@@ -73,9 +68,7 @@ func TestInvalidKeysAre400(t *testing.T) {
 	if rec.Code != http.StatusBadRequest {
 		t.Errorf("repeated header: %d", rec.Code)
 	}
-	if n := e.effects(t) + e.keys(t); n != 0 {
-		t.Fatalf("invalid keys wrote %d rows", n)
-	}
+	e.mustRows(t, 0, 0, "invalid keys")
 
 	// The longest key that is allowed, and the quoted form of a key.
 	if r := do(h, "acme", strings.Repeat("k", 255), `{"amount":1}`); r.status != http.StatusCreated {
@@ -93,9 +86,7 @@ func TestUnauthenticatedIs401(t *testing.T) {
 	e := newEnv(t, 2, idempotency.Config{})
 	r := do(e.mw.Transactional(route, effectTx), "", "k1", `{"amount":1}`)
 	mustProblem(t, r, http.StatusUnauthorized)
-	if e.effects(t) != 0 {
-		t.Fatal("effect without a tenant")
-	}
+	e.mustRows(t, 0, -1, "without a tenant")
 }
 
 func TestReplayIsByteForByte(t *testing.T) {
@@ -126,9 +117,7 @@ func TestReplayIsByteForByte(t *testing.T) {
 			}
 		})
 	}
-	if n := e.effects(t); n != 2 {
-		t.Fatalf("%d effects, want one per mode", n)
-	}
+	e.mustRows(t, 2, -1, "one per mode")
 	// Headers outside the stored set are not replayed.
 	r := do(e.mw.Transactional(idempotency.Route{Operation: "tx"}, effectTx), "acme", "replay-1", `{"amount":100,"note":"x"}`)
 	if r.header.Get("X-Not-Stored") != "" {
@@ -157,26 +146,19 @@ func TestErrorAnswersAreStoredAndReplayed(t *testing.T) {
 	}
 	// The two JSON bodies ran once each (their effect is committed with
 	// their answer); the invalid one wrote nothing but its answer.
-	if n := e.effects(t); n != 2 {
-		t.Fatalf("%d effects, want 2", n)
-	}
+	e.mustRows(t, 2, -1, "stored error answers")
 }
 
 func TestKeyReusedWithOtherBodyIs422(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 2, idempotency.Config{})
-	for _, h := range []http.Handler{
-		e.mw.Transactional(idempotency.Route{Operation: "tx"}, effectTx),
-		e.mw.Reservation(idempotency.Route{Operation: "res"}, effectPlain(e.pool)),
-	} {
+	for _, h := range e.bothModes() {
 		if r := do(h, "acme", "k", `{"amount":100}`); r.status != http.StatusCreated {
 			t.Fatal(r)
 		}
 		mustProblem(t, do(h, "acme", "k", `{"amount":101}`), http.StatusUnprocessableEntity)
 	}
-	if n := e.effects(t); n != 2 {
-		t.Fatalf("%d effects, want one per mode", n)
-	}
+	e.mustRows(t, 2, -1, "one per mode")
 }
 
 func TestTenantsDoNotShareKeys(t *testing.T) {
@@ -222,9 +204,7 @@ func TestKeyOptionalRoute(t *testing.T) {
 			t.Fatal(r)
 		}
 	}
-	if e.effects(t) != 2 || e.keys(t) != 0 {
-		t.Fatalf("effects %d keys %d, want 2 and 0", e.effects(t), e.keys(t))
-	}
+	e.mustRows(t, 2, 0, "abandoned failures")
 }
 
 func TestHandlerPanicRollsBack(t *testing.T) {
@@ -247,9 +227,7 @@ func TestHandlerPanicRollsBack(t *testing.T) {
 		}()
 		do(h, "acme", "k", `{"amount":3}`)
 	}()
-	if e.effects(t)+e.keys(t) != 0 {
-		t.Fatal("a panicking handler left rows")
-	}
+	e.mustRows(t, 0, 0, "a panicking handler")
 	panics.Store(false)
 	if r := do(h, "acme", "k", `{"amount":3}`); r.status != http.StatusCreated || r.replayed {
 		t.Fatalf("retry after panic: %+v", r)
@@ -336,10 +314,7 @@ func TestWaitForTheFirstRequest(t *testing.T) {
 func TestExpiredKeyRunsAgain(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 2, idempotency.Config{})
-	for _, h := range []http.Handler{
-		e.mw.Transactional(idempotency.Route{Operation: "tx"}, effectTx),
-		e.mw.Reservation(idempotency.Route{Operation: "res"}, effectPlain(e.pool)),
-	} {
+	for _, h := range e.bothModes() {
 		if r := do(h, "acme", "old", `{"amount":1}`); r.status != http.StatusCreated {
 			t.Fatal(r)
 		}
@@ -350,9 +325,7 @@ func TestExpiredKeyRunsAgain(t *testing.T) {
 			t.Fatalf("expired key: %+v", r)
 		}
 	}
-	if n := e.effects(t); n != 4 {
-		t.Fatalf("%d effects, want 4", n)
-	}
+	e.mustRows(t, 4, -1, "expired keys run again")
 }
 
 func TestPurgeDeletesExpiredInBatches(t *testing.T) {

@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
-	"github.com/retrysafe/retrysafe/server/idempotency"
 )
 
 func TestMain(m *testing.M) {
@@ -62,6 +62,15 @@ func newEnv(tb testing.TB, maxConns int32, cfg idempotency.Config) *env {
 	return &env{pool: pool, schema: schema, mw: mw}
 }
 
+// bothModes is one route per mode, with the effect handlers; the two
+// operations keep their keys apart.
+func (e *env) bothModes() []http.Handler {
+	return []http.Handler{
+		e.mw.Transactional(idempotency.Route{Operation: "tx"}, effectTx),
+		e.mw.Reservation(idempotency.Route{Operation: "res"}, effectPlain(e.pool)),
+	}
+}
+
 type effectReq struct {
 	Amount int `json:"amount"`
 }
@@ -69,17 +78,8 @@ type effectReq struct {
 // effectTx is a transactional handler with a real effect: a row in
 // effects. amount < 0 answers 422 and 0 answers 500, both after writing.
 func effectTx(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
-	var in effectReq
-	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
-		http.Error(w, "bad json", http.StatusBadRequest)
-		return
-	}
-	info, _ := idempotency.FromContext(r.Context())
-	var id int64
-	err := tx.QueryRow(r.Context(), `INSERT INTO effects (tenant, key, amount) VALUES ($1, $2, $3) RETURNING id`,
-		info.Tenant, info.Key, in.Amount).Scan(&id)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+	in, id, ok := insertEffect(w, r, tx)
+	if !ok {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -93,30 +93,45 @@ func effectTx(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
 	default:
 		w.WriteHeader(http.StatusCreated)
 	}
-	fmt.Fprintf(w, `{"id":%d,"amount":%d,"attempt":%d}`, id, in.Amount, info.Attempt)
+	writeEffect(w, r, id, in)
 }
 
 // effectPlain is the reservation-mode twin of effectTx: its effect is
 // committed on its own (as a provider call would be).
 func effectPlain(pool *pgxpool.Pool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var in effectReq
-		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
-			http.Error(w, "bad json", http.StatusBadRequest)
-			return
-		}
-		info, _ := idempotency.FromContext(r.Context())
-		var id int64
-		err := pool.QueryRow(r.Context(), `INSERT INTO effects (tenant, key, amount) VALUES ($1, $2, $3) RETURNING id`,
-			info.Tenant, info.Key, in.Amount).Scan(&id)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
+		in, id, ok := insertEffect(w, r, pool)
+		if !ok {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"id":%d,"amount":%d,"attempt":%d}`, id, in.Amount, info.Attempt)
+		writeEffect(w, r, id, in)
 	})
+}
+
+// insertEffect writes the request's effect through q, or answers 400 (bad
+// JSON) or 500 (the insert failed) and returns ok false.
+func insertEffect(w http.ResponseWriter, r *http.Request, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (in effectReq, id int64, ok bool) {
+	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+		http.Error(w, "bad json", http.StatusBadRequest)
+		return in, 0, false
+	}
+	info, _ := idempotency.FromContext(r.Context())
+	err := q.QueryRow(r.Context(), `INSERT INTO effects (tenant, key, amount) VALUES ($1, $2, $3) RETURNING id`,
+		info.Tenant, info.Key, in.Amount).Scan(&id)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return in, 0, false
+	}
+	return in, id, true
+}
+
+func writeEffect(w http.ResponseWriter, r *http.Request, id int64, in effectReq) {
+	info, _ := idempotency.FromContext(r.Context())
+	fmt.Fprintf(w, `{"id":%d,"amount":%d,"attempt":%d}`, id, in.Amount, info.Attempt)
 }
 
 type result struct {
@@ -160,6 +175,19 @@ func (e *env) count(tb testing.TB, query string, args ...any) int {
 		tb.Fatal(err)
 	}
 	return n
+}
+
+// mustRows fails tb unless the effects table holds effects rows and
+// idempotency_requests keys rows (a negative count is not checked); why
+// says what the counts are about.
+func (e *env) mustRows(tb testing.TB, effects, keys int, why string) {
+	tb.Helper()
+	if n := e.effects(tb); effects >= 0 && n != effects {
+		tb.Fatalf("%s: %d effects, want %d", why, n, effects)
+	}
+	if n := e.keys(tb); keys >= 0 && n != keys {
+		tb.Fatalf("%s: %d keys, want %d", why, n, keys)
+	}
 }
 
 func (e *env) effects(tb testing.TB) int {

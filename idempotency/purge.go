@@ -13,7 +13,7 @@ import (
 func (m *Middleware) Purge(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		n, err := RequestPurge(ctx, m.db, m.cfg.PurgeBatch)
+		n, err := requestPurge(ctx, m.db, m.cfg.PurgeBatch)
 		total += n
 		if err != nil {
 			return total, err

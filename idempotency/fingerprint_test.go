@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retrysafe/retrysafe/server/idempotency"
+	"github.com/retrysafe/retrysafe/idempotency"
 )
 
 func TestCanonicalJSON(t *testing.T) {

@@ -15,9 +15,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/retrysafe/retrysafe/idempotency"
 	"github.com/retrysafe/retrysafe/internal/dbconf"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
-	"github.com/retrysafe/retrysafe/server/idempotency"
 )
 
 // The crash tests run this test binary again as a child process whose
@@ -51,6 +51,10 @@ func childMain(mode string) int {
 	case "transactional":
 		h = mw.Transactional(route, func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
 			effectTx(w, r, tx) // written in the transaction, not yet committed
+			var pid int
+			if err := tx.QueryRow(r.Context(), `SELECT pg_backend_pid()`).Scan(&pid); err == nil {
+				fmt.Printf("backend=%d\n", pid) // the session the parent waits out
+			}
 			die()
 		})
 	case "reservation":
@@ -67,7 +71,7 @@ func childMain(mode string) int {
 	return 4
 }
 
-func runKilledChild(t *testing.T, mode, schema string) {
+func runKilledChild(t *testing.T, mode, schema string) (output string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(),
@@ -82,6 +86,26 @@ func runKilledChild(t *testing.T, mode, schema string) {
 	if ws, ok := exit.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("child did not die by SIGKILL: %v\n%s", err, out)
 	}
+	return string(out)
+}
+
+// waitSessionEnd returns once the server has ended the killed child's
+// session, named by the backend pid the child printed. By then its
+// transaction is rolled back and its locks are released: a backend aborts
+// its transaction before its pg_stat_activity row goes.
+func waitSessionEnd(t *testing.T, e *env, childOutput string) {
+	t.Helper()
+	_, after, _ := strings.Cut(childOutput, "backend=")
+	var pid int
+	if _, err := fmt.Sscanf(after, "%d", &pid); err != nil || pid == 0 {
+		t.Fatalf("the child printed no backend pid: %v\n%s", err, childOutput)
+	}
+	for deadline := time.Now().Add(30 * time.Second); e.count(t, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid) != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed child's session %d is still open", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Transactional mode: a process killed inside the handler leaves no key
@@ -89,20 +113,20 @@ func runKilledChild(t *testing.T, mode, schema string) {
 func TestKilledTransactionalHandlerLeavesNothing(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 2, idempotency.Config{})
-	runKilledChild(t, "transactional", e.schema)
-	// The server notices the dead connection and rolls back; a moment may
-	// pass before its locks are gone, so the retry may wait on the lock.
-	if n := e.effects(t) + e.keys(t); n != 0 {
-		t.Fatalf("killed transactional handler left %d rows", n)
-	}
-	h := e.mw.Transactional(idempotency.Route{Operation: route.Operation, Wait: 10 * time.Second}, effectTx)
+	out := runKilledChild(t, "transactional", e.schema)
+	// Until the server has noticed the dead connection, the child's rows
+	// are uncommitted (invisible, so counting them proves nothing) and its
+	// key is locked: wait for the session's end, after which the rows
+	// counted are all that survived the crash.
+	waitSessionEnd(t, e, out)
+	e.mustRows(t, 0, 0, "a killed transactional handler")
+	// No Route.Wait: a key lock left behind would answer 409.
+	h := e.mw.Transactional(route, effectTx)
 	r := do(h, "acme", "crash-key", `{"amount":500}`)
 	if r.status != http.StatusCreated || r.replayed || !strings.Contains(r.body, `"attempt":1`) {
 		t.Fatalf("retry after the crash: %+v", r)
 	}
-	if n := e.effects(t); n != 1 {
-		t.Fatalf("%d effects, want 1", n)
-	}
+	e.mustRows(t, 1, -1, "retry after the crash")
 }
 
 // Reservation mode: the key stays reserved (409) until its lease ends, then
@@ -129,9 +153,7 @@ func TestKilledReservationHandlerRecoversAfterLease(t *testing.T) {
 	}
 	// The handler ran twice, which is why a reservation handler passes the
 	// key on to its provider: the provider deduplicates the second run.
-	if n := e.effects(t); n != 2 {
-		t.Fatalf("%d effects, want 2 (crashed run + takeover)", n)
-	}
+	e.mustRows(t, 2, -1, "crashed run + takeover")
 }
 
 // A handler that outlives its lease is fenced: the newer attempt's answer

@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Executor runs statements. *pgxpool.Pool, *pgx.Conn and pgx.Tx satisfy it,
-// so every data function works inside or outside a transaction.
-type Executor interface {
+// dbtx runs statements. *pgxpool.Pool, *pgx.Conn and pgx.Tx satisfy it,
+// so every statement of the table runs inside or outside a transaction.
+type dbtx interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
@@ -26,54 +26,52 @@ type Scope struct {
 	Key       string
 }
 
-// Status of a stored key.
-type Status string
+// rowStatus is a stored key's status column.
+type rowStatus string
 
 const (
-	StatusRunning Status = "running" // reserved; the handler has not stored an answer
-	StatusDone    Status = "done"    // the answer is stored
+	statusRunning rowStatus = "running" // reserved; the handler has not stored an answer
+	statusDone    rowStatus = "done"    // the answer is stored
 )
 
-// Response is a stored answer.
-type Response struct {
+// response is a stored answer.
+type response struct {
 	Status int
 	Header http.Header // only the headers that matter (Config.StoreHeaders)
 	Body   []byte
 }
 
-// Request is a row of idempotency_requests. The booleans and LeaseLeft are
-// computed by the database with its own now() when the row was read, so
-// that no decision depends on the Go clock.
-type Request struct {
+// requestRow is a row of idempotency_requests. The booleans and LeaseLeft
+// are computed by the database with its own now() when the row was read,
+// so that no decision depends on the Go clock.
+type requestRow struct {
 	Scope
 	Fingerprint  []byte
-	Status       Status
+	Status       rowStatus
 	Attempt      int32
-	Response     *Response // nil while running
-	CreatedAt    time.Time
-	ExpiresAt    time.Time
-	Expired      bool          // past ExpiresAt: the key counts as unused
+	Response     *response     // nil while running
+	Expired      bool          // past expires_at: the key counts as unused
 	LeaseExpired bool          // running and past its lease: may be taken over
 	LeaseLeft    time.Duration // running: time until the lease ends (<= 0 when expired)
 }
 
-// ReserveParams describes a reservation (or a takeover).
-type ReserveParams struct {
+// reserveParams describes a reservation (or a takeover).
+type reserveParams struct {
 	Scope
 	Fingerprint []byte
 	Lease       time.Duration // running rows may be taken over after it
 	Retention   time.Duration // the row's expires_at, from now; >= Lease
 	// LockTimeout, when positive and e is a transaction, bounds the wait on
 	// a concurrent uncommitted writer of the same key; exceeding it fails
-	// with SQLSTATE 55P03 (see IsLockTimeout) and aborts the transaction.
+	// with SQLSTATE 55P03 (see isLockTimeout) and aborts the transaction.
 	// The previous lock_timeout is restored afterwards, so that the rest of
 	// the transaction (the handler's writes) runs with its usual setting.
 	LockTimeout time.Duration
 }
 
-// Reservation is a key reserved for the caller.
-type Reservation struct {
-	Attempt   int32         // fencing token for RequestComplete
+// reservation is a key reserved for the caller.
+type reservation struct {
+	Attempt   int32         // fencing token for requestComplete
 	LeaseLeft time.Duration // by the database clock
 }
 
@@ -84,21 +82,13 @@ VALUES ($1, $2, $3, $4, 'running', 1, now() + $5::interval, now() + $6::interval
 ON CONFLICT (tenant_id, operation, idem_key) DO NOTHING
 RETURNING attempt, lease_until - now()`
 
-// RequestReserve inserts the key as running. ok is false when the key
-// already exists: the caller must then read it with RequestGet in a new
+// requestReserve inserts the key as running. ok is false when the key
+// already exists: the caller must then read it with requestGet in a new
 // statement, because in READ COMMITTED a conflict with a row committed
 // while this statement waited is not visible to this statement's snapshot.
-func RequestReserve(ctx context.Context, e Executor, p ReserveParams) (res Reservation, ok bool, err error) {
-	err = withLockTimeout(ctx, e, p.LockTimeout, requestReserveSQL,
-		[]any{p.Tenant, p.Operation, p.Key, p.Fingerprint, p.Lease, p.Retention},
-		&res.Attempt, &res.LeaseLeft)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Reservation{}, false, nil
-	}
-	if err != nil {
-		return Reservation{}, false, fmt.Errorf("idempotency: reserve: %w", err)
-	}
-	return res, true, nil
+func requestReserve(ctx context.Context, e dbtx, p reserveParams) (reservation, bool, error) {
+	return reserveRow(ctx, e, p, "reserve", requestReserveSQL,
+		p.Tenant, p.Operation, p.Key, p.Fingerprint, p.Lease, p.Retention)
 }
 
 const requestTakeOverSQL = `
@@ -112,36 +102,43 @@ WHERE tenant_id = $1 AND operation = $2 AND idem_key = $3 AND attempt = $7
        OR (status = 'running' AND lease_until <= now() AND fingerprint = $4))
 RETURNING attempt, lease_until - now()`
 
-// RequestTakeOver reuses a key whose row has expired, or whose running
+// requestTakeOver reuses a key whose row has expired, or whose running
 // lease has ended (then only for the same fingerprint). It is a
 // compare-and-set on the attempt the caller read: of several concurrent
 // takers exactly one gets ok, and the attempt it gets fences the previous
-// holder out of RequestComplete.
-func RequestTakeOver(ctx context.Context, e Executor, p ReserveParams, seenAttempt int32) (res Reservation, ok bool, err error) {
-	err = withLockTimeout(ctx, e, p.LockTimeout, requestTakeOverSQL,
-		[]any{p.Tenant, p.Operation, p.Key, p.Fingerprint, p.Lease, p.Retention, seenAttempt},
-		&res.Attempt, &res.LeaseLeft)
+// holder out of requestComplete.
+func requestTakeOver(ctx context.Context, e dbtx, p reserveParams, seenAttempt int32) (reservation, bool, error) {
+	return reserveRow(ctx, e, p, "take over", requestTakeOverSQL,
+		p.Tenant, p.Operation, p.Key, p.Fingerprint, p.Lease, p.Retention, seenAttempt)
+}
+
+// reserveRow runs a statement that makes the row running for the caller
+// and returns its attempt and lease; ok is false when it matched no row.
+func reserveRow(ctx context.Context, e dbtx, p reserveParams, what, sql string, args ...any) (res reservation, ok bool, err error) {
+	err = withLockTimeout(ctx, e, p.LockTimeout, sql, args, &res.Attempt, &res.LeaseLeft)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Reservation{}, false, nil
+		return reservation{}, false, nil
 	}
 	if err != nil {
-		return Reservation{}, false, fmt.Errorf("idempotency: take over: %w", err)
+		return reservation{}, false, fmt.Errorf("idempotency: %s: %w", what, err)
 	}
 	return res, true, nil
 }
 
 const requestGetSQL = `
 SELECT fingerprint, status, attempt, response_status, response_headers, response_body,
-       created_at, expires_at,
        expires_at <= now(),
        coalesce(status = 'running' AND lease_until <= now(), false),
        coalesce(lease_until - now(), interval '0')
 FROM idempotency_requests
 WHERE tenant_id = $1 AND operation = $2 AND idem_key = $3`
 
-// RequestGet reads a key; ErrNotFound when there is none.
-func RequestGet(ctx context.Context, e Executor, s Scope) (*Request, error) {
-	r := &Request{Scope: s}
+// errNotFound: no row for the key.
+var errNotFound = errors.New("idempotency: key not found")
+
+// requestGet reads a key; errNotFound when there is none.
+func requestGet(ctx context.Context, e dbtx, s Scope) (*requestRow, error) {
+	r := &requestRow{Scope: s}
 	var (
 		status     string
 		respStatus *int16
@@ -150,22 +147,26 @@ func RequestGet(ctx context.Context, e Executor, s Scope) (*Request, error) {
 	)
 	err := e.QueryRow(ctx, requestGetSQL, s.Tenant, s.Operation, s.Key).Scan(
 		&r.Fingerprint, &status, &r.Attempt, &respStatus, &respHeader, &respBody,
-		&r.CreatedAt, &r.ExpiresAt, &r.Expired, &r.LeaseExpired, &r.LeaseLeft)
+		&r.Expired, &r.LeaseExpired, &r.LeaseLeft)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
+		return nil, errNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("idempotency: get: %w", err)
 	}
-	r.Status = Status(status)
+	r.Status = rowStatus(status)
 	if respStatus != nil {
 		if respBody == nil {
 			respBody = []byte{}
 		}
-		r.Response = &Response{Status: int(*respStatus), Header: respHeader, Body: respBody}
+		r.Response = &response{Status: int(*respStatus), Header: respHeader, Body: respBody}
 	}
 	return r, nil
 }
+
+// errFenced: a completion or release whose attempt is no longer the row's
+// (its lease was taken over); its result is dropped.
+var errFenced = errors.New("idempotency: lease lost to a newer attempt")
 
 const requestCompleteSQL = `
 UPDATE idempotency_requests
@@ -175,9 +176,9 @@ SET status = 'done', lease_until = NULL,
 WHERE tenant_id = $1 AND operation = $2 AND idem_key = $3
   AND attempt = $4 AND status = 'running'`
 
-// RequestComplete stores the answer of attempt. Retention counts from now.
-// ErrFenced when the row has moved on to another attempt (or is gone).
-func RequestComplete(ctx context.Context, e Executor, s Scope, attempt int32, resp *Response, retention time.Duration) error {
+// requestComplete stores the answer of attempt. Retention counts from now.
+// errFenced when the row has moved on to another attempt (or is gone).
+func requestComplete(ctx context.Context, e dbtx, s Scope, attempt int32, resp *response, retention time.Duration) error {
 	header := resp.Header
 	if header == nil {
 		header = http.Header{}
@@ -188,11 +189,17 @@ func RequestComplete(ctx context.Context, e Executor, s Scope, attempt int32, re
 	}
 	tag, err := e.Exec(ctx, requestCompleteSQL, s.Tenant, s.Operation, s.Key, attempt,
 		int16(resp.Status), header, body, retention)
+	return fenced("complete", tag, err)
+}
+
+// fenced is the result of a statement fenced by its attempt: errFenced
+// when it matched no row.
+func fenced(what string, tag pgconn.CommandTag, err error) error {
 	if err != nil {
-		return fmt.Errorf("idempotency: complete: %w", err)
+		return fmt.Errorf("idempotency: %s: %w", what, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return ErrFenced
+		return errFenced
 	}
 	return nil
 }
@@ -203,19 +210,13 @@ SET lease_until = now(), updated_at = now()
 WHERE tenant_id = $1 AND operation = $2 AND idem_key = $3
   AND attempt = $4 AND status = 'running'`
 
-// RequestRelease ends attempt's lease now, so that the next request with the
+// requestRelease ends attempt's lease now, so that the next request with the
 // key takes it over at once instead of waiting for the lease to run out
 // (used when a reservation handler panics: whether its effect happened is
-// unknown, exactly as after a crash). ErrFenced when attempt is not current.
-func RequestRelease(ctx context.Context, e Executor, s Scope, attempt int32) error {
+// unknown, exactly as after a crash). errFenced when attempt is not current.
+func requestRelease(ctx context.Context, e dbtx, s Scope, attempt int32) error {
 	tag, err := e.Exec(ctx, requestReleaseSQL, s.Tenant, s.Operation, s.Key, attempt)
-	if err != nil {
-		return fmt.Errorf("idempotency: release: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrFenced
-	}
-	return nil
+	return fenced("release", tag, err)
 }
 
 // requestPurgeSQL deletes one batch of expired rows. SKIP LOCKED makes the
@@ -234,9 +235,9 @@ USING (
 ) d
 WHERE r.tenant_id = d.tenant_id AND r.operation = d.operation AND r.idem_key = d.idem_key`
 
-// RequestPurge deletes at most limit expired keys in one statement and
+// requestPurge deletes at most limit expired keys in one statement and
 // returns how many it deleted.
-func RequestPurge(ctx context.Context, e Executor, limit int) (int, error) {
+func requestPurge(ctx context.Context, e dbtx, limit int) (int, error) {
 	tag, err := e.Exec(ctx, requestPurgeSQL, limit)
 	if err != nil {
 		return 0, fmt.Errorf("idempotency: purge: %w", err)
@@ -249,7 +250,7 @@ func RequestPurge(ctx context.Context, e Executor, limit int) (int, error) {
 // one batch: one round trip. The previous value is parked in a
 // transaction-local custom setting because the restore cannot know it when
 // the batch is built.
-func withLockTimeout(ctx context.Context, e Executor, timeout time.Duration, sql string, args []any, dest ...any) error {
+func withLockTimeout(ctx context.Context, e dbtx, timeout time.Duration, sql string, args []any, dest ...any) error {
 	if timeout <= 0 {
 		return e.QueryRow(ctx, sql, args...).Scan(dest...)
 	}
@@ -277,9 +278,9 @@ func withLockTimeout(ctx context.Context, e Executor, timeout time.Duration, sql
 	return err
 }
 
-// IsLockTimeout reports whether err is PostgreSQL's lock_not_available
+// isLockTimeout reports whether err is PostgreSQL's lock_not_available
 // (55P03): the key is held by an uncommitted concurrent request.
-func IsLockTimeout(err error) bool {
+func isLockTimeout(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }

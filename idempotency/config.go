@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -99,33 +100,15 @@ type Config struct {
 
 // WithDefaults returns a copy of c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.Lease == 0 {
-		c.Lease = DefaultLease
-	}
-	if c.Retention == 0 {
-		c.Retention = max(DefaultRetention, c.Lease)
-	}
-	if c.LockTimeout == 0 {
-		c.LockTimeout = DefaultLockTimeout
-	}
-	if c.RetryAfter == 0 {
-		c.RetryAfter = DefaultRetryAfter
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
-	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.PurgeBatch == 0 {
-		c.PurgeBatch = DefaultPurgeBatch
-	}
-	if c.PurgeEvery == 0 {
-		c.PurgeEvery = DefaultPurgeEvery
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Lease = cmp.Or(c.Lease, DefaultLease)
+	c.Retention = cmp.Or(c.Retention, max(DefaultRetention, c.Lease))
+	c.LockTimeout = cmp.Or(c.LockTimeout, DefaultLockTimeout)
+	c.RetryAfter = cmp.Or(c.RetryAfter, DefaultRetryAfter)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.PurgeBatch = cmp.Or(c.PurgeBatch, DefaultPurgeBatch)
+	c.PurgeEvery = cmp.Or(c.PurgeEvery, DefaultPurgeEvery)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/retrysafe/retrysafe/server/idempotency"
+	"github.com/retrysafe/retrysafe/idempotency"
 )
 
 // The benchmarks measure the middleware's own cost on the local
@@ -26,6 +26,15 @@ func benchHandler(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
 	w.Write([]byte(`{"id":"ch_0123456789abcdef","amount_cents":1000,"status":"paid"}`))
 }
 
+// benchRoute is the route in mode, on a fresh schema.
+func benchRoute(b *testing.B, mode string) http.Handler {
+	e := newEnv(b, 8, idempotency.Config{})
+	if mode == "reservation" {
+		return e.mw.Reservation(route, effectPlain(e.pool))
+	}
+	return e.mw.Transactional(route, benchHandler)
+}
+
 func reportRate(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
 }
@@ -34,11 +43,7 @@ func reportRate(b *testing.B) {
 func BenchmarkFirstRequest(b *testing.B) {
 	for _, mode := range []string{"transactional", "reservation"} {
 		b.Run(mode, func(b *testing.B) {
-			e := newEnv(b, 8, idempotency.Config{})
-			var h http.Handler = e.mw.Transactional(route, benchHandler)
-			if mode == "reservation" {
-				h = e.mw.Reservation(route, effectPlain(e.pool))
-			}
+			h := benchRoute(b, mode)
 			var n atomic.Int64
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
@@ -57,11 +62,7 @@ func BenchmarkFirstRequest(b *testing.B) {
 func BenchmarkReplay(b *testing.B) {
 	for _, mode := range []string{"transactional", "reservation"} {
 		b.Run(mode, func(b *testing.B) {
-			e := newEnv(b, 8, idempotency.Config{})
-			var h http.Handler = e.mw.Transactional(route, benchHandler)
-			if mode == "reservation" {
-				h = e.mw.Reservation(route, effectPlain(e.pool))
-			}
+			h := benchRoute(b, mode)
 			if r := do(h, "bench", "replayed", `{"amount":1}`); r.status != http.StatusCreated {
 				b.Fatal(r)
 			}

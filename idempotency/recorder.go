@@ -46,14 +46,14 @@ func (r *recorder) finish() {
 }
 
 // stored is the part of the answer that is kept for replays.
-func (r *recorder) stored(keep map[string]bool) *Response {
+func (r *recorder) stored(keep map[string]bool) *response {
 	h := http.Header{}
 	for k, v := range r.header {
 		if keep[http.CanonicalHeaderKey(k)] {
 			h[http.CanonicalHeaderKey(k)] = append([]string(nil), v...)
 		}
 	}
-	return &Response{Status: r.status, Header: h, Body: r.body.Bytes()}
+	return &response{Status: r.status, Header: h, Body: r.body.Bytes()}
 }
 
 // writeTo sends the handler's own answer (all of its headers).
@@ -68,7 +68,7 @@ func (r *recorder) writeTo(w http.ResponseWriter) {
 }
 
 // writeResponse sends a stored answer.
-func writeResponse(w http.ResponseWriter, resp *Response, replayed bool) {
+func writeResponse(w http.ResponseWriter, resp *response, replayed bool) {
 	dst := w.Header()
 	for k, v := range resp.Header {
 		dst[k] = append([]string(nil), v...)

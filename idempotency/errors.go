@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Sentinel errors. The middleware turns them into problem+json answers;
-// the data functions return them to callers that use them directly.
+// Sentinel errors. Each but ErrTxOwned names an answer the middleware
+// gives on its own, before any effect (its status in parentheses).
 var (
 	// ErrKeyMissing: the route requires an Idempotency-Key and got none (400).
 	ErrKeyMissing = errors.New("idempotency: Idempotency-Key header is required")
@@ -22,11 +22,6 @@ var (
 	ErrUnauthenticated = errors.New("idempotency: no authenticated tenant")
 	// ErrBodyTooLarge: the body exceeds Config.MaxBodyBytes (413).
 	ErrBodyTooLarge = errors.New("idempotency: request body too large")
-	// ErrNotFound: no row for the key.
-	ErrNotFound = errors.New("idempotency: key not found")
-	// ErrFenced: completion lost its lease to a newer attempt; the result is
-	// dropped.
-	ErrFenced = errors.New("idempotency: lease lost to a newer attempt")
 	// ErrTxOwned: a transactional handler tried to end the transaction the
 	// middleware owns.
 	ErrTxOwned = errors.New("idempotency: the middleware commits or rolls back this transaction")

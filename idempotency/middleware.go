@@ -6,18 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/retrysafe/retrysafe/internal/backoff"
 )
 
 // DB is what the middleware needs of a database: *pgxpool.Pool satisfies
 // it. It must be safe for concurrent use, so a single *pgx.Conn will not do.
 type DB interface {
-	Executor
 	Begin(ctx context.Context) (pgx.Tx, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // Mode says when the key is committed relative to the handler's effects.
@@ -162,44 +166,17 @@ const (
 )
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p, ok := h.params(w, r)
+	if !ok {
+		return
+	}
 	cfg := &h.m.cfg
-	tenant, err := cfg.Tenant(r)
-	if err != nil || tenant == "" {
-		writeError(w, ErrUnauthenticated)
-		return
-	}
-	key, present, err := ParseKey(r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if !present {
-		if !h.route.KeyOptional {
-			writeError(w, ErrKeyMissing)
-			return
-		}
-		h.serveUnprotected(w, r)
-		return
-	}
-	body, err := readBody(r, cfg.MaxBodyBytes)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	fp := Fingerprint(r.Method, r.URL.Path, r.URL.RawQuery, body)
-	p := ReserveParams{
-		Scope:       Scope{Tenant: tenant, Operation: h.route.Operation, Key: key},
-		Fingerprint: fp[:],
-		Lease:       cfg.Lease,
-		Retention:   cfg.Retention,
-	}
-
 	// The wait bound is local patience, not lease arithmetic: the Go clock
 	// is fine for it.
 	deadline := time.Now().Add(h.route.Wait)
-	pause := cfg.PollInterval
-	for {
+	for round := 1; ; round++ {
 		var out outcome
+		var err error
 		if h.mode == ModeTransactional {
 			out, err = h.serveTx(w, r, p)
 		} else {
@@ -217,14 +194,51 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// Jitter keeps a crowd of waiting duplicates from polling in step.
-		sleep := min(pause/2+rand.N(pause/2+1), time.Until(deadline))
+		pause := backoff.Exponential(cfg.PollInterval, 16*cfg.PollInterval, round)
 		select {
 		case <-r.Context().Done():
 			return // the client is gone; nothing was executed for it
-		case <-time.After(sleep):
+		case <-time.After(min(backoff.UpperHalf(pause), time.Until(deadline))):
 		}
-		pause = min(pause*2, 16*cfg.PollInterval)
 	}
+}
+
+// params reads what identifies the request: its tenant, key and
+// fingerprint. ok is false when it has answered on its own: a request
+// that cannot be identified, or one without a key (refused, or let
+// through unprotected on a KeyOptional route).
+func (h *handler) params(w http.ResponseWriter, r *http.Request) (p reserveParams, ok bool) {
+	cfg := &h.m.cfg
+	tenant, err := cfg.Tenant(r)
+	if err != nil || tenant == "" {
+		writeError(w, ErrUnauthenticated)
+		return p, false
+	}
+	key, present, err := ParseKey(r)
+	if err != nil {
+		writeError(w, err)
+		return p, false
+	}
+	if !present {
+		if !h.route.KeyOptional {
+			writeError(w, ErrKeyMissing)
+		} else {
+			h.serveUnprotected(w, r)
+		}
+		return p, false
+	}
+	body, err := readBody(r, cfg.MaxBodyBytes)
+	if err != nil {
+		writeError(w, err)
+		return p, false
+	}
+	fp := Fingerprint(r.Method, r.URL.Path, r.URL.RawQuery, body)
+	return reserveParams{
+		Scope:       Scope{Tenant: tenant, Operation: h.route.Operation, Key: key},
+		Fingerprint: fp[:],
+		Lease:       cfg.Lease,
+		Retention:   cfg.Retention,
+	}, true
 }
 
 // decision is what an existing row means for a new request with its key.
@@ -237,13 +251,13 @@ const (
 	decideTakeOver
 )
 
-func decide(row *Request, fp []byte) decision {
+func decide(row *requestRow, fp []byte) decision {
 	switch {
 	case row.Expired:
 		return decideTakeOver // retention ended: the key counts as unused, whatever its old request
 	case !bytes.Equal(row.Fingerprint, fp):
 		return decideReused
-	case row.Status == StatusDone:
+	case row.Status == statusDone:
 		return decideReplay
 	case row.LeaseExpired:
 		return decideTakeOver
@@ -252,9 +266,73 @@ func decide(row *Request, fp []byte) decision {
 	}
 }
 
+// claimed is what claim found.
+type claimed struct {
+	res    reservation // the key is this request's, at res.Attempt
+	replay *response   // the key is done, for the same request: its answer
+	busy   bool        // another request holds the key
+}
+
+// owned reports whether the key is now this request's.
+func (c claimed) owned() bool { return c.res.Attempt > 0 }
+
+// finish ends a round whose key is not this request's: err, a busy key, or
+// a replay of the stored answer.
+func (c claimed) finish(w http.ResponseWriter, err error) (outcome, error) {
+	switch {
+	case err != nil:
+		return answered, err
+	case c.busy:
+		return busy, nil
+	}
+	writeResponse(w, c.replay, true)
+	return answered, nil
+}
+
+// claim makes the key this request's, on q (the request's transaction, or
+// the pool): it inserts the key, or reads the row the insert conflicted
+// with and decides. A row whose retention or lease has ended is taken over
+// by compare-and-set on the attempt just read. Each read is a new
+// statement: in READ COMMITTED, the insert's own snapshot cannot see a row
+// committed while it waited.
+func claim(ctx context.Context, q dbtx, p reserveParams) (claimed, error) {
+	res, ok, err := requestReserve(ctx, q, p)
+	for round := 0; !ok; round++ {
+		if p.LockTimeout > 0 && isLockTimeout(err) {
+			return claimed{busy: true}, nil
+		}
+		if err != nil {
+			return claimed{}, fmt.Errorf("%w: %w", errStore, err)
+		}
+		if round == maxRounds {
+			return claimed{busy: true}, nil
+		}
+		var row *requestRow
+		row, err = requestGet(ctx, q, p.Scope)
+		if errors.Is(err, errNotFound) { // purged since: reserve again
+			res, ok, err = requestReserve(ctx, q, p)
+			continue
+		}
+		if err != nil {
+			return claimed{}, fmt.Errorf("%w: %w", errStore, err)
+		}
+		switch decide(row, p.Fingerprint) {
+		case decideReplay:
+			return claimed{replay: row.Response}, nil
+		case decideReused:
+			return claimed{}, ErrKeyReused
+		case decideBusy:
+			return claimed{busy: true}, nil
+		case decideTakeOver:
+			res, ok, err = requestTakeOver(ctx, q, p, row.Attempt)
+		}
+	}
+	return claimed{res: res}, nil
+}
+
 // serveTx runs one round in transactional mode. Everything happens on the
 // transaction's one connection, which is given back before any wait.
-func (h *handler) serveTx(w http.ResponseWriter, r *http.Request, p ReserveParams) (outcome, error) {
+func (h *handler) serveTx(w http.ResponseWriter, r *http.Request, p reserveParams) (outcome, error) {
 	m := h.m
 	ctx := r.Context()
 	tx, err := m.db.Begin(ctx)
@@ -280,40 +358,12 @@ func (h *handler) serveTx(w http.ResponseWriter, r *http.Request, p ReserveParam
 	// "busy" so that the duplicate frees its connection. The lock_timeout
 	// is restored before the handler's statements.
 	p.LockTimeout = m.cfg.LockTimeout
-	res, ok, err := RequestReserve(ctx, tx, p)
-	for round := 0; !ok; round++ {
-		if IsLockTimeout(err) {
-			return busy, nil
-		}
-		if err != nil {
-			return answered, fmt.Errorf("%w: %w", errStore, err)
-		}
-		if round == maxRounds {
-			return busy, nil
-		}
-		// A new statement: its snapshot sees the row the INSERT conflicted with.
-		var row *Request
-		row, err = RequestGet(ctx, tx, p.Scope)
-		if errors.Is(err, ErrNotFound) { // purged since: reserve again
-			res, ok, err = RequestReserve(ctx, tx, p)
-			continue
-		}
-		if err != nil {
-			return answered, fmt.Errorf("%w: %w", errStore, err)
-		}
-		switch decide(row, p.Fingerprint) {
-		case decideReplay:
-			release()
-			writeResponse(w, row.Response, true)
-			return answered, nil
-		case decideReused:
-			return answered, ErrKeyReused
-		case decideBusy:
-			return busy, nil
-		case decideTakeOver:
-			res, ok, err = RequestTakeOver(ctx, tx, p, row.Attempt)
-		}
+	c, err := claim(ctx, tx, p)
+	if err != nil || !c.owned() {
+		release()
+		return c.finish(w, err)
 	}
+	res := c.res
 
 	rec := newRecorder()
 	info := Info{Scope: p.Scope, Mode: ModeTransactional, Attempt: res.Attempt}
@@ -331,7 +381,7 @@ func (h *handler) serveTx(w http.ResponseWriter, r *http.Request, p ReserveParam
 	// worth committing, so that its retry gets a replay.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := RequestComplete(cctx, tx, p.Scope, res.Attempt, rec.stored(m.keep), m.cfg.Retention); err != nil {
+	if err := requestComplete(cctx, tx, p.Scope, res.Attempt, rec.stored(m.keep), m.cfg.Retention); err != nil {
 		release()
 		m.cfg.Logger.Warn("idempotency: answer not stored; rolled back", "operation", p.Operation, "err", err)
 		return answered, errNotCommitted
@@ -347,38 +397,14 @@ func (h *handler) serveTx(w http.ResponseWriter, r *http.Request, p ReserveParam
 
 // serveReservation runs one round in reservation mode. Each statement takes
 // a pool connection and gives it back; none is held while the handler runs.
-func (h *handler) serveReservation(w http.ResponseWriter, r *http.Request, p ReserveParams) (outcome, error) {
+func (h *handler) serveReservation(w http.ResponseWriter, r *http.Request, p reserveParams) (outcome, error) {
 	m := h.m
 	ctx := r.Context()
-	res, ok, err := RequestReserve(ctx, m.db, p)
-	for round := 0; !ok; round++ {
-		if err != nil {
-			return answered, fmt.Errorf("%w: %w", errStore, err)
-		}
-		if round == maxRounds {
-			return busy, nil
-		}
-		var row *Request
-		row, err = RequestGet(ctx, m.db, p.Scope)
-		if errors.Is(err, ErrNotFound) {
-			res, ok, err = RequestReserve(ctx, m.db, p)
-			continue
-		}
-		if err != nil {
-			return answered, fmt.Errorf("%w: %w", errStore, err)
-		}
-		switch decide(row, p.Fingerprint) {
-		case decideReplay:
-			writeResponse(w, row.Response, true)
-			return answered, nil
-		case decideReused:
-			return answered, ErrKeyReused
-		case decideBusy:
-			return busy, nil
-		case decideTakeOver:
-			res, ok, err = RequestTakeOver(ctx, m.db, p, row.Attempt)
-		}
+	c, err := claim(ctx, m.db, p)
+	if err != nil || !c.owned() {
+		return c.finish(w, err)
 	}
+	res := c.res
 
 	// From here on the key is committed as ours: whatever happens, the
 	// answer (or the end of the lease) must reach the database even if the
@@ -398,7 +424,7 @@ func (h *handler) serveReservation(w http.ResponseWriter, r *http.Request, p Res
 		// runs it again at once rather than after the lease.
 		rctx, cancel := context.WithTimeout(detached, 5*time.Second)
 		defer cancel()
-		if err := RequestRelease(rctx, m.db, p.Scope, res.Attempt); err != nil && !errors.Is(err, ErrFenced) {
+		if err := requestRelease(rctx, m.db, p.Scope, res.Attempt); err != nil && !errors.Is(err, errFenced) {
 			m.cfg.Logger.Warn("idempotency: lease not released after panic", "operation", p.Operation, "err", err)
 		}
 	}()
@@ -412,7 +438,7 @@ func (h *handler) serveReservation(w http.ResponseWriter, r *http.Request, p Res
 		// As after a crash: whether the effect happened is unknown, and
 		// the handler tolerates a second run. End the lease so that the
 		// retry runs it now.
-		if err := RequestRelease(cctx, m.db, p.Scope, res.Attempt); err != nil && !errors.Is(err, ErrFenced) {
+		if err := requestRelease(cctx, m.db, p.Scope, res.Attempt); err != nil && !errors.Is(err, errFenced) {
 			m.cfg.Logger.Warn("idempotency: lease not released after an abandoned request", "operation", p.Operation, "err", err)
 		}
 		m.cfg.Logger.Info("idempotency: client gone and handler failed; lease released, nothing stored",
@@ -420,8 +446,8 @@ func (h *handler) serveReservation(w http.ResponseWriter, r *http.Request, p Res
 		rec.writeTo(w)
 		return answered, nil
 	}
-	switch err := RequestComplete(cctx, m.db, p.Scope, res.Attempt, rec.stored(m.keep), m.cfg.Retention); {
-	case errors.Is(err, ErrFenced):
+	switch err := requestComplete(cctx, m.db, p.Scope, res.Attempt, rec.stored(m.keep), m.cfg.Retention); {
+	case errors.Is(err, errFenced):
 		// Our lease ran out and a newer attempt owns the key: its answer
 		// is the one kept. Ours still describes what happened here.
 		m.cfg.Logger.Warn("idempotency: lease lost before the answer was stored; answer not kept",
