@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -20,11 +21,12 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// row is an intent to freeze under ref, with a key of its own.
+// row is an intent to freeze under ref, with a key of its own (64 hex
+// digits, as derive's).
 func row(tenant, ref, action string, p derive.Payload, source string) *NewIntent {
 	return &NewIntent{
 		ID: ID{Tenant: tenant, Ref: ref, Action: action}, Version: 2, Payload: p,
-		Key: fmt.Sprintf("%064x", len(ref)*7919+int(ref[len(ref)-1])), SourceRef: source,
+		Key: fmt.Sprintf("%x", sha256.Sum256([]byte(tenant+"\x00"+ref+"\x00"+action))), SourceRef: source,
 	}
 }
 
