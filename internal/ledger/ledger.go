@@ -91,17 +91,6 @@ type Action struct {
 	FinishedAt *time.Time
 }
 
-// Superseded reports whether a is an amendment's tombstone.
-func (a *Action) Superseded() bool {
-	if len(a.Error) == 0 {
-		return false
-	}
-	var f struct {
-		Class string `json:"class"`
-	}
-	return json.Unmarshal(a.Error, &f) == nil && f.Class == SupersededClass
-}
-
 // scanIntent scans an intent row; lead are destinations for columns the
 // query puts before intentColumns (a position).
 func scanIntent(row pgx.Row, lead ...any) (*Intent, error) {
