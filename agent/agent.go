@@ -1,12 +1,12 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -89,30 +89,24 @@ func (a *Agent) HandleInbox(ctx context.Context, tenant, messageID string) error
 
 // claim takes the message's processing claim. nil, nil: already answered.
 func (a *Agent) claim(ctx context.Context, tenant, messageID string) (*claim, error) {
-	cl := &claim{tenant: tenant, messageID: messageID}
-	err := a.cfg.DB.QueryRow(ctx, MessageClaim, tenant, messageID, a.cfg.Owner, a.cfg.ClaimTTL.Microseconds()).
-		Scan(&cl.conversationID, &cl.body, &cl.phoneNumberID, &cl.seq, &cl.n, &cl.groupID)
-	if err == nil {
-		return cl, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
+	cl, err := claimMessage(ctx, a.cfg.DB, tenant, messageID, a.cfg.Owner, a.cfg.ClaimTTL)
+	if err != nil {
 		return nil, fmt.Errorf("agent: claim message: %w", err)
 	}
-	var (
-		processed bool
-		left      float64
-	)
-	err = a.cfg.DB.QueryRow(ctx, MessageClaimState, tenant, messageID).Scan(&processed, &left)
+	if cl != nil {
+		return cl, nil
+	}
+	processed, left, err := messageState(ctx, a.cfg.DB, tenant, messageID)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil, fmt.Errorf("%w: message %s of tenant %s", ErrNotFound, messageID, tenant)
+	case errors.Is(err, ErrNotFound):
+		return nil, err
 	case err != nil:
 		return nil, fmt.Errorf("agent: claim message: %w", err)
 	case processed:
 		a.log.Debug("inbox: already answered", "tenant", tenant, "message_id", messageID)
 		return nil, nil
 	}
-	return nil, &BusyError{What: "message", RetryAfter: max(time.Duration(left*float64(time.Second)), 0)}
+	return nil, &BusyError{What: "message", RetryAfter: left}
 }
 
 // release gives the claim back so that River's retry need not wait for it
@@ -120,7 +114,7 @@ func (a *Agent) claim(ctx context.Context, tenant, messageID string) (*claim, er
 func (a *Agent) release(cl *claim) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := a.cfg.DB.Exec(ctx, MessageRelease, cl.tenant, cl.messageID, a.cfg.Owner, cl.n); err != nil {
+	if err := releaseMessage(ctx, a.cfg.DB, cl, a.cfg.Owner); err != nil {
 		a.log.Warn("inbox: release claim", "tenant", cl.tenant, "message_id", cl.messageID, "error", err)
 	}
 }
@@ -145,8 +139,8 @@ type turnResult struct {
 // the reply is held for review, since WhatsApp would refuse free text
 // (error 131047).
 func (a *Agent) replyKind(ctx context.Context, tx pgx.Tx, cl *claim, r *turnResult) (string, error) {
-	var last *time.Time
-	if err := tx.QueryRow(ctx, MessageLastInbound, cl.tenant, cl.conversationID).Scan(&last); err != nil {
+	last, err := lastInbound(ctx, tx, cl.tenant, cl.conversationID)
+	if err != nil {
 		return "", fmt.Errorf("agent: service window: %w", err)
 	}
 	now := a.cfg.Clock()
@@ -195,80 +189,114 @@ func (a *Agent) answer(ctx context.Context, cl *claim) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var outcomes []ToolOutcome
+	t := &turn{cl: cl, conv: conv, msgs: msgs}
 	for step := 0; step < a.cfg.MaxSteps; step++ {
-		c, err := a.complete(ctx, cl.tenant, cl.messageID, step, msgs)
-		var me *ModelError
-		if errors.As(err, &me) && !me.Retryable {
-			a.log.Warn("inbox: model refused the request", "tenant", cl.tenant, "message_id", cl.messageID, "step", step, "code", me.Code)
-			return a.record(ctx, cl, turnResult{status: TurnModelError, steps: step, code: me.Code, tools: outcomes, reply: a.cfg.Texts.ModelError})
-		}
+		res, err := a.step(ctx, t, step)
 		if err != nil {
 			return "", err
 		}
-		a.log.Debug("inbox: model answered", "tenant", cl.tenant, "message_id", cl.messageID, "step", step,
-			"replayed", c.Replayed, "tool_calls", len(c.Answer.Message.ToolCalls))
-		a.cfg.Failpoint(FailModelAnswered)
-		if ref := strings.TrimSpace(c.Answer.Message.Refusal); ref != "" {
-			// The refusal is in the journal (the answer as received); the
-			// customer gets what the policy says.
-			a.log.Warn("inbox: the model refused", "tenant", cl.tenant, "message_id", cl.messageID, "step", step, "policy", a.cfg.Refusal)
-			res := turnResult{status: TurnRefused, steps: step + 1, code: "refusal", tools: outcomes, reply: a.cfg.Texts.Refusal}
-			switch a.cfg.Refusal {
-			case RefusalRelay:
-				res.reply = ref
-			case RefusalReview:
-				res.hold = true
-			}
-			return a.record(ctx, cl, res)
-		}
-		switch fr := openai.FinishReason(c.Answer.FinishReason); fr {
-		case openai.FinishReasonLength, openai.FinishReasonContentFilter:
-			// Cut off or filtered: a tool call's arguments may be
-			// truncated and a text is not what the model meant to say, so
-			// neither is acted on.
-			a.log.Warn("inbox: the model's answer is incomplete", "tenant", cl.tenant, "message_id", cl.messageID, "step", step, "finish_reason", fr)
-			return a.record(ctx, cl, turnResult{status: TurnModelError, steps: step + 1, code: string(fr), tools: outcomes, reply: a.cfg.Texts.Cut})
-		}
-		calls := c.Answer.Message.ToolCalls
-		if len(calls) == 0 {
-			reply := strings.TrimSpace(c.Answer.Message.Content)
-			if reply == "" {
-				reply = a.cfg.Texts.Empty
-			}
-			return a.record(ctx, cl, turnResult{status: TurnAnswered, steps: step + 1, tools: outcomes, reply: reply})
-		}
-		if step+1 == a.cfg.MaxSteps {
-			break // no step left to read the tools' results
-		}
-		prepared, err := a.prepare(ctx, cl, conv, calls)
-		var tce *ToolCallError
-		if errors.As(err, &tce) {
-			a.log.Warn("inbox: malformed tool call, nothing frozen", "tenant", cl.tenant, "message_id", cl.messageID,
-				"step", step, "function", tce.Function, "code", tce.Code, "field", tce.Field)
-			return a.record(ctx, cl, turnResult{status: TurnToolError, steps: step + 1, code: tce.Code, tools: outcomes, reply: a.cfg.Texts.ToolError})
-		}
-		if err != nil {
-			return "", err
-		}
-		msgs = append(msgs, assistantMessage(c.Answer.Message))
-		for i, p := range prepared {
-			content, oc, err := a.execute(ctx, cl, conv, p)
-			if errors.As(err, &tce) {
-				// Only a key already frozen under another intent_ref gets
-				// here: prepare caught every other refusal before
-				// anything ran.
-				return a.record(ctx, cl, turnResult{status: TurnToolError, steps: step + 1, code: tce.Code, tools: outcomes, reply: a.cfg.Texts.ToolError})
-			}
-			if err != nil {
-				return "", err
-			}
-			outcomes = append(outcomes, *oc)
-			msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: calls[i].ID, Content: content})
+		if res != nil {
+			return a.record(ctx, cl, *res)
 		}
 	}
 	a.log.Warn("inbox: model still calling tools at the step limit", "tenant", cl.tenant, "message_id", cl.messageID, "steps", a.cfg.MaxSteps)
-	return a.record(ctx, cl, turnResult{status: TurnModelError, steps: a.cfg.MaxSteps, code: "step_limit", tools: outcomes, reply: a.cfg.Texts.StepLimit})
+	return a.record(ctx, cl, turnResult{status: TurnModelError, steps: a.cfg.MaxSteps, code: "step_limit", tools: t.outcomes, reply: a.cfg.Texts.StepLimit})
+}
+
+// turn is a model loop in progress.
+type turn struct {
+	cl       *claim
+	conv     *Conversation
+	msgs     []openai.ChatCompletionMessage // the next request's
+	outcomes []ToolOutcome
+}
+
+// step makes one model call and acts on its answer. It returns the turn's
+// result when the answer ends the turn, nil when the model called tools
+// and reads their results in the next step.
+func (a *Agent) step(ctx context.Context, t *turn, step int) (*turnResult, error) {
+	cl := t.cl
+	end := func(status, code, reply string) *turnResult {
+		return &turnResult{status: status, steps: step + 1, code: code, tools: t.outcomes, reply: reply}
+	}
+	c, err := a.complete(ctx, cl.tenant, cl.messageID, step, t.msgs)
+	var me *ModelError
+	if errors.As(err, &me) && !me.Retryable {
+		a.log.Warn("inbox: model refused the request", "tenant", cl.tenant, "message_id", cl.messageID, "step", step, "code", me.Code)
+		return &turnResult{status: TurnModelError, steps: step, code: me.Code, tools: t.outcomes, reply: a.cfg.Texts.ModelError}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	a.log.Debug("inbox: model answered", "tenant", cl.tenant, "message_id", cl.messageID, "step", step,
+		"replayed", c.Replayed, "tool_calls", len(c.Answer.Message.ToolCalls))
+	a.cfg.Failpoint(FailModelAnswered)
+	if ref := strings.TrimSpace(c.Answer.Message.Refusal); ref != "" {
+		// The refusal is in the journal (the answer as received); the
+		// customer gets what the policy says.
+		a.log.Warn("inbox: the model refused", "tenant", cl.tenant, "message_id", cl.messageID, "step", step, "policy", a.cfg.Refusal)
+		res := end(TurnRefused, "refusal", a.cfg.Texts.Refusal)
+		switch a.cfg.Refusal {
+		case RefusalRelay:
+			res.reply = ref
+		case RefusalReview:
+			res.hold = true
+		}
+		return res, nil
+	}
+	switch fr := openai.FinishReason(c.Answer.FinishReason); fr {
+	case openai.FinishReasonLength, openai.FinishReasonContentFilter:
+		// Cut off or filtered: a tool call's arguments may be truncated
+		// and a text is not what the model meant to say, so neither is
+		// acted on.
+		a.log.Warn("inbox: the model's answer is incomplete", "tenant", cl.tenant, "message_id", cl.messageID, "step", step, "finish_reason", fr)
+		return end(TurnModelError, string(fr), a.cfg.Texts.Cut), nil
+	}
+	calls := c.Answer.Message.ToolCalls
+	if len(calls) == 0 {
+		return end(TurnAnswered, "", cmp.Or(strings.TrimSpace(c.Answer.Message.Content), a.cfg.Texts.Empty)), nil
+	}
+	if step+1 == a.cfg.MaxSteps {
+		return nil, nil // no step left to read the tools' results
+	}
+	code, err := a.runTools(ctx, t, c.Answer.Message, step)
+	if code != "" {
+		return end(TurnToolError, code, a.cfg.Texts.ToolError), nil
+	}
+	return nil, err
+}
+
+// runTools prepares every tool call of the answer, then executes each and
+// adds its result to the next request. A malformed call returns its code
+// and executes nothing.
+func (a *Agent) runTools(ctx context.Context, t *turn, m openai.ChatCompletionMessage, step int) (string, error) {
+	cl := t.cl
+	prepared, err := a.prepare(ctx, cl, t.conv, m.ToolCalls)
+	var tce *ToolCallError
+	if errors.As(err, &tce) {
+		a.log.Warn("inbox: malformed tool call, nothing frozen", "tenant", cl.tenant, "message_id", cl.messageID,
+			"step", step, "function", tce.Function, "code", tce.Code, "field", tce.Field)
+		return tce.Code, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	t.msgs = append(t.msgs, assistantMessage(m))
+	for i, p := range prepared {
+		content, oc, err := a.execute(ctx, cl, t.conv, p)
+		if errors.As(err, &tce) {
+			// Only a key already frozen under another intent_ref gets
+			// here: prepare caught every other refusal before anything
+			// ran.
+			return tce.Code, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		t.outcomes = append(t.outcomes, *oc)
+		t.msgs = append(t.msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleTool, ToolCallID: m.ToolCalls[i].ID, Content: content})
+	}
+	return "", nil
 }
 
 // assistantMessage is the model's tool-calling answer as the next request
@@ -280,28 +308,20 @@ func assistantMessage(m openai.ChatCompletionMessage) openai.ChatCompletionMessa
 // prompt is the system prompt and the conversation so far, oldest first,
 // ending with the message being answered.
 func (a *Agent) prompt(ctx context.Context, cl *claim, conv *Conversation) ([]openai.ChatCompletionMessage, error) {
-	rows, err := a.cfg.DB.Query(ctx, MessageListConversation, cl.tenant, cl.conversationID, cl.seq, a.cfg.HistoryLimit)
+	hist, err := conversationHistory(ctx, a.cfg.DB, cl.tenant, cl.conversationID, cl.seq, a.cfg.HistoryLimit)
 	if err != nil {
 		return nil, fmt.Errorf("agent: history: %w", err)
 	}
-	defer rows.Close()
-	var hist []openai.ChatCompletionMessage
-	for rows.Next() {
-		var dir, body string
-		if err := rows.Scan(&dir, &body); err != nil {
-			return nil, fmt.Errorf("agent: history: %w", err)
-		}
+	msgs := make([]openai.ChatCompletionMessage, 0, len(hist)+1)
+	msgs = append(msgs, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleSystem, Content: a.cfg.Prompt(*conv)})
+	for _, e := range hist {
 		role := openai.ChatMessageRoleUser
-		if dir == "out" {
+		if e.out {
 			role = openai.ChatMessageRoleAssistant
 		}
-		hist = append(hist, openai.ChatCompletionMessage{Role: role, Content: body})
+		msgs = append(msgs, openai.ChatCompletionMessage{Role: role, Content: e.body})
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("agent: history: %w", err)
-	}
-	slices.Reverse(hist)
-	return append([]openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleSystem, Content: a.cfg.Prompt(*conv)}}, hist...), nil
+	return msgs, nil
 }
 
 // preparedCall is a tool call that passed every check that needs no write.
@@ -458,14 +478,13 @@ func (a *Agent) record(ctx context.Context, cl *claim, r turnResult) (string, er
 	if err != nil {
 		return "", err
 	}
-	var created time.Time
-	err = tx.QueryRow(ctx, TurnInsert, cl.tenant, cl.messageID, cl.conversationID, r.status, r.steps, r.code, string(toolsJSON), ref, kind).Scan(&created)
-	if errors.Is(err, pgx.ErrNoRows) {
-		a.log.Info("inbox: turn already recorded by another worker", "tenant", cl.tenant, "message_id", cl.messageID)
-		return "duplicate", nil
-	}
+	first, err := insertTurn(ctx, tx, turnRecord{cl: cl, r: &r, tools: toolsJSON, ref: ref, kind: kind})
 	if err != nil {
 		return "", fmt.Errorf("agent: record turn: %w", err)
+	}
+	if !first {
+		a.log.Info("inbox: turn already recorded by another worker", "tenant", cl.tenant, "message_id", cl.messageID)
+		return "duplicate", nil
 	}
 	fields := recipientFields(cl)
 	fields["body"] = r.reply
@@ -482,19 +501,19 @@ func (a *Agent) record(ctx context.Context, cl *claim, r turnResult) (string, er
 		return "", fmt.Errorf("agent: freeze reply: %w", err)
 	}
 	key := fr.Intent.Key
-	if _, err := tx.Exec(ctx, TurnSetReplyKey, cl.tenant, cl.messageID, key); err != nil {
+	if err := setReplyKey(ctx, tx, cl.tenant, cl.messageID, key); err != nil {
 		return "", fmt.Errorf("agent: record turn: %w", err)
 	}
-	if _, err := tx.Exec(ctx, MessageInsertReply, cl.tenant, ref, cl.conversationID, r.reply, cl.phoneNumberID); err != nil {
+	if err := insertReplyMessage(ctx, tx, cl, ref, r.reply); err != nil {
 		return "", fmt.Errorf("agent: store reply: %w", err)
 	}
-	if _, err := tx.Exec(ctx, MessageMarkProcessed, cl.tenant, cl.messageID); err != nil {
+	if err := markProcessed(ctx, tx, cl.tenant, cl.messageID); err != nil {
 		return "", fmt.Errorf("agent: close message: %w", err)
 	}
 	if r.hold {
 		// Frozen, not sent: an operator decides (the window is closed and
 		// no template is configured, or the policy says so).
-		if _, err := tx.Exec(ctx, TurnSetReplyStatus, cl.tenant, cl.messageID, ReplyReview); err != nil {
+		if err := setReplyStatus(ctx, tx, cl.tenant, cl.messageID, ReplyReview); err != nil {
 			return "", fmt.Errorf("agent: record turn: %w", err)
 		}
 	} else if _, err := a.cfg.Queue.InsertTx(ctx, tx, ReplyArgs{Tenant: cl.tenant, MessageID: cl.messageID, Key: key}, nil); err != nil {

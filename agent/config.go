@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/confcheck"
 	"github.com/retrysafe/retrysafe/internal/failpoint"
 	"github.com/retrysafe/retrysafe/tools"
 )
@@ -139,27 +141,44 @@ func DefaultTexts() Texts {
 	}
 }
 
+// The defaults of Config's and RiverConfig's zero fields. The worker's
+// flags take their defaults from here, so that a default is written once.
+const (
+	DefaultMaxSteps      = 4
+	DefaultHistoryLimit  = 20
+	DefaultModelTimeout  = 60 * time.Second
+	DefaultClaimTTL      = 3 * time.Minute
+	DefaultServiceWindow = 24 * time.Hour
+
+	DefaultConcurrency          = 4
+	DefaultJobTimeout           = 2 * time.Minute
+	DefaultRescueStuckJobsAfter = 5 * time.Minute
+	DefaultRetryBase            = time.Second
+	DefaultRetryMax             = 5 * time.Minute
+	DefaultMaxAttempts          = 25
+)
+
 // Config configures an Agent. Zero fields take the documented defaults;
 // New validates the result.
 type Config struct {
 	// DB is the pool. Required.
-	DB Beginner
+	DB Beginner `required:"true"`
 	// Tools holds every tool the executor may run for the agent,
 	// including the reply tool. Required.
-	Tools *tools.Registry
+	Tools *tools.Registry `required:"true"`
 	// Intents is the intent store (its deriver must know every tool).
 	// Required.
-	Intents *intent.Store
+	Intents *intent.Store `required:"true"`
 	// Executor runs tools; its ToolSource must find the same tools
 	// (typically Tools itself). Required.
-	Executor *executor.Executor
+	Executor *executor.Executor `required:"true"`
 	// Queue inserts the reply (outbox) jobs. Required.
-	Queue Inserter
+	Queue Inserter `required:"true"`
 	// Model is the chat API. Required.
-	Model ChatModel
+	Model ChatModel `required:"true"`
 	// ModelName is sent with every request and recorded in the ledger
 	// (prices are configured per name). Required.
-	ModelName string
+	ModelName string `required:"true"`
 	// Journal: JournalOn (default) or JournalOff.
 	Journal JournalMode
 	// ModelTools names the tools the model may call. Nil: every
@@ -211,37 +230,40 @@ type Config struct {
 
 // Validate fills defaults into a copy of c and checks it.
 func (c Config) Validate() (Config, error) {
-	bad := func(format string, args ...any) (Config, error) {
-		return c, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
+	if err := confcheck.Required(ErrConfig, c); err != nil {
+		return c, err
 	}
-	switch {
-	case c.DB == nil:
-		return bad("DB is required")
-	case c.Tools == nil:
-		return bad("Tools is required")
-	case c.Intents == nil:
-		return bad("Intents is required")
-	case c.Executor == nil:
-		return bad("Executor is required")
-	case c.Queue == nil:
-		return bad("Queue is required")
-	case c.Model == nil:
-		return bad("Model is required")
-	case c.ModelName == "":
-		return bad("ModelName is required")
+	for _, step := range []func(*Config) error{(*Config).validateTools, (*Config).validateLimits, (*Config).validateReplies} {
+		if err := step(&c); err != nil {
+			return c, err
+		}
 	}
-	switch c.Journal {
-	case "":
-		c.Journal = JournalOn
-	case JournalOn, JournalOff:
-	default:
-		return bad("Journal %q: want on or off", c.Journal)
+	if c.Prompt == nil {
+		c.Prompt = DefaultPrompt
 	}
-	if c.ReplyAction == "" {
-		c.ReplyAction = ReplyToolName
+	if c.Owner == "" {
+		c.Owner = defaultOwner()
 	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Failpoint == nil {
+		c.Failpoint = failpoint.Hit
+	}
+	return c, nil
+}
+
+// validateTools checks the journal mode and the tools: the reply tool is
+// registered and never offered to the model.
+func (c *Config) validateTools() error {
+	c.Journal = cmp.Or(c.Journal, JournalOn)
+	if c.Journal != JournalOn && c.Journal != JournalOff {
+		return invalid("Journal %q: want on or off", c.Journal)
+	}
+	c.ReplyAction = cmp.Or(c.ReplyAction, ReplyToolName)
 	if _, ok := c.Tools.Tool(c.ReplyAction); !ok {
-		return bad("reply tool %q is not registered", c.ReplyAction)
+		return invalid("reply tool %q is not registered", c.ReplyAction)
 	}
 	if c.ModelTools == nil {
 		for _, n := range c.Tools.Names() {
@@ -253,36 +275,36 @@ func (c Config) Validate() (Config, error) {
 	c.ModelTools = slices.Clone(c.ModelTools)
 	for _, n := range c.ModelTools {
 		if n == c.ReplyAction {
-			return bad("the reply tool %q cannot be offered to the model", n)
+			return invalid("the reply tool %q cannot be offered to the model", n)
 		}
 		if _, ok := c.Tools.Tool(n); !ok {
-			return bad("model tool %q is not registered", n)
+			return invalid("model tool %q is not registered", n)
 		}
 	}
-	if c.MaxSteps == 0 {
-		c.MaxSteps = 4
+	return nil
+}
+
+// validateLimits checks the bounds of a turn: steps, history, timeouts.
+func (c *Config) validateLimits() error {
+	c.MaxSteps = cmp.Or(c.MaxSteps, DefaultMaxSteps)
+	c.HistoryLimit = cmp.Or(c.HistoryLimit, DefaultHistoryLimit)
+	c.ModelTimeout = cmp.Or(c.ModelTimeout, DefaultModelTimeout)
+	c.ClaimTTL = cmp.Or(c.ClaimTTL, DefaultClaimTTL)
+	switch {
+	case c.MaxSteps < 1 || c.MaxSteps > 32:
+		return invalid("MaxSteps %d: want 1..32", c.MaxSteps)
+	case c.HistoryLimit < 1:
+		return invalid("HistoryLimit %d: want at least 1", c.HistoryLimit)
+	case c.ModelTimeout < 0 || c.ClaimTTL <= c.ModelTimeout:
+		return invalid("ClaimTTL (%s) must exceed ModelTimeout (%s), both positive", c.ClaimTTL, c.ModelTimeout)
 	}
-	if c.MaxSteps < 1 || c.MaxSteps > 32 {
-		return bad("MaxSteps %d: want 1..32", c.MaxSteps)
-	}
-	if c.HistoryLimit == 0 {
-		c.HistoryLimit = 20
-	}
-	if c.HistoryLimit < 1 {
-		return bad("HistoryLimit %d: want at least 1", c.HistoryLimit)
-	}
-	if c.ModelTimeout == 0 {
-		c.ModelTimeout = 60 * time.Second
-	}
-	if c.ClaimTTL == 0 {
-		c.ClaimTTL = 3 * time.Minute
-	}
-	if c.ModelTimeout < 0 || c.ClaimTTL <= c.ModelTimeout {
-		return bad("ClaimTTL (%s) must exceed ModelTimeout (%s), both positive", c.ClaimTTL, c.ModelTimeout)
-	}
-	if c.Prompt == nil {
-		c.Prompt = DefaultPrompt
-	}
+	return nil
+}
+
+// validateReplies checks what the customer gets: the fixed texts, the
+// customer-service window and its templates, the delivery, refusal and
+// group policies.
+func (c *Config) validateReplies() error {
 	def := DefaultTexts()
 	for _, f := range []struct {
 		v *string
@@ -292,60 +314,40 @@ func (c Config) Validate() (Config, error) {
 		{&c.Texts.ModelError, def.ModelError}, {&c.Texts.Empty, def.Empty}, {&c.Texts.StepLimit, def.StepLimit},
 		{&c.Texts.Refusal, def.Refusal}, {&c.Texts.Cut, def.Cut}, {&c.Texts.Group, def.Group},
 	} {
-		if *f.v == "" {
-			*f.v = f.d
-		}
+		*f.v = cmp.Or(*f.v, f.d)
 	}
-	if c.ServiceWindow == 0 {
-		c.ServiceWindow = 24 * time.Hour
-	}
+	c.ServiceWindow = cmp.Or(c.ServiceWindow, DefaultServiceWindow)
 	if c.ServiceWindow < 0 {
-		return bad("ServiceWindow must be positive")
+		return invalid("ServiceWindow must be positive")
 	}
 	tpl := make(map[string]ReplyTemplate, len(c.Templates))
 	for tenant, t := range c.Templates {
 		if tenant == "" || !reTemplateName.MatchString(t.Name) {
-			return bad("Templates[%q]: want a tenant and a template name of lower-case letters, digits and underscores", tenant)
+			return invalid("Templates[%q]: want a tenant and a template name of lower-case letters, digits and underscores", tenant)
 		}
-		if t.Language == "" {
-			t.Language = "pt_BR"
-		}
+		t.Language = cmp.Or(t.Language, "pt_BR")
 		tpl[tenant] = t
 	}
 	c.Templates = tpl
 	if c.Delivery.RetryCodes == nil {
 		c.Delivery = DefaultDelivery()
 	}
-	if c.Delivery.PairRateBackoff < 0 {
-		return bad("Delivery.PairRateBackoff must not be negative")
+	c.Refusal = cmp.Or(c.Refusal, RefusalFixed)
+	c.Groups = cmp.Or(c.Groups, GroupsConversation)
+	switch {
+	case c.Delivery.PairRateBackoff < 0:
+		return invalid("Delivery.PairRateBackoff must not be negative")
+	case c.Refusal != RefusalFixed && c.Refusal != RefusalRelay && c.Refusal != RefusalReview:
+		return invalid("Refusal %q: want fixed, relay or review", c.Refusal)
+	case c.Groups != GroupsConversation && c.Groups != GroupsRefuse:
+		return invalid("Groups %q: want conversation or refuse", c.Groups)
 	}
-	switch c.Refusal {
-	case "":
-		c.Refusal = RefusalFixed
-	case RefusalFixed, RefusalRelay, RefusalReview:
-	default:
-		return bad("Refusal %q: want fixed, relay or review", c.Refusal)
-	}
-	switch c.Groups {
-	case "":
-		c.Groups = GroupsConversation
-	case GroupsConversation, GroupsRefuse:
-	default:
-		return bad("Groups %q: want conversation or refuse", c.Groups)
-	}
-	if c.Owner == "" {
-		c.Owner = defaultOwner()
-	}
-	if c.Clock == nil {
-		c.Clock = time.Now
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.Failpoint == nil {
-		c.Failpoint = failpoint.Hit
-	}
-	return c, nil
+	return nil
+}
+
+// invalid is a configuration error: ErrConfig and what is wrong.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
 }
 
 var reTemplateName = regexp.MustCompile(`^[a-z0-9_]{1,512}$`)

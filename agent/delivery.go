@@ -12,6 +12,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/outbox"
 	"github.com/retrysafe/retrysafe/tools"
 )
 
@@ -73,106 +74,95 @@ func mergeStatus(ctx context.Context, tx pgx.Tx, q Inserter, st Status, pol Deli
 		res.StaleStatuses++ // "played" (voice), "deleted", ...: not a delivery step
 		return nil
 	}
-	var (
-		msgID, wamid, delivery, replyStatus string
-		resends                             int
-	)
-	err := pgx.ErrNoRows
-	if st.CallbackData != "" {
-		err = tx.QueryRow(ctx, TurnForStatusByKey, st.Tenant, st.CallbackData).Scan(&msgID, &wamid, &delivery, &resends, &replyStatus)
-	}
-	if errors.Is(err, pgx.ErrNoRows) && st.MessageID != "" {
-		err = tx.QueryRow(ctx, TurnForStatusByWamid, st.Tenant, st.MessageID).Scan(&msgID, &wamid, &delivery, &resends, &replyStatus)
-	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		res.StaleStatuses++ // not a reply of ours (a receipt, another system's message)
-		return nil
-	}
+	r, err := lockReply(ctx, tx, st)
 	if err != nil {
 		return fmt.Errorf("agent: receive: status: %w", err)
 	}
-	switch {
-	case delivery == DeliveryResending && (wamid == "" || st.MessageID == wamid):
-		res.StaleStatuses++ // about the attempt that failed
-		return nil
-	case delivery == DeliveryResending:
-		// The resend's own status, ahead of the resend's answer.
-		wamid, delivery = st.MessageID, ""
-	case wamid != "" && st.MessageID != "" && st.MessageID != wamid:
-		res.StaleStatuses++ // an earlier attempt's
+	if r == nil {
+		res.StaleStatuses++ // not a reply of ours (a receipt, another system's message)
 		return nil
 	}
-	if wamid == "" {
-		wamid = st.MessageID
+	m, ok := merge(r, st, pol)
+	if !ok {
+		res.StaleStatuses++
+		return nil
 	}
-	var (
-		next   string
-		status = replyStatus
-		code   int
-		resend *ResendArgs
-	)
-	if st.Status == DeliveryFailed {
-		code = st.ErrorCode
-		if delivery == DeliveryDelivered || delivery == DeliveryRead || delivery == DeliveryFailed {
-			res.StaleStatuses++ // a delivery stands (another device); a failure is decided once
-			return nil
-		}
-		next = DeliveryFailed
-		if pol.RetryCodes[code] && resends < 1 {
-			next, status = DeliveryResending, ReplyPending
-			resends++
-			resend = &ResendArgs{Tenant: st.Tenant, MessageID: msgID}
-			res.Resends++
-		} else {
-			status = ReplyReview
-			res.Review++
-		}
-	} else {
-		if deliveryRank[st.Status] <= deliveryRank[delivery] && delivery != DeliveryFailed {
-			res.StaleStatuses++ // read before delivered: delivered adds nothing
-			return nil
-		}
-		next, status = st.Status, ReplySent
-	}
-	at := st.At
-	if at.IsZero() {
-		at = time.Now()
-	}
-	if _, err := tx.Exec(ctx, TurnMergeStatus, st.Tenant, msgID, wamid, next, at, code, status, resends); err != nil {
+	if err := writeMerged(ctx, tx, st.Tenant, r.messageID, m); err != nil {
 		return fmt.Errorf("agent: receive: merge status: %w", err)
 	}
-	if resend != nil {
+	switch {
+	case m.delivery == DeliveryResending:
 		var opts *river.InsertOpts
-		if code == CodePairRateLimit {
+		resend := ResendArgs{Tenant: st.Tenant, MessageID: r.messageID}
+		if m.code == CodePairRateLimit {
 			o := resend.InsertOpts()
 			o.ScheduledAt = time.Now().Add(pol.backoff())
 			opts = &o
 		}
-		if _, err := q.InsertTx(ctx, tx, *resend, opts); err != nil {
+		if _, err := q.InsertTx(ctx, tx, resend, opts); err != nil {
 			return fmt.Errorf("agent: receive: enqueue resend: %w", err)
 		}
+		res.Resends++
+	case m.status == ReplyReview && st.Status == DeliveryFailed:
+		res.Review++
 	}
 	res.Statuses++
 	return nil
 }
 
+// merge decides the delivery state st moves r to: states only move forward
+// (sent < delivered < read), a failure is decided once and never undoes a
+// delivery, and a failure whose code pol retries queues the reply's one
+// resend. false: st changes nothing.
+func merge(r *replyState, st Status, pol DeliveryPolicy) (mergedReply, bool) {
+	m := mergedReply{wamid: r.wamid, delivery: r.delivery, status: r.status, resends: r.resends, at: st.At}
+	switch {
+	case r.delivery == DeliveryResending && (r.wamid == "" || st.MessageID == r.wamid):
+		return m, false // about the attempt that failed
+	case r.delivery == DeliveryResending:
+		// The resend's own status, ahead of the resend's answer.
+		m.wamid, m.delivery = st.MessageID, ""
+	case r.wamid != "" && st.MessageID != "" && st.MessageID != r.wamid:
+		return m, false // an earlier attempt's
+	}
+	if m.wamid == "" {
+		m.wamid = st.MessageID
+	}
+	if m.at.IsZero() {
+		m.at = time.Now()
+	}
+	if st.Status != DeliveryFailed {
+		if deliveryRank[st.Status] <= deliveryRank[m.delivery] && m.delivery != DeliveryFailed {
+			return m, false // read before delivered: delivered adds nothing
+		}
+		m.delivery, m.status = st.Status, ReplySent
+		return m, true
+	}
+	if m.delivery == DeliveryDelivered || m.delivery == DeliveryRead || m.delivery == DeliveryFailed {
+		return m, false // a delivery stands (another device); a failure is decided once
+	}
+	m.code = st.ErrorCode
+	if pol.RetryCodes[m.code] && m.resends < 1 {
+		m.delivery, m.status = DeliveryResending, ReplyPending
+		m.resends++
+		return m, true
+	}
+	m.delivery, m.status = DeliveryFailed, ReplyReview
+	return m, true
+}
+
 // KindResend is the job that sends a failed reply again.
 const KindResend = "agent_resend"
 
-// ResendArgs is one failed reply to send again. Unique by (tenant, message
-// id): a reply is resent once.
-type ResendArgs struct {
-	Tenant    string `json:"tenant" river:"unique"`
-	MessageID string `json:"message_id" river:"unique"`
-}
+// ResendArgs is one failed reply to send again: the inbound message it
+// answers. Unique by (tenant, message id): a reply is resent once.
+type ResendArgs InboxArgs
 
 // Kind implements river.JobArgs.
 func (ResendArgs) Kind() string { return KindResend }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
-func (ResendArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueReply, UniqueOpts: river.UniqueOpts{ByArgs: true}}
-}
+func (ResendArgs) InsertOpts() river.InsertOpts { return outbox.UniqueIn(QueueReply) }
 
 // resendRef is the intent_ref of a reply's one resend.
 func resendRef(messageID string) string { return replyRef(messageID) + ":resend" }
@@ -216,41 +206,29 @@ func (a *Agent) HandleResend(ctx context.Context, args ResendArgs) error {
 // sendKey executes a frozen reply (or resend) intent and records the
 // outcome on the turn.
 func (a *Agent) sendKey(ctx context.Context, tenant, messageID, key, what string) error {
-	out, err := a.cfg.Executor.ExecuteKey(ctx, tenant, key, &executor.Opts{NoWait: true})
-	if errors.Is(err, executor.ErrNotFound) {
+	out, status, err := outbox.Relay(ctx, a.cfg.Executor, tenant, key, a.cfg.ReplyAction)
+	var busy *BusyError
+	switch {
+	case errors.Is(err, executor.ErrNotFound):
 		return fmt.Errorf("%w: %s intent of message %s", ErrNotFound, what, messageID)
-	}
-	if err != nil {
-		if executor.IsRetryable(err) {
-			return &BusyError{What: a.cfg.ReplyAction, RetryAfter: time.Second}
+	case errors.As(err, &busy):
+		if out != nil && out.Failure != nil && out.Failure.Code == graphCode(CodePairRateLimit) {
+			// The provider asked us to slow down for this recipient; the
+			// executor's own backoff is for transport failures.
+			busy.RetryAfter = max(busy.RetryAfter, a.cfg.Delivery.backoff())
 		}
+		return busy
+	case err != nil:
 		return fmt.Errorf("agent: %s: %w", what, err)
 	}
-	var status string
-	switch out.Status {
-	case executor.StatusCompleted:
-		status = ReplySent
+	if status == ReplySent {
 		if id := sentMessageID(out.Response); id != "" {
-			if _, err := a.cfg.DB.Exec(ctx, TurnSetReplySent, tenant, messageID, id); err != nil {
+			if err := setReplySent(ctx, a.cfg.DB, tenant, messageID, id); err != nil {
 				return fmt.Errorf("agent: %s: record message id: %w", what, err)
 			}
 		}
-	case executor.StatusFailed:
-		status = ReplyFailed
-	case executor.StatusReview:
-		status = ReplyReview
-	case executor.StatusInFlight:
-		wait := max(out.RetryAfter, 100*time.Millisecond)
-		if out.Failure != nil && out.Failure.Code == graphCode(CodePairRateLimit) {
-			// The provider asked us to slow down for this recipient; the
-			// executor's own backoff is for transport failures.
-			wait = max(wait, a.cfg.Delivery.backoff())
-		}
-		return &BusyError{What: a.cfg.ReplyAction, RetryAfter: wait}
-	default:
-		return fmt.Errorf("agent: %s: unexpected status %q", what, out.Status)
 	}
-	if _, err := a.cfg.DB.Exec(ctx, TurnSetReplyStatus, tenant, messageID, status); err != nil {
+	if err := setReplyStatus(ctx, a.cfg.DB, tenant, messageID, status); err != nil {
 		return fmt.Errorf("agent: reply status: %w", err)
 	}
 	a.log.Info(what+": done", "tenant", tenant, "message_id", messageID, "status", status, "replayed", out.Replayed)
@@ -273,15 +251,3 @@ func sentMessageID(resp json.RawMessage) string {
 
 // graphCode is the tools.Error code the reply tool gives a Graph API error.
 func graphCode(code int) string { return fmt.Sprintf("wa_%d", code) }
-
-type resendWorker struct {
-	river.WorkerDefaults[ResendArgs]
-	a       *Agent
-	timeout time.Duration
-}
-
-func (w *resendWorker) Work(ctx context.Context, job *river.Job[ResendArgs]) error {
-	return jobResult(w.a.HandleResend(ctx, job.Args))
-}
-
-func (w *resendWorker) Timeout(*river.Job[ResendArgs]) time.Duration { return w.timeout }

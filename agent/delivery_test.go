@@ -12,6 +12,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/agent/agenttest"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	sandboxwa "github.com/retrysafe/retrysafe/sandbox/whatsapp"
 )
 
@@ -19,7 +20,7 @@ import (
 // WhatsApp Cloud API (which emits status webhooks as Meta documents them).
 func newSandboxHarness(t *testing.T, mut func(*agent.Config)) (*harness, *sandboxwa.Server) {
 	t.Helper()
-	ws, err := sandboxwa.New(sandboxwa.Config{Token: "wa-token", Logger: testLogger(t)})
+	ws, err := sandboxwa.New(sandboxwa.Config{Token: "wa-token", Logger: testutil.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,9 +54,13 @@
 // same transaction as the turn, and its intent (whatsapp.send_text,
 // intent_ref "<message id>:reply") is frozen in that transaction too, so its
 // key is fixed by (tenant, message id, "reply") and the first recorded text.
-// The reply worker executes that key through the executor: a relay killed
+// The reply worker executes that key through the executor (outbox.Relay,
+// the relay the payment webhook's receipts go through too): a relay killed
 // after the provider sent the message finds the action row (or asks the
-// provider by key) and does not send twice.
+// provider by key) and does not send twice. The three workers (inbox,
+// reply, resend) are internal/outbox workers: a *BusyError snoozes the job
+// without spending an attempt, ErrNotFound and ErrInvalid cancel it, and a
+// model 429 that said when snoozes it for that long.
 //
 // # The WhatsApp of 2026
 //
@@ -122,6 +126,23 @@
 // which send a random key on every provider call, the broken control of
 // `retrysafe restart-test --naive` (naive.go).
 //
+// # Tables
+//
+// agent owns messages and inbound_ignored (messages.go), conversations
+// (conversations.go), agent_turns (turns.go), and the model ledger and
+// journal, model_calls and model_journal (ledger.go): migrations 003, 004
+// and 011. Their SQL is in those files alone, unexported and named noun
+// then verb (turnInsert), each statement behind a function that takes the
+// caller's DBTX, so that it runs in the caller's transaction. Other
+// packages read these tables through exported functions: the payment
+// webhook's default notifier (ConversationByInvoice, inside the effect's
+// transaction), the console (TurnsOfKey, ModelCallsOf, CountTools,
+// LedgerModels), `retrysafe tokens` and the console's spend chart (Ledger,
+// which internal/tokens prices), the tests and the restart test
+// (CountModelCalls, CountModelCallsBySource, ListTurns, InboundIDs,
+// Answered). Every statement's generic plan is checked (plans_test.go);
+// the scans named there are operators' pages and the lab's census.
+//
 // # Logs
 //
 // Logs carry tenant, message id, step, action, status and counts; never the
@@ -129,6 +150,9 @@
 //
 // # Imports
 //
-// agent imports tools, intent, executor, derive (field errors), River and
-// its pgx driver, go-openai, pgx and internal/failpoint.
+// agent imports tools, intent, executor, derive (field errors),
+// internal/outbox (the relay and the job workers), internal/riverretry
+// (the jobs' retry policy), internal/confcheck (Config's required fields),
+// internal/tokens (the ledger's rows), internal/failpoint, River and its
+// pgx driver, go-openai and pgx.
 package agent

@@ -10,6 +10,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/agent/agenttest"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 )
 
 // TestEndToEndRedelivery is the acceptance test: one inbound message
@@ -95,7 +96,7 @@ func TestEndToEndRedelivery(t *testing.T) {
 			// 3. A real River client works the queued inbox job (one more
 			// redelivery: it acknowledges) and the reply job.
 			client, err := agent.NewClient(h.pool, h.agent, agent.RiverConfig{Schema: h.schema, Concurrency: 2,
-				TestOnly: true, FetchPollInterval: 100 * time.Millisecond, Logger: testLogger(t)})
+				TestOnly: true, FetchPollInterval: 100 * time.Millisecond, Logger: testutil.Logger(t)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/retrysafe/retrysafe/internal/outbox"
 )
 
 // Sentinel errors.
@@ -17,7 +19,7 @@ var (
 	// ErrBusy: another worker holds a live claim on the message, or the
 	// tool's action is in flight elsewhere. Not a failure: try again after
 	// BusyError.RetryAfter (the River worker snoozes the job).
-	ErrBusy = errors.New("agent: busy elsewhere")
+	ErrBusy = outbox.ErrBusy
 	// ErrModel: the model API failed. A *ModelError carries the details.
 	ErrModel = errors.New("agent: model call failed")
 	// ErrToolCall: the model's tool call cannot be executed as it stands
@@ -28,18 +30,10 @@ var (
 	ErrInvalid = errors.New("agent: invalid argument")
 )
 
-// BusyError says when to try again.
-type BusyError struct {
-	What       string // "message" or the action name
-	RetryAfter time.Duration
-}
-
-func (e *BusyError) Error() string {
-	return fmt.Sprintf("agent: %s busy elsewhere, retry after %s", e.What, e.RetryAfter)
-}
-
-// Is makes a *BusyError match ErrBusy.
-func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+// BusyError says when to try again. What is "message" (another worker
+// holds its claim) or the action name. The webhook's relay returns the
+// same type (internal/outbox).
+type BusyError = outbox.BusyError
 
 // ModelError is a failed model call.
 type ModelError struct {

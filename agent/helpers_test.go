@@ -3,11 +3,8 @@ package agent_test
 import (
 	"bytes"
 	"context"
-	"errors"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +18,7 @@ import (
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/outbox/outboxtest"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/riverschema"
 	"github.com/retrysafe/retrysafe/internal/testutil"
@@ -115,7 +113,7 @@ func newHarnessWith(t *testing.T, mode agent.JournalMode, ep endpoints) *harness
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := testLogger(t)
+	log := testutil.Logger(t)
 	store, err := intent.New(intent.Config{Deriver: d, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -151,18 +149,6 @@ func newHarnessWith(t *testing.T, mode agent.JournalMode, ep endpoints) *harness
 	return h
 }
 
-// testLogger sends warnings and errors to the test log.
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type tLogWriter struct{ t *testing.T }
-
-func (w tLogWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 // runInbox runs the inbox handler as a River worker would, in its own
 // goroutine; crashed reports that it died at an armed failpoint.
 func (h *harness) runInbox(msgID string) (err error, crashed bool) {
@@ -172,20 +158,7 @@ func (h *harness) runInbox(msgID string) (err error, crashed bool) {
 // runInboxUntilDone redelivers until the handler acknowledges, waiting out
 // BusyErrors as River's snooze would.
 func (h *harness) runInboxUntilDone(msgID string) error {
-	for i := 0; i < 200; i++ {
-		err, crashed := h.runInbox(msgID)
-		if crashed {
-			h.t.Errorf("unexpected crash")
-			return nil
-		}
-		var busy *agent.BusyError
-		if !errors.As(err, &busy) {
-			return err
-		}
-		time.Sleep(min(busy.RetryAfter, 50*time.Millisecond) + 10*time.Millisecond)
-	}
-	h.t.Fatal("inbox handler still busy after 200 tries")
-	return nil
+	return outboxtest.UntilDone(h.t, "inbox "+msgID, func() error { return h.agent.HandleInbox(h.ctx, tenant, msgID) })
 }
 
 // elapse stands for the time a crashed worker's holds take to expire: the
@@ -222,11 +195,11 @@ func (h *harness) count(sql string, args ...any) int {
 // modelCalls counts the ledger rows of a message: real calls and replays.
 func (h *harness) modelCalls(msgID string) (real, replayed int) {
 	h.t.Helper()
-	if err := h.pool.QueryRow(h.ctx, `SELECT count(*) FILTER (WHERE NOT replayed), count(*) FILTER (WHERE replayed)
-		FROM model_calls WHERE tenant_id = $1 AND source_ref = $2`, tenant, msgID).Scan(&real, &replayed); err != nil {
+	c, err := agent.CountModelCalls(h.ctx, h.pool, tenant, msgID)
+	if err != nil {
 		h.t.Fatal(err)
 	}
-	return real, replayed
+	return c.Made, c.Replayed
 }
 
 // sendReply runs the reply job of a recorded turn, as the outbox worker.
@@ -252,14 +225,5 @@ func (h *harness) sentBodies() []string {
 // sendReplyUntilDone re-runs the reply job while its action is in flight
 // elsewhere, as River's snooze would (sooner).
 func (h *harness) sendReplyUntilDone(msgID string) error {
-	for i := 0; i < 200; i++ {
-		err := h.sendReply(msgID)
-		var busy *agent.BusyError
-		if !errors.As(err, &busy) {
-			return err
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	h.t.Fatal("reply still busy after 200 tries")
-	return nil
+	return outboxtest.UntilDone(h.t, "reply "+msgID, func() error { return h.sendReply(msgID) })
 }

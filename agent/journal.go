@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	openai "github.com/sashabaranov/go-openai"
 )
 
@@ -68,20 +67,20 @@ func (a *Agent) complete(ctx context.Context, tenant, source string, step int, m
 	// while the model answered.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	var id int64
-	if err := a.cfg.DB.QueryRow(wctx, ModelCallInsert, tenant, source, step, a.cfg.ModelName,
-		max(resp.Usage.PromptTokens, 0), max(resp.Usage.CompletionTokens, 0), false, body).Scan(&id); err != nil {
+	id, err := insertModelCall(wctx, a.cfg.DB, ledgerCall{tenant: tenant, source: source, step: step, model: a.cfg.ModelName,
+		prompt: max(resp.Usage.PromptTokens, 0), completion: max(resp.Usage.CompletionTokens, 0), answer: body})
+	if err != nil {
 		return nil, fmt.Errorf("agent: ledger: %w", err)
 	}
 	if !journal {
 		return &call{Answer: ans, CallID: id}, nil
 	}
-	if _, err := a.cfg.DB.Exec(wctx, ModelJournalInsert, tenant, source, step, id); err != nil {
+	if err := insertJournal(wctx, a.cfg.DB, tenant, source, step, id); err != nil {
 		return nil, fmt.Errorf("agent: journal: %w", err)
 	}
 	// A new statement, so a new snapshot: it sees the entry of a worker
 	// whose insert committed while ours waited on the conflict.
-	e, err := a.journalGet(ctx, tenant, source, step)
+	e, err := getJournal(ctx, a.cfg.DB, tenant, source, step)
 	if err != nil {
 		return nil, err
 	}
@@ -102,13 +101,14 @@ func (a *Agent) complete(ctx context.Context, tenant, source string, step int, m
 // replay returns the journaled answer and writes its replayed ledger row,
 // or nil when nothing is journaled.
 func (a *Agent) replay(ctx context.Context, tenant, source string, step int) (*call, error) {
-	e, err := a.journalGet(ctx, tenant, source, step)
+	e, err := getJournal(ctx, a.cfg.DB, tenant, source, step)
 	if err != nil || e == nil {
 		return nil, err
 	}
 	// The avoided call is priced at what the original cost; its answer is
 	// not copied (it is in the original's row).
-	if _, err := a.cfg.DB.Exec(ctx, ModelCallInsert, tenant, source, step, e.model, e.prompt, e.completion, true, nil); err != nil {
+	if _, err := insertModelCall(ctx, a.cfg.DB, ledgerCall{tenant: tenant, source: source, step: step, model: e.model,
+		prompt: e.prompt, completion: e.completion, replayed: true}); err != nil {
 		return nil, fmt.Errorf("agent: ledger: %w", err)
 	}
 	return &call{Answer: e.answer, Replayed: true, CallID: e.id}, nil
@@ -120,26 +120,6 @@ type journalEntry struct {
 	model              string
 	prompt, completion int
 	answer             *Answer
-}
-
-// journalGet reads the journal entry without touching the ledger; nil when
-// there is none.
-func (a *Agent) journalGet(ctx context.Context, tenant, source string, step int) (*journalEntry, error) {
-	var (
-		e   journalEntry
-		raw []byte
-	)
-	err := a.cfg.DB.QueryRow(ctx, ModelJournalGet, tenant, source, step).Scan(&e.id, &e.model, &e.prompt, &e.completion, &raw)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("agent: journal: %w", err)
-	}
-	if e.answer, err = decodeAnswer(raw); err != nil {
-		return nil, err
-	}
-	return &e, nil
 }
 
 func decodeAnswer(raw []byte) (*Answer, error) {

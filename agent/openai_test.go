@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/agent/agenttest"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	sandboxmodel "github.com/retrysafe/retrysafe/sandbox/model"
 )
 
@@ -96,7 +97,7 @@ func (f faultHeader) RoundTrip(r *http.Request) (*http.Response, error) {
 // for it through RetryAfterTransport, with fault forced on every request.
 func sandboxModel(t *testing.T, cfg sandboxmodel.Config, fault string) (*sandboxmodel.Server, *openai.Client) {
 	t.Helper()
-	cfg.Logger = testLogger(t)
+	cfg.Logger = testutil.Logger(t)
 	ms, err := sandboxmodel.New(cfg)
 	if err != nil {
 		t.Fatal(err)

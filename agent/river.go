@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/retrysafe/retrysafe/internal/outbox"
 	"github.com/retrysafe/retrysafe/internal/riverretry"
 )
 
@@ -34,9 +36,7 @@ type InboxArgs struct {
 func (InboxArgs) Kind() string { return KindInbox }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
-func (InboxArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueInbox, UniqueOpts: river.UniqueOpts{ByArgs: true}}
-}
+func (InboxArgs) InsertOpts() river.InsertOpts { return outbox.UniqueIn(QueueInbox) }
 
 // ReplyArgs is one reply to send: the frozen reply intent's key. Unique by
 // (tenant, message id).
@@ -50,9 +50,7 @@ type ReplyArgs struct {
 func (ReplyArgs) Kind() string { return KindReply }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
-func (ReplyArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueReply, UniqueOpts: river.UniqueOpts{ByArgs: true}}
-}
+func (ReplyArgs) InsertOpts() river.InsertOpts { return outbox.UniqueIn(QueueReply) }
 
 // RiverConfig configures the River client that works the agent's queues.
 // Zero fields take the documented defaults.
@@ -93,27 +91,13 @@ type RiverConfig struct {
 
 // Validate fills defaults into a copy of c and checks it.
 func (c RiverConfig) Validate() (RiverConfig, error) {
-	if c.Concurrency == 0 {
-		c.Concurrency = 4
-	}
-	if c.JobTimeout == 0 {
-		c.JobTimeout = 2 * time.Minute
-	}
-	if c.RescueStuckJobsAfter == 0 {
-		c.RescueStuckJobsAfter = 5 * time.Minute
-	}
-	if c.RetryBase == 0 {
-		c.RetryBase = time.Second
-	}
-	if c.RetryMax == 0 {
-		c.RetryMax = 5 * time.Minute
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 25
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.JobTimeout = cmp.Or(c.JobTimeout, DefaultJobTimeout)
+	c.RescueStuckJobsAfter = cmp.Or(c.RescueStuckJobsAfter, DefaultRescueStuckJobsAfter)
+	c.RetryBase = cmp.Or(c.RetryBase, DefaultRetryBase)
+	c.RetryMax = cmp.Or(c.RetryMax, DefaultRetryMax)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	switch {
 	case c.Concurrency < 1 || c.Concurrency > 10000:
 		return c, fmt.Errorf("%w: Concurrency %d: want 1..10000", ErrConfig, c.Concurrency)
@@ -138,15 +122,9 @@ func NewClient(pool *pgxpool.Pool, a *Agent, rc RiverConfig) (*river.Client[pgx.
 	if err != nil {
 		return nil, err
 	}
-	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &inboxWorker{a: a, timeout: rc.JobTimeout}); err != nil {
-		return nil, fmt.Errorf("agent: %w", err)
-	}
-	if err := river.AddWorkerSafely(workers, &replyWorker{a: a, timeout: rc.JobTimeout}); err != nil {
-		return nil, fmt.Errorf("agent: %w", err)
-	}
-	if err := river.AddWorkerSafely(workers, &resendWorker{a: a, timeout: rc.JobTimeout}); err != nil {
-		return nil, fmt.Errorf("agent: %w", err)
+	workers, err := a.workers(rc.JobTimeout)
+	if err != nil {
+		return nil, err
 	}
 	queues := map[string]river.QueueConfig{
 		QueueInbox: {MaxWorkers: rc.Concurrency},
@@ -192,51 +170,34 @@ func NewInserter(pool *pgxpool.Pool, schema string) (*river.Client[pgx.Tx], erro
 // by every retrysafe River queue.
 type RetryPolicy = riverretry.Policy
 
-// jobResult maps a handler's error to what River should do with the job.
-func jobResult(err error) error {
-	var (
-		busy *BusyError
-		me   *ModelError
+// workers are the agent's three kinds of job. Retrying cannot make a
+// message or an intent appear (ErrNotFound) nor mend a job's arguments
+// (ErrInvalid): those are cancelled; a busy message or action snoozes.
+func (a *Agent) workers(timeout time.Duration) (*river.Workers, error) {
+	final := []error{ErrNotFound, ErrInvalid}
+	workers := river.NewWorkers()
+	err := errors.Join(
+		outbox.AddWorker(workers, outbox.Work[InboxArgs]{Final: final, Timeout: timeout,
+			Do: func(ctx context.Context, job *river.Job[InboxArgs]) error {
+				return snoozeModel(a.HandleInbox(ctx, job.Args.Tenant, job.Args.MessageID))
+			}}),
+		outbox.AddWorker(workers, outbox.Work[ReplyArgs]{Final: final, Timeout: timeout,
+			Do: func(ctx context.Context, job *river.Job[ReplyArgs]) error { return a.HandleReply(ctx, job.Args) }}),
+		outbox.AddWorker(workers, outbox.Work[ResendArgs]{Final: final, Timeout: timeout,
+			Do: func(ctx context.Context, job *river.Job[ResendArgs]) error { return a.HandleResend(ctx, job.Args) }}),
 	)
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &me) && me.Retryable && me.RetryAfter > 0:
-		// The API said when: waiting less is refused again, and River's
-		// own backoff would not know.
-		return river.JobSnooze(me.RetryAfter)
-	case errors.As(err, &busy):
-		// Not a failure: wait for the other worker (or the provider's
-		// backoff) without spending an attempt.
-		return river.JobSnooze(max(busy.RetryAfter, 100*time.Millisecond))
-	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalid):
-		// Retrying cannot make the message appear.
-		return river.JobCancel(err)
-	default:
-		return err
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
 	}
+	return workers, nil
 }
 
-type inboxWorker struct {
-	river.WorkerDefaults[InboxArgs]
-	a       *Agent
-	timeout time.Duration
+// snoozeModel snoozes the job for as long as the model API said to wait:
+// waiting less is refused again, and River's own backoff would not know.
+func snoozeModel(err error) error {
+	var me *ModelError
+	if errors.As(err, &me) && me.Retryable && me.RetryAfter > 0 {
+		return river.JobSnooze(me.RetryAfter)
+	}
+	return err
 }
-
-func (w *inboxWorker) Work(ctx context.Context, job *river.Job[InboxArgs]) error {
-	return jobResult(w.a.HandleInbox(ctx, job.Args.Tenant, job.Args.MessageID))
-}
-
-func (w *inboxWorker) Timeout(*river.Job[InboxArgs]) time.Duration { return w.timeout }
-
-type replyWorker struct {
-	river.WorkerDefaults[ReplyArgs]
-	a       *Agent
-	timeout time.Duration
-}
-
-func (w *replyWorker) Work(ctx context.Context, job *river.Job[ReplyArgs]) error {
-	return jobResult(w.a.HandleReply(ctx, job.Args))
-}
-
-func (w *replyWorker) Timeout(*river.Job[ReplyArgs]) time.Duration { return w.timeout }

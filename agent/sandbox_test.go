@@ -7,6 +7,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/agent/agenttest"
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	sandboxmodel "github.com/retrysafe/retrysafe/sandbox/model"
 	sandboxwa "github.com/retrysafe/retrysafe/sandbox/whatsapp"
 )
@@ -16,13 +17,13 @@ import (
 // API, journal off so that every redelivery asks the model again: one
 // charge and one reply all the same.
 func TestWithSandboxServices(t *testing.T) {
-	ms, err := sandboxmodel.New(sandboxmodel.Config{Seed: 42, Logger: testLogger(t)})
+	ms, err := sandboxmodel.New(sandboxmodel.Config{Seed: 42, Logger: testutil.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	modelSrv := httptest.NewServer(ms)
 	defer modelSrv.Close()
-	ws, err := sandboxwa.New(sandboxwa.Config{Token: "wa-token", Logger: testLogger(t)})
+	ws, err := sandboxwa.New(sandboxwa.Config{Token: "wa-token", Logger: testutil.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,13 +2,9 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Inbound is one inbound message the agent answers, as the webhook
@@ -143,23 +139,13 @@ func ReceiveBatch(ctx context.Context, db Beginner, q Inserter, b Batch, opts *R
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
 	for _, m := range msgs {
-		var sentAt *time.Time
-		if !m.SentAt.IsZero() {
-			sentAt = &m.SentAt
-		}
-		kind := m.Kind
-		if kind == "" {
-			kind = "text"
-		}
-		var seq int64
-		err := tx.QueryRow(ctx, MessageInsert, m.Tenant, m.MessageID, m.ConversationID, m.Body, m.PhoneNumberID, sentAt,
-			kind, m.SenderWaID, m.SenderUserID, m.GroupID).Scan(&seq)
-		if errors.Is(err, pgx.ErrNoRows) {
-			res.Duplicates++
-			continue // already stored: already queued
-		}
+		stored, err := insertMessage(ctx, tx, m)
 		if err != nil {
 			return res, fmt.Errorf("agent: receive: store message: %w", err)
+		}
+		if !stored {
+			res.Duplicates++
+			continue // already stored: already queued
 		}
 		if _, err := q.InsertTx(ctx, tx, InboxArgs{Tenant: m.Tenant, MessageID: m.MessageID}, nil); err != nil {
 			return res, fmt.Errorf("agent: receive: enqueue: %w", err)
@@ -170,15 +156,13 @@ func ReceiveBatch(ctx context.Context, db Beginner, q Inserter, b Batch, opts *R
 		if ig.Tenant == "" || ig.MessageID == "" || len(ig.MessageID) > 255 {
 			continue
 		}
-		typ := ig.Type
-		if typ == "" {
-			typ = "?"
-		}
-		tag, err := tx.Exec(ctx, IgnoredInsert, ig.Tenant, ig.MessageID, typ, ig.Reason, ig.PhoneNumberID)
+		recorded, err := insertIgnored(ctx, tx, ig)
 		if err != nil {
 			return res, fmt.Errorf("agent: receive: record ignored message: %w", err)
 		}
-		res.Ignored += int(tag.RowsAffected())
+		if recorded {
+			res.Ignored++
+		}
 	}
 	for _, st := range b.Statuses {
 		if err := mergeStatus(ctx, tx, q, st, pol, &res); err != nil {
@@ -189,34 +173,6 @@ func ReceiveBatch(ctx context.Context, db Beginner, q Inserter, b Batch, opts *R
 		return res, fmt.Errorf("agent: receive: commit: %w", err)
 	}
 	return res, nil
-}
-
-// UpsertConversation writes a conversation's system context, as the billing
-// system knows it (an empty InvoiceRef means nothing is due).
-func UpsertConversation(ctx context.Context, db DBTX, c Conversation) error {
-	if c.Tenant == "" || c.ID == "" || c.CustomerID == "" {
-		return fmt.Errorf("%w: conversation needs tenant, id and customer id", ErrInvalid)
-	}
-	if (c.InvoiceRef == "") != (c.AmountDueCents == 0) || c.AmountDueCents < 0 {
-		return fmt.Errorf("%w: conversation needs both an invoice ref and a positive amount due, or neither", ErrInvalid)
-	}
-	if _, err := db.Exec(ctx, ConversationUpsert, c.Tenant, c.ID, c.CustomerID, c.InvoiceRef, c.AmountDueCents); err != nil {
-		return fmt.Errorf("agent: upsert conversation: %w", err)
-	}
-	return nil
-}
-
-// GetConversation reads a conversation's system context.
-func GetConversation(ctx context.Context, db DBTX, tenant, id string) (*Conversation, error) {
-	c := &Conversation{Tenant: tenant, ID: id}
-	err := db.QueryRow(ctx, ConversationGet, tenant, id).Scan(&c.CustomerID, &c.InvoiceRef, &c.AmountDueCents)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: conversation", ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("agent: get conversation: %w", err)
-	}
-	return c, nil
 }
 
 // Turn statuses.
@@ -282,25 +238,6 @@ type Turn struct {
 	ReadAt         *time.Time
 	ReplyError     int // the error code of the last failed status
 	ReplyResends   int
-}
-
-// GetTurn reads the turn of an inbound message.
-func GetTurn(ctx context.Context, db DBTX, tenant, messageID string) (*Turn, error) {
-	t := &Turn{Tenant: tenant, MessageID: messageID}
-	var toolsJSON []byte
-	err := db.QueryRow(ctx, TurnGet, tenant, messageID).Scan(&t.ConversationID, &t.Status, &t.Steps,
-		&t.ErrorCode, &toolsJSON, &t.ReplyRef, &t.ReplyKey, &t.ReplyStatus, &t.CreatedAt,
-		&t.ReplyKind, &t.ReplyWamid, &t.ReplyDelivery, &t.DeliveredAt, &t.ReadAt, &t.ReplyError, &t.ReplyResends)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: turn", ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("agent: get turn: %w", err)
-	}
-	if err := json.Unmarshal(toolsJSON, &t.Tools); err != nil {
-		return nil, fmt.Errorf("agent: get turn: tools: %w", err)
-	}
-	return t, nil
 }
 
 // replyRef is the intent_ref of the reply to an inbound message: the

@@ -65,21 +65,21 @@ func (c Config) validate() (Config, error) {
 			*d = v
 		}
 	}
-	def(&c.Lease, 30*time.Second)
-	def(&c.Timeout, 10*time.Second)
-	def(&c.LeaseMargin, 2*time.Second)
-	def(&c.BackoffBase, 200*time.Millisecond)
-	def(&c.BackoffMax, time.Minute)
-	def(&c.RetryHorizon, 6*time.Hour)
-	def(&c.ReconcileInterval, 5*time.Second)
+	def(&c.Lease, DefaultLease)
+	def(&c.Timeout, DefaultTimeout)
+	def(&c.LeaseMargin, DefaultLeaseMargin)
+	def(&c.BackoffBase, DefaultBackoffBase)
+	def(&c.BackoffMax, DefaultBackoffMax)
+	def(&c.RetryHorizon, DefaultRetryHorizon)
+	def(&c.ReconcileInterval, DefaultReconcileInterval)
 	if c.ReconcileBatch == 0 {
-		c.ReconcileBatch = 50
+		c.ReconcileBatch = DefaultReconcileBatch
 	}
 	if c.GroupCommit == 0 {
-		c.GroupCommit = 32
+		c.GroupCommit = DefaultGroupCommit
 	}
 	if c.GroupCommitConns == 0 {
-		c.GroupCommitConns = 2
+		c.GroupCommitConns = DefaultGroupCommitConns
 	}
 	if c.Clock == nil {
 		c.Clock = systemClock{}

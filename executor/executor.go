@@ -161,6 +161,21 @@ func (o *Outcome) Err() error {
 	return fmt.Errorf("executor: unknown status %q", o.Status)
 }
 
+// The defaults of Config's zero fields. Commands take their flags'
+// defaults from here, so that a default is written once.
+const (
+	DefaultLease             = 30 * time.Second
+	DefaultTimeout           = 10 * time.Second
+	DefaultLeaseMargin       = 2 * time.Second
+	DefaultRetryHorizon      = 6 * time.Hour
+	DefaultBackoffBase       = 200 * time.Millisecond
+	DefaultBackoffMax        = time.Minute
+	DefaultReconcileBatch    = 50
+	DefaultReconcileInterval = 5 * time.Second
+	DefaultGroupCommit       = 32
+	DefaultGroupCommitConns  = 2
+)
+
 // Config configures an Executor. Zero fields take the documented defaults;
 // New validates the result.
 type Config struct {

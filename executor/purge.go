@@ -20,6 +20,8 @@ const (
 	// outlive the longest redelivery horizon of any upstream, or a late
 	// redelivery would freeze and claim the intent anew.
 	MinRetention = 24 * time.Hour
+	// DefaultPurgeBatch is PurgeParams.Batch when zero.
+	DefaultPurgeBatch = 1000
 )
 
 // PurgeParams tunes Purge. Zero fields take the defaults.
@@ -61,7 +63,7 @@ func Purge(ctx context.Context, db DBTX, p PurgeParams) (PurgeResult, error) {
 		p.Retention = DefaultRetention
 	}
 	if p.Batch == 0 {
-		p.Batch = 1000
+		p.Batch = DefaultPurgeBatch
 	}
 	switch {
 	case p.Retention < MinRetention:

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,8 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/pairs"
+	"github.com/retrysafe/retrysafe/internal/confcheck"
 	"github.com/retrysafe/retrysafe/tools"
 )
 
@@ -116,6 +119,10 @@ const (
 	DefaultOrderRefKey     = "order_ref"
 	DefaultMaxBodyBytes    = 256 << 10
 	DefaultStoreTimeout    = 10 * time.Second
+	// DefaultPurgeRetention and DefaultPurgeBatch are PurgeParams' zero
+	// fields.
+	DefaultPurgeRetention = 30 * 24 * time.Hour
+	DefaultPurgeBatch     = 1000
 )
 
 // StripeOrderRefKeys are the stripe preset's metadata keys, in the order
@@ -240,13 +247,13 @@ var headerNameRe = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 type Config struct {
 	// DB is the pool. Required. Each delivery holds one connection, for
 	// one transaction.
-	DB Beginner
+	DB Beginner `required:"true"`
 	// Queue inserts the notification jobs inside the effect's
 	// transaction. Required.
-	Queue Inserter
+	Queue Inserter `required:"true"`
 	// Intents freezes the notification intents (its deriver must know the
 	// notification tools). Required.
-	Intents *intent.Store
+	Intents *intent.Store `required:"true"`
 	// Providers by name (the {provider} path segment). At least one.
 	Providers map[string]Provider
 	// Notify decides the customer notification of an applied transition.
@@ -269,17 +276,13 @@ func (c Config) Validate() (Config, error) {
 	bad := func(format string, args ...any) (Config, error) {
 		return c, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
 	}
+	if err := confcheck.Required(ErrConfig, c); err != nil {
+		return c, err
+	}
 	switch {
-	case c.DB == nil:
-		return bad("DB is required")
-	case c.Queue == nil:
-		return bad("Queue is required")
-	case c.Intents == nil:
-		return bad("Intents is required")
 	case len(c.Providers) == 0:
 		return bad("at least one provider is required")
-	}
-	if _, isTx := c.DB.(pgx.Tx); isTx {
+	case isTx(c.DB):
 		return bad("DB must be a pool: each delivery commits its own transaction")
 	}
 	providers := make(map[string]Provider, len(c.Providers))
@@ -303,22 +306,22 @@ func (c Config) Validate() (Config, error) {
 		}
 		c.Notify = DefaultNotifier(NotifyConfig{})
 	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.StoreTimeout == 0 {
-		c.StoreTimeout = DefaultStoreTimeout
-	}
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.StoreTimeout = cmp.Or(c.StoreTimeout, DefaultStoreTimeout)
 	if c.MaxBodyBytes < 0 || c.StoreTimeout < 0 {
 		return bad("MaxBodyBytes and StoreTimeout must be positive")
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c, nil
+}
+
+// isTx reports a transaction passed where a pool is needed.
+func isTx(db Beginner) bool {
+	_, ok := db.(pgx.Tx)
+	return ok
 }
 
 // ParseProviders builds Providers from two "name=value,..." lists, as
@@ -403,25 +406,9 @@ func ParseProviderLists(l ProviderLists) (map[string]Provider, error) {
 }
 
 func parsePairs(what, s string) (map[string]string, error) {
-	out := map[string]string{}
-	for i, entry := range strings.Split(s, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(entry, "=")
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		if !ok || k == "" || v == "" {
-			// The entry itself is not quoted: it may be a secret.
-			return nil, fmt.Errorf("%w: %s entry %d: want provider=value", ErrConfig, what, i+1)
-		}
-		if _, dup := out[k]; dup {
-			return nil, fmt.Errorf("%w: %s entry %d: provider %q appears twice", ErrConfig, what, i+1, k)
-		}
-		out[k] = v
+	m, err := pairs.Map(s, "provider=value")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrConfig, what, err)
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: no provider=value entries in %s", ErrConfig, what)
-	}
-	return out, nil
+	return m, nil
 }

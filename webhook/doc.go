@@ -150,17 +150,19 @@
 // # Outbox relay
 //
 // The relay (River worker, queue QueueNotify) runs the frozen key through
-// the executor: claim, send with Idempotency-Key = the key, record. A relay
+// the executor (outbox.Relay, the relay the agent's replies go through
+// too): claim, send with Idempotency-Key = the key, record. A relay
 // killed after the provider answered but before the executor recorded it
 // leaves a started action whose lease expires; the next run takes it over
 // and asks the provider by key (Lookup) or sends again with the same key,
 // which the provider deduplicates. A relay killed after the executor
 // recorded it, before marking the outbox row, replays the stored outcome.
 // Transient provider failures are retried by the executor with backoff
-// (the job snoozes meanwhile); after the executor's MaxAttempts the action
-// goes to review. The outbox row ends sent, failed (definitive refusal, or
-// River's attempts exhausted: relay_exhausted) or review; ListNotifications
-// with status failed or review is the review queue.
+// (the job snoozes meanwhile: a *BusyError, the agent's type); after the
+// executor's MaxAttempts the action goes to review. The outbox row ends
+// sent, failed (definitive refusal, or River's attempts exhausted:
+// relay_exhausted) or review; ListNotifications with status failed or
+// review is the review queue.
 //
 // # The Pix callback (API Pix)
 //
@@ -183,11 +185,32 @@
 // transition, order reference, verdict and codes; never the body,
 // metadata, a phone or an e-mail address.
 //
+// # Tables
+//
+// webhook owns orders (orders.go), processed_effects and stale_events
+// (effects.go), payment_notifications (notifications.go) and
+// payment_webhook_log (deliverylog.go): migrations 005 and 010. Their SQL
+// is in those files alone, unexported and named noun then verb
+// (effectInsert), each statement behind a function that takes the
+// caller's DBTX: a delivery's statements all run in its one transaction.
+// Other packages read them through exported functions (GetOrder,
+// GetNotification, the List functions, Purge; EffectsOfOrder and
+// CountDuplicates for the console, CountVerdicts for the lab). The order
+// lookups in the ledger's tables go through its owners (intent.GetByKey,
+// intent.RefsByKeyPrefix, executor.RefByPayment); the conversation lookup
+// is the agent's (agent.ConversationByInvoice). Every statement's generic
+// plan is checked (plans_test.go) but the listings and purges named
+// there.
+//
 // # Imports
 //
-// webhook imports pgx, River and its pgx driver, intent (freezing the
-// notification; the intent behind a charge's key or txid), executor and
-// tools (the relay and the default notifier's tool names; the action whose
-// response names a payment), derive (classifying freeze errors), internal/failpoint, and
-// tools/apipix (the cob action's name) for the Pix callback.
+// webhook imports pgx, River, intent (freezing the notification; the
+// intent behind a charge's key or txid), executor and tools (the relay and
+// the default notifier's tool names; the action whose response names a
+// payment), agent (the conversation of an order's invoice),
+// internal/outbox (the relay and its worker), internal/riverretry
+// (RetryPolicy), internal/confcheck (Config's required fields),
+// internal/pairs (the provider=value lists), derive (classifying freeze
+// errors), internal/failpoint, and tools/apipix (the cob action's name)
+// for the Pix callback.
 package webhook

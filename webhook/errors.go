@@ -3,7 +3,8 @@ package webhook
 import (
 	"errors"
 	"fmt"
-	"time"
+
+	"github.com/retrysafe/retrysafe/internal/outbox"
 )
 
 // Sentinel errors.
@@ -32,7 +33,7 @@ var (
 	// ErrBusy: the notification's action is in flight elsewhere, or the
 	// database answered with a transient error. Not a failure: try again
 	// after BusyError.RetryAfter (the River worker snoozes the job).
-	ErrBusy = errors.New("webhook: busy elsewhere")
+	ErrBusy = outbox.ErrBusy
 )
 
 // MalformedError is an event refused for its shape. Code is short and
@@ -57,14 +58,6 @@ func malformed(code, format string, args ...any) *MalformedError {
 	return &MalformedError{Code: code, Detail: fmt.Sprintf(format, args...)}
 }
 
-// BusyError says when to try again.
-type BusyError struct {
-	RetryAfter time.Duration
-}
-
-func (e *BusyError) Error() string {
-	return fmt.Sprintf("webhook: notification busy elsewhere, retry after %s", e.RetryAfter)
-}
-
-// Is makes a *BusyError match ErrBusy.
-func (e *BusyError) Is(target error) bool { return target == ErrBusy }
+// BusyError says when to try again (What is "notification"). The agent's
+// workers return the same type (internal/outbox).
+type BusyError = outbox.BusyError

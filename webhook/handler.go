@@ -177,7 +177,7 @@ func (h *Handler) Deliver(ctx context.Context, provider, signature string, body 
 		// provider redeliver an event nobody will act on.
 		res.Verdict, res.Reason = VerdictIgnored, "unmapped_type"
 		if terr == nil {
-			if _, err := h.cfg.DB.Exec(ctx, LogInsert, tenant, provider, ev.ID, ev.Type, nil, res.Verdict, res.Reason, http.StatusOK); err != nil {
+			if err := logResult(ctx, h.cfg.DB, res); err != nil {
 				return nil, h.failed(res, "log", err)
 			}
 		}
@@ -217,8 +217,7 @@ func (h *Handler) reject(ctx context.Context, p Provider, res *Result, ev *Event
 	res.Tenant, res.Verdict, res.Reason, res.EffectKey, res.OrderRef = tenant, VerdictRejected, me.Code, "", ""
 	h.log.Warn("webhook: event not understood; recorded and answered 200", "provider", res.Provider, "tenant", tenant,
 		"event_id", res.EventID, "type", res.EventType, "code", me.Code)
-	if _, lerr := h.cfg.DB.Exec(ctx, LogInsert, tenant, res.Provider, nullable(res.EventID), nullable(res.EventType),
-		nil, VerdictRejected, me.Code, http.StatusOK); lerr != nil {
+	if lerr := logResult(ctx, h.cfg.DB, res); lerr != nil {
 		return nil, h.failed(res, "log", lerr)
 	}
 	return res, nil

@@ -1,9 +1,9 @@
 package webhook_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -18,10 +18,11 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/retrysafe/retrysafe/derive"
+	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/outbox/outboxtest"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/riverschema"
 	"github.com/retrysafe/retrysafe/internal/testutil"
@@ -46,32 +47,75 @@ const (
 // t0 is 10:00 on the provider's clock; events are created relative to it.
 var t0 = time.Date(2024, 5, 10, 10, 0, 0, 0, time.UTC)
 
-// harness is one handler, relay and WhatsApp stand-in on a fresh schema.
-type harness struct {
-	t      testing.TB
+// stack is what every harness stands on: a fresh schema with River's
+// tables, the intent store and the executor over a harness's tools (its
+// Failpoints are crash's), an insert-only River client and the relay.
+type stack struct {
+	tb     testing.TB
 	ctx    context.Context
 	pool   *pgxpool.Pool
 	schema string
-	wa     *sandboxwa.Server
-	waURL  string
-	mail   *toolstest.Provider
-	reg    *tools.Registry
 	store  *intent.Store
 	ex     *executor.Executor
 	queue  *river.Client[pgx.Tx]
-	hook   *webhook.Handler
-	mux    *http.ServeMux
 	relay  *webhook.Relay
-	name   string // the provider's name, in the path
-	header string // its signature header
-
-	mu  sync.Mutex
-	now time.Time // the handler's clock
 
 	// crash holds the armed failpoints: crash.Arm(name, nth) makes the nth
 	// next hit of name end the calling goroutine on the spot, as when the
 	// process dies there (see testutil.Crashpoints).
 	crash testutil.Crashpoints
+}
+
+// newStack builds a stack whose executor runs src, reg's tools (or a
+// wrapper of them), with short leases and backoff and attempts tries.
+func newStack(tb testing.TB, maxConns int32, reg *tools.Registry, src executor.ToolSource, attempts int) *stack {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	tb.Cleanup(cancel)
+	pool, schema := pgtest.Schema(tb, &pgtest.Opts{MaxConns: maxConns})
+	if _, err := riverschema.Migrate(ctx, pool, schema); err != nil {
+		tb.Fatal(err)
+	}
+	d, err := reg.Deriver([]byte(hmacKey))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	log := testutil.Logger(tb)
+	s := &stack{tb: tb, ctx: ctx, pool: pool, schema: schema}
+	if s.store, err = intent.New(intent.Config{Deriver: d, Logger: log}); err != nil {
+		tb.Fatal(err)
+	}
+	if s.ex, err = executor.New(executor.Config{
+		DB: pool, Intents: s.store, Tools: src, Failpoints: executor.FailpointFunc(s.crash.Hit), Logger: log,
+		Lease: 3 * time.Second, Timeout: 2 * time.Second, LeaseMargin: 500 * time.Millisecond,
+		BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond, MaxAttempts: attempts,
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	if s.queue, err = river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: schema, Logger: quiet()}); err != nil {
+		tb.Fatal(err)
+	}
+	if s.relay, err = webhook.NewRelay(webhook.RelayConfig{DB: pool, Executor: s.ex, Logger: log, Failpoint: s.crash.Hit}); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// harness is one handler, relay and WhatsApp stand-in on a fresh schema.
+type harness struct {
+	*stack
+	t      testing.TB
+	wa     *sandboxwa.Server
+	waURL  string
+	mail   *toolstest.Provider
+	reg    *tools.Registry
+	hook   *webhook.Handler
+	mux    *http.ServeMux
+	name   string // the provider's name, in the path
+	header string // its signature header
+
+	mu  sync.Mutex
+	now time.Time // the handler's clock
 }
 
 type harnessOpts struct {
@@ -89,26 +133,14 @@ func newHarness(t testing.TB, o *harnessOpts) *harness {
 	if o == nil {
 		o = &harnessOpts{}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	if o.maxConns == 0 {
-		o.maxConns = 4
-	}
-	pool, schema := pgtest.Schema(t, &pgtest.Opts{MaxConns: o.maxConns})
-	if _, err := riverschema.Migrate(ctx, pool, schema); err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{t: t, ctx: ctx, pool: pool, schema: schema, now: t0}
+	h := &harness{t: t, now: t0}
 	var err error
 	if h.wa, err = sandboxwa.New(sandboxwa.Config{Token: waToken, Logger: quiet()}); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h.wa)
 	t.Cleanup(srv.Close)
-	h.waURL = srv.URL
-	if o.waURL != "" {
-		h.waURL = o.waURL
-	}
+	h.waURL = cmp.Or(o.waURL, srv.URL)
 	wa, err := tools.NewWhatsAppTemplate(tools.HTTPConfig{BaseURL: h.waURL, Token: waToken})
 	if err != nil {
 		t.Fatal(err)
@@ -119,52 +151,23 @@ func newHarness(t testing.TB, o *harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.pspURL == "" {
-		o.pspURL = "http://127.0.0.1:1"
-	}
-	pix, err := tools.NewPixCharge(tools.HTTPConfig{BaseURL: o.pspURL, Token: pspToken})
+	pix, err := tools.NewPixCharge(tools.HTTPConfig{BaseURL: cmp.Or(o.pspURL, "http://127.0.0.1:1"), Token: pspToken})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if h.reg, err = tools.NewRegistry(wa, email, pix); err != nil {
 		t.Fatal(err)
 	}
-	d, err := h.reg.Deriver([]byte(hmacKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := testLogger(t)
-	if h.store, err = intent.New(intent.Config{Deriver: d, Logger: log}); err != nil {
-		t.Fatal(err)
-	}
-	if o.attempts == 0 {
-		o.attempts = 5
-	}
-	h.ex, err = executor.New(executor.Config{
-		DB: pool, Intents: h.store, Tools: &failpointTools{src: h.reg, hit: h.crash.Hit}, Logger: log,
-		Lease: 3 * time.Second, Timeout: 2 * time.Second, LeaseMargin: 500 * time.Millisecond,
-		BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond, MaxAttempts: o.attempts,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h.queue, err = river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: schema, Logger: quiet()}); err != nil {
-		t.Fatal(err)
-	}
+	h.stack = newStack(t, cmp.Or(o.maxConns, 4), h.reg, h.reg, cmp.Or(o.attempts, 5))
 	p := o.provider
-	if p.Secret == "" {
-		p.Secret = secret
-	}
+	p.Secret = cmp.Or(p.Secret, secret)
 	if p.Tenant == "" && p.Accounts == nil {
 		p.Tenant = tenant
 	}
-	h.name = o.name
-	if h.name == "" {
-		h.name = provider
-	}
+	h.name = cmp.Or(o.name, provider)
 	h.hook, err = webhook.New(webhook.Config{
-		DB: pool, Queue: h.queue, Intents: h.store, Providers: map[string]webhook.Provider{h.name: p},
-		Notify: o.notify, Clock: h.clock, Logger: log,
+		DB: h.pool, Queue: h.queue, Intents: h.store, Providers: map[string]webhook.Provider{h.name: p},
+		Notify: o.notify, Clock: h.clock, Logger: testutil.Logger(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -172,9 +175,6 @@ func newHarness(t testing.TB, o *harnessOpts) *harness {
 	h.header = h.hook.Config().Providers[h.name].SignatureHeader
 	h.mux = http.NewServeMux()
 	h.mux.Handle("POST "+webhook.Pattern, h.hook)
-	if h.relay, err = webhook.NewRelay(webhook.RelayConfig{DB: pool, Executor: h.ex, Logger: log, Failpoint: h.crash.Hit}); err != nil {
-		t.Fatal(err)
-	}
 	return h
 }
 
@@ -288,11 +288,11 @@ func (h *harness) order(ref string) *webhook.Order {
 }
 
 // jobs returns the queued notification jobs' args, oldest first.
-func (h *harness) jobs() []webhook.NotifyArgs {
-	h.t.Helper()
-	rows, err := h.pool.Query(h.ctx, `SELECT args FROM river_job WHERE kind = $1 ORDER BY id`, webhook.KindNotify)
+func (s *stack) jobs() []webhook.NotifyArgs {
+	s.tb.Helper()
+	rows, err := s.pool.Query(s.ctx, `SELECT args FROM river_job WHERE kind = $1 ORDER BY id`, webhook.KindNotify)
 	if err != nil {
-		h.t.Fatal(err)
+		s.tb.Fatal(err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (webhook.NotifyArgs, error) {
 		var raw []byte
@@ -303,42 +303,41 @@ func (h *harness) jobs() []webhook.NotifyArgs {
 		return a, json.Unmarshal(raw, &a)
 	})
 	if err != nil {
-		h.t.Fatal(err)
+		s.tb.Fatal(err)
 	}
 	return out
 }
 
 // relayAll runs every queued notification job once, as River would,
 // waiting out busy answers.
-func (h *harness) relayAll() {
-	h.t.Helper()
-	for _, a := range h.jobs() {
-		if err := h.relayUntilDone(a); err != nil {
-			h.t.Fatalf("relay: %v", err)
+func (s *stack) relayAll() {
+	s.tb.Helper()
+	for _, a := range s.jobs() {
+		if err := s.relayUntilDone(a); err != nil {
+			s.tb.Fatalf("relay: %v", err)
 		}
 	}
 }
 
 // runRelay runs the job's work in its own goroutine; crashed reports that
 // it died at an armed failpoint.
-func (h *harness) runRelay(a webhook.NotifyArgs) (err error, crashed bool) {
-	return testutil.RunCrashable(func() error { return h.relay.Send(h.ctx, a) })
+func (s *stack) runRelay(a webhook.NotifyArgs) (err error, crashed bool) {
+	return testutil.RunCrashable(func() error { return s.relay.Send(s.ctx, a) })
 }
 
-func (h *harness) relayUntilDone(a webhook.NotifyArgs) error {
-	for range 200 {
-		err, crashed := h.runRelay(a)
-		if crashed {
-			h.t.Fatal("relay crashed at a failpoint nobody armed")
-		}
-		var busy *webhook.BusyError
-		if !errors.As(err, &busy) {
-			return err
-		}
-		time.Sleep(min(busy.RetryAfter, 50*time.Millisecond) + 10*time.Millisecond)
+func (s *stack) relayUntilDone(a webhook.NotifyArgs) error {
+	return outboxtest.UntilDone(s.tb, "relay "+a.EffectKey, func() error { return s.relay.Send(s.ctx, a) })
+}
+
+// conversation opens the WhatsApp conversation waID of a customer whose
+// open invoice is invoice (180,00 due): the default notifier's last resort
+// for a receipt's recipient.
+func (s *stack) conversation(waID, customer, invoice string) {
+	s.tb.Helper()
+	if err := agent.UpsertConversation(s.ctx, s.pool, agent.Conversation{Tenant: tenant, ID: waID, CustomerID: customer,
+		InvoiceRef: invoice, AmountDueCents: 18000}); err != nil {
+		s.tb.Fatal(err)
 	}
-	h.t.Fatal("relay still busy after 200 tries")
-	return nil
 }
 
 // elapse stands for the time a crashed worker's lease takes to expire.
@@ -352,50 +351,9 @@ func (h *harness) elapse() {
 // messages are the stand-in's accepted messages.
 func (h *harness) messages() []sandboxwa.Message { return h.wa.Messages() }
 
-// failProviderAnswered is hit by failpointTools after the provider
-// answered, before the executor records the answer.
-const failProviderAnswered = "test.provider-answered"
-
-// failpointTools wraps each tool so that a test can kill the relay
-// between the provider's answer and the executor's record.
-type failpointTools struct {
-	src executor.ToolSource
-	hit func(string)
-}
-
-func (s *failpointTools) Tool(name string) (tools.Tool, bool) {
-	t, ok := s.src.Tool(name)
-	if !ok {
-		return nil, false
-	}
-	return &failpointTool{Tool: t, hit: s.hit}, true
-}
-
-type failpointTool struct {
-	tools.Tool
-	hit func(string)
-}
-
-func (t *failpointTool) Execute(ctx context.Context, key string, p derive.Payload) (json.RawMessage, error) {
-	resp, err := t.Tool.Execute(ctx, key, p)
-	t.hit(failProviderAnswered)
-	return resp, err
-}
-
-// Lookup keeps the wrapped tool a Looker: embedding alone would hide it.
-func (t *failpointTool) Lookup(ctx context.Context, key string) (json.RawMessage, error) {
-	l, ok := tools.CanLookup(t.Tool)
-	if !ok {
-		return nil, tools.ErrLookupUnsupported
-	}
-	return l.Lookup(ctx, key)
-}
-
-// CanLookup reports what the wrapped tool can do.
-func (t *failpointTool) CanLookup() bool {
-	_, ok := tools.CanLookup(t.Tool)
-	return ok
-}
+// failProviderAnswered is hit after the provider answered, before the
+// executor records the answer (on every stack's executor's Failpoints).
+const failProviderAnswered = executor.FailProviderAnswered
 
 // --- events, in the provider's shape ---
 
@@ -427,18 +385,6 @@ func refunded(id, pi, order string, created time.Time, extra ...any) []byte {
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-// testLogger sends warnings and errors to the test log.
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type tLogWriter struct{ t testing.TB }
-
-func (w tLogWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
 
 // relayClient is a River client that works QueueNotify with relay, built
 // as a user's own client would be (the package has none of its own), with

@@ -2,12 +2,10 @@ package webhook
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 
-	"github.com/jackc/pgx/v5"
-
+	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/tools"
 )
 
@@ -123,13 +121,12 @@ func DefaultNotifier(nc NotifyConfig) Notifier {
 		if nc.SkipConversations {
 			return nil, nil
 		}
-		var waID string
-		err := db.QueryRow(ctx, ConversationByInvoice, c.Tenant, c.OrderRef).Scan(&waID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, nil
-		}
+		waID, err := agent.ConversationByInvoice(ctx, db, c.Tenant, c.OrderRef)
 		if err != nil {
 			return nil, fmt.Errorf("webhook: notification recipient: %w", err)
+		}
+		if waID == "" {
+			return nil, nil
 		}
 		return whatsapp("+"+waID, tpl), nil
 	}

@@ -24,10 +24,7 @@ func TestDefaultNotifier(t *testing.T) {
 			http.StatusOK, verdict)
 		return webhook.EffectKey(provider, webhook.OrderPaid, md["order_ref"].(string), "pi_"+id)
 	}
-	if _, err := h.pool.Exec(h.ctx, `INSERT INTO conversations (tenant_id, conversation_id, customer_id, invoice_ref, amount_due_cents)
-		VALUES ($1, '5511912345678', 'cust-1', 'INV-9', 18000)`, tenant); err != nil {
-		t.Fatal(err)
-	}
+	h.conversation("5511912345678", "cust-1", "INV-9")
 	byPhone := deliver("e1", obj{"order_ref": "ord-1", "customer_phone": "+55 (11) 98765-4321"}, "processed")
 	byMail := deliver("e2", obj{"order_ref": "ord-2", "customer_email": " Ana@Example.com "}, "processed")
 	byConv := deliver("e3", obj{"order_ref": "INV-9"}, "processed")

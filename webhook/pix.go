@@ -426,8 +426,8 @@ func (ph *PixHandler) Deliver(ctx context.Context, provider string, body []byte)
 }
 
 func (ph *PixHandler) logVerdict(ctx context.Context, tenant, provider, id, typ string, v Verdict, reason string, status int) error {
-	_, err := ph.h.cfg.DB.Exec(ctx, LogInsert, tenant, provider, nullable(id), typ, nil, v, reason, status)
-	return err
+	return insertLog(ctx, ph.h.cfg.DB, Delivery{Tenant: tenant, Provider: provider, EventID: id, EventType: typ,
+		Verdict: v, Reason: reason, HTTPStatus: status})
 }
 
 func parseTime(s string) (time.Time, bool) {

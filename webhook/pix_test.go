@@ -11,20 +11,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/executor/executortest"
-	"github.com/retrysafe/retrysafe/intent"
-	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/pixspec"
-	"github.com/retrysafe/retrysafe/internal/riverschema"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	sandboxpix "github.com/retrysafe/retrysafe/sandbox/apipix"
 	sandboxwa "github.com/retrysafe/retrysafe/sandbox/whatsapp"
@@ -44,18 +35,13 @@ const (
 // handler behind an HTTP server the PSP calls, the relay and a WhatsApp
 // stand-in for the receipts.
 type pixHarness struct {
+	*stack
 	t      *testing.T
-	ctx    context.Context
-	pool   *pgxpool.Pool
 	psp    *sandboxpix.Server
 	wa     *sandboxwa.Server
-	ex     *executor.Executor
 	hook   *webhook.PixHandler
-	relay  *webhook.Relay
-	queue  *river.Client[pgx.Tx]
 	spec   *pixspec.Spec
 	faults *pixFaults
-	crash  testutil.Crashpoints
 	naive  bool // a fresh key (txid) per attempt, as a tool drawing its own would
 	hookMu sync.Mutex
 	calls  []string // bodies the PSP posted
@@ -64,17 +50,11 @@ type pixHarness struct {
 
 func newPixHarness(t *testing.T) *pixHarness {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	pool, schema := pgtest.Schema(t, &pgtest.Opts{MaxConns: 4})
-	if _, err := riverschema.Migrate(ctx, pool, schema); err != nil {
-		t.Fatal(err)
-	}
 	spec, err := pixspec.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &pixHarness{t: t, ctx: ctx, pool: pool, spec: spec}
+	h := &pixHarness{t: t, spec: spec}
 
 	// The receiver: the Pix route as serve mounts it, recording each call.
 	mux := http.NewServeMux()
@@ -136,33 +116,13 @@ func newPixHarness(t *testing.T) *pixHarness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := reg.Deriver([]byte(hmacKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := testLogger(t)
-	store, err := intent.New(intent.Config{Deriver: d, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := &failpointTools{src: &naiveTools{src: reg, on: func() bool { return h.naive }}, hit: h.crash.Hit}
-	if h.ex, err = executor.New(executor.Config{DB: pool, Intents: store, Tools: src, Logger: log,
-		Lease: 3 * time.Second, Timeout: 2 * time.Second, LeaseMargin: 500 * time.Millisecond,
-		BackoffBase: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond, MaxAttempts: 5}); err != nil {
-		t.Fatal(err)
-	}
-	if h.queue, err = river.NewClient(riverpgxv5.New(pool), &river.Config{Schema: schema, Logger: quiet()}); err != nil {
-		t.Fatal(err)
-	}
-	if h.hook, err = webhook.NewPix(webhook.Config{DB: pool, Queue: h.queue, Intents: store, Logger: log},
+	h.stack = newStack(t, 4, reg, &naiveTools{src: reg, on: func() bool { return h.naive }}, 5)
+	if h.hook, err = webhook.NewPix(webhook.Config{DB: h.pool, Queue: h.queue, Intents: h.store, Logger: testutil.Logger(t)},
 		map[string]webhook.PixProvider{pixProvider: {Tenant: tenant, Secret: pixSecret}}); err != nil {
 		t.Fatal(err)
 	}
 	mux.Handle("POST "+webhook.PixPattern, h.hook)
 	mux.Handle("POST "+webhook.PixCallbackPattern, h.hook)
-	if h.relay, err = webhook.NewRelay(webhook.RelayConfig{DB: pool, Executor: h.ex, Logger: log}); err != nil {
-		t.Fatal(err)
-	}
 	return h
 }
 
@@ -171,10 +131,7 @@ func newPixHarness(t *testing.T) *pixHarness {
 // executed for it.
 func (h *pixHarness) charge(ref string, n int) (key, txid string) {
 	h.t.Helper()
-	if _, err := h.pool.Exec(h.ctx, `INSERT INTO conversations (tenant_id, conversation_id, customer_id, invoice_ref, amount_due_cents)
-		VALUES ($1, $2, $3, $4, 18000)`, tenant, "551198765432"+string(rune('0'+n)), "cust-"+ref, ref); err != nil {
-		h.t.Fatal(err)
-	}
+	h.conversation("551198765432"+string(rune('0'+n)), "cust-"+ref, ref)
 	out, err := h.ex.Execute(h.ctx, executor.Call{Tenant: tenant, Ref: ref, Action: apipix.CobName, Fields: map[string]any{
 		"amount": "180,00", "payer_tax_id": testutil.CPF(52998224 + n), "payer_name": "Cliente " + ref, tools.RefField: ref,
 	}}, nil)
@@ -186,30 +143,6 @@ func (h *pixHarness) charge(ref string, n int) (key, txid string) {
 		h.t.Fatal(err)
 	}
 	return out.Key, txid
-}
-
-func (h *pixHarness) relayAll() {
-	h.t.Helper()
-	rows, err := h.pool.Query(h.ctx, `SELECT args FROM river_job WHERE kind = $1 ORDER BY id`, webhook.KindNotify)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	args, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (webhook.NotifyArgs, error) {
-		var raw []byte
-		var a webhook.NotifyArgs
-		if err := r.Scan(&raw); err != nil {
-			return a, err
-		}
-		return a, json.Unmarshal(raw, &a)
-	})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	for _, a := range args {
-		if err := h.relay.Send(h.ctx, a); err != nil {
-			h.t.Fatalf("relay: %v", err)
-		}
-	}
 }
 
 func (h *pixHarness) count(q string, args ...any) int {
@@ -500,10 +433,7 @@ func (h *pixHarness) elapse() {
 
 func (h *pixHarness) cobCall(ref string, n int) executor.Call {
 	h.t.Helper()
-	if _, err := h.pool.Exec(h.ctx, `INSERT INTO conversations (tenant_id, conversation_id, customer_id, invoice_ref, amount_due_cents)
-		VALUES ($1, $2, $3, $4, 18000)`, tenant, "551198765432"+string(rune('0'+n)), "cust-"+ref, ref); err != nil {
-		h.t.Fatal(err)
-	}
+	h.conversation("551198765432"+string(rune('0'+n)), "cust-"+ref, ref)
 	return executor.Call{Tenant: tenant, Ref: ref, Action: apipix.CobName, Fields: map[string]any{
 		"amount": "180,00", "payer_tax_id": testutil.CPF(52998224 + n), "payer_name": "Cliente " + ref, tools.RefField: ref,
 	}}

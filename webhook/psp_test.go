@@ -67,10 +67,7 @@ func TestSandboxPSPEndToEnd(t *testing.T) {
 	wg.Go(func() { srv.Run(runCtx) })
 	t.Cleanup(func() { stop(); wg.Wait() })
 
-	if _, err := h.pool.Exec(h.ctx, `INSERT INTO conversations (tenant_id, conversation_id, customer_id, invoice_ref, amount_due_cents)
-		VALUES ($1, '5511912345678', 'cust-1', 'INV-2024-0042', 18000)`, tenant); err != nil {
-		t.Fatal(err)
-	}
+	h.conversation("5511912345678", "cust-1", "INV-2024-0042")
 	charge := func(amount any) *executor.Outcome {
 		out, err := h.ex.Execute(h.ctx, executor.Call{Tenant: tenant, Ref: "INV-2024-0042", Action: tools.PixChargeName,
 			Fields: map[string]any{"customer_id": "cust-1", "amount": amount, "pix_key": "529.982.247-25"}}, nil)

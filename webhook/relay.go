@@ -11,6 +11,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/internal/failpoint"
+	"github.com/retrysafe/retrysafe/internal/outbox"
 	"github.com/retrysafe/retrysafe/internal/riverretry"
 )
 
@@ -33,9 +34,7 @@ type NotifyArgs struct {
 func (NotifyArgs) Kind() string { return KindNotify }
 
 // InsertOpts implements river.JobArgsWithInsertOpts.
-func (NotifyArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueNotify, UniqueOpts: river.UniqueOpts{ByArgs: true}}
-}
+func (NotifyArgs) InsertOpts() river.InsertOpts { return outbox.UniqueIn(QueueNotify) }
 
 // Failpoint names (see internal/failpoint).
 const (
@@ -101,30 +100,22 @@ func (r *Relay) Send(ctx context.Context, args NotifyArgs) error {
 	if args.Tenant == "" || args.EffectKey == "" || args.Key == "" {
 		return fmt.Errorf("%w: notification job needs tenant, effect key and key", ErrInvalid)
 	}
-	out, err := r.cfg.Executor.ExecuteKey(ctx, args.Tenant, args.Key, &executor.Opts{NoWait: true})
-	if errors.Is(err, executor.ErrNotFound) {
+	out, status, err := outbox.Relay(ctx, r.cfg.Executor, args.Tenant, args.Key, "notification")
+	var busy *BusyError
+	switch {
+	case errors.Is(err, executor.ErrNotFound):
 		r.settle(ctx, args, NotifyFailed, 0, "intent_missing") //nolint:errcheck // logged; the job is cancelled either way
 		return fmt.Errorf("%w: notification intent", ErrNotFound)
-	}
-	if err != nil {
-		if executor.IsRetryable(err) {
-			return &BusyError{RetryAfter: time.Second}
-		}
+	case errors.As(err, &busy):
+		return busy
+	case err != nil:
 		return fmt.Errorf("webhook: send notification: %w", err)
 	}
-	var status, code string
-	switch out.Status {
-	case executor.StatusCompleted:
-		status = NotifySent
+	var code string
+	if status == NotifySent {
 		r.cfg.Failpoint(FailRelaySent)
-	case executor.StatusFailed:
-		status, code = NotifyFailed, failureCode(out.Failure)
-	case executor.StatusReview:
-		status, code = NotifyReview, failureCode(out.Failure)
-	case executor.StatusInFlight:
-		return &BusyError{RetryAfter: max(out.RetryAfter, 100*time.Millisecond)}
-	default:
-		return fmt.Errorf("webhook: send notification: unexpected status %q", out.Status)
+	} else {
+		code = failureCode(out.Failure)
 	}
 	if err := r.settle(ctx, args, status, out.Attempt, code); err != nil {
 		return err
@@ -140,7 +131,7 @@ func (r *Relay) Send(ctx context.Context, args NotifyArgs) error {
 }
 
 func (r *Relay) settle(ctx context.Context, args NotifyArgs, status string, attempt int, code string) error {
-	if _, err := r.cfg.DB.Exec(ctx, NotificationSettle, args.Tenant, args.EffectKey, status, attempt, nullable(code)); err != nil {
+	if err := settleNotification(ctx, r.cfg.DB, args, status, attempt, code); err != nil {
 		r.log.Warn("webhook: could not record the notification's outcome", "tenant", args.Tenant, "status", status, "error", err)
 		return fmt.Errorf("webhook: notification status: %w", err)
 	}
@@ -164,7 +155,18 @@ func failureCode(f *executor.ToolFailure) string {
 // One client per process matters: River's leader rescues orphaned jobs, and
 // only of the kinds its client knows.
 func AddWorker(workers *river.Workers, r *Relay, timeout time.Duration) error {
-	if err := river.AddWorkerSafely(workers, &relayWorker{r: r, timeout: timeout}); err != nil {
+	err := outbox.AddWorker(workers, outbox.Work[NotifyArgs]{
+		Do:    func(ctx context.Context, job *river.Job[NotifyArgs]) error { return r.Send(ctx, job.Args) },
+		Final: []error{ErrNotFound, ErrInvalid}, // retrying cannot make the intent appear
+		// River discards the job after its last attempt: leave the
+		// outbox row where an operator looks (best effort; the database
+		// may be what keeps failing).
+		Exhausted: func(ctx context.Context, args NotifyArgs) {
+			r.settle(ctx, args, NotifyFailed, 0, "relay_exhausted") //nolint:errcheck // logged
+		},
+		Timeout: timeout,
+	})
+	if err != nil {
 		return fmt.Errorf("webhook: %w", err)
 	}
 	return nil
@@ -173,34 +175,3 @@ func AddWorker(workers *river.Workers, r *Relay, timeout time.Duration) error {
 // RetryPolicy is exponential backoff with jitter for failed jobs, shared
 // by every retrysafe River queue.
 type RetryPolicy = riverretry.Policy
-
-type relayWorker struct {
-	river.WorkerDefaults[NotifyArgs]
-	r       *Relay
-	timeout time.Duration
-}
-
-func (w *relayWorker) Work(ctx context.Context, job *river.Job[NotifyArgs]) error {
-	err := w.r.Send(ctx, job.Args)
-	var busy *BusyError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &busy):
-		// Not a failure: wait for the other worker (or the executor's
-		// backoff) without spending an attempt.
-		return river.JobSnooze(max(busy.RetryAfter, 100*time.Millisecond))
-	case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalid):
-		// Retrying cannot make the intent appear.
-		return river.JobCancel(err)
-	}
-	if job.Attempt >= job.MaxAttempts {
-		// River discards the job after this return: leave the outbox row
-		// where an operator looks (best effort; the database may be what
-		// keeps failing).
-		w.r.settle(context.WithoutCancel(ctx), job.Args, NotifyFailed, 0, "relay_exhausted") //nolint:errcheck // logged
-	}
-	return err
-}
-
-func (w *relayWorker) Timeout(*river.Job[NotifyArgs]) time.Duration { return w.timeout }

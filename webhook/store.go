@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -79,13 +78,12 @@ func (h *Handler) apply(ctx context.Context, p Provider, res *Result, ev *Event)
 		// An invoice of the current API versions names no payment: when
 		// its order is paid already, it announces that payment (an
 		// invoice is paid once), so it is the same effect.
-		var paidWith string
-		err := tx.QueryRow(ctx, PaidPaymentOfOrder, res.Tenant, orderRef).Scan(&paidWith)
-		switch {
-		case err == nil:
-			paymentRef = paidWith
-		case !errors.Is(err, pgx.ErrNoRows):
+		paidWith, err := paidPayment(ctx, tx, res.Tenant, orderRef)
+		if err != nil {
 			return nil, h.failed(res, "paid_payment", err)
+		}
+		if paidWith != "" {
+			paymentRef = paidWith
 		}
 	}
 	if res.Transition == OrderPartiallyRefunded {
@@ -110,28 +108,24 @@ func (h *Handler) apply(ctx context.Context, p Provider, res *Result, ev *Event)
 	res.OrderVia = via
 	res.OrderRef = orderRef
 	res.EffectKey = EffectKey(res.Provider, res.Transition, orderRef, paymentRef)
-	to := res.Transition.Target()
 
-	var claimed bool
-	err = tx.QueryRow(ctx, EffectInsert, res.Tenant, res.EffectKey, res.Provider, res.Transition, orderRef, paymentRef,
-		ev.ID, ev.Type, ev.Created, ev.Sequence, nullable(chargeRef(ev.Object))).Scan(&claimed)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		res.Verdict = VerdictDuplicate
-		return h.commit(ctx, tx, res)
-	case err != nil:
+	claimed, err := claimEffect(ctx, tx, res, ev, paymentRef)
+	if err != nil {
 		return nil, h.failed(res, "effect", err)
 	}
-
-	err = tx.QueryRow(ctx, OrderTransition, res.Tenant, orderRef, to, ev.Created, ev.Sequence, res.EffectKey,
-		allowedFrom[to], tieFrom[to]).Scan(&res.OrderCreated)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return h.stale(ctx, tx, res, ev)
+	if !claimed {
+		res.Verdict = VerdictDuplicate
+		return h.commit(ctx, tx, res)
 	}
+	applied, created, err := transitionOrder(ctx, tx, res, ev)
 	if err != nil {
 		return nil, h.failed(res, "order", err)
 	}
-	res.Verdict, res.Status = VerdictProcessed, to
+	if !applied {
+		return h.stale(ctx, tx, res, ev)
+	}
+	res.OrderCreated = created
+	res.Verdict, res.Status = VerdictProcessed, res.Transition.Target()
 	if err := h.enqueue(ctx, tx, res, ev, paymentRef); err != nil {
 		return nil, h.failed(res, "notification", err)
 	}
@@ -162,14 +156,6 @@ func (h *Handler) resolveOrder(ctx context.Context, tx pgx.Tx, p Provider, res *
 		}
 		return ref, "invoice", nil
 	}
-	found := func(q string, args ...any) (string, bool, error) {
-		var ref string
-		err := tx.QueryRow(ctx, q, args...).Scan(&ref)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return "", false, nil
-		}
-		return ref, err == nil, err
-	}
 	for _, key := range []string{ev.RequestKey, o.IdempotencyKey} {
 		if key == "" || !validRef(key) {
 			continue
@@ -186,7 +172,7 @@ func (h *Handler) resolveOrder(ctx context.Context, tx pgx.Tx, p Provider, res *
 		return "", "", nil
 	}
 	pay, charge := o.PaymentRef(), o.ChargeRef()
-	if ref, ok, err := found(OrderByPayment, res.Tenant, pay, charge); ok || err != nil {
+	if ref, err := orderOfPayment(ctx, tx, res.Tenant, pay, charge); ref != "" || err != nil {
 		return ref, "payment", err
 	}
 	ref, err := executor.RefByPayment(ctx, tx, res.Tenant, pay, charge)
@@ -204,17 +190,13 @@ func (h *Handler) resolveOrder(ctx context.Context, tx pgx.Tx, p Provider, res *
 func (h *Handler) stale(ctx context.Context, tx pgx.Tx, res *Result, ev *Event) (*Result, error) {
 	// ON CONFLICT DO UPDATE locked the row even though its WHERE failed,
 	// so this read sees the very version the guard refused.
-	o, err := scanOrder(tx.QueryRow(ctx, OrderGet, res.Tenant, res.OrderRef))
+	o, err := scanOrder(tx.QueryRow(ctx, orderGet, res.Tenant, res.OrderRef))
 	if err != nil {
 		return nil, h.failed(res, "stale_read", err)
 	}
 	res.Verdict, res.Status, res.Reason = VerdictStale, o.Status, staleReason(o, res.Transition.Target())
-	if _, err := tx.Exec(ctx, EffectMarkStale, res.Tenant, res.EffectKey); err != nil {
-		return nil, h.failed(res, "stale_mark", err)
-	}
-	if _, err := tx.Exec(ctx, StaleEventInsert, res.Tenant, res.EffectKey, ev.ID, res.OrderRef, res.Transition, res.Reason,
-		ev.Created, ev.Sequence, o.Status, o.LastEventAt, o.LastSequence); err != nil {
-		return nil, h.failed(res, "stale_insert", err)
+	if err := recordStale(ctx, tx, res, ev, o); err != nil {
+		return nil, h.failed(res, "stale", err)
 	}
 	return h.commit(ctx, tx, res)
 }
@@ -258,11 +240,12 @@ func (h *Handler) enqueue(ctx context.Context, tx pgx.Tx, res *Result, ev *Event
 		}
 		h.log.Warn("webhook: notification cannot be sent; stored as failed for review",
 			"tenant", res.Tenant, "action", n.Action, "order_ref", res.OrderRef, "code", code)
-		_, err := tx.Exec(ctx, NotificationInsert, res.Tenant, res.EffectKey, res.OrderRef, n.Action, nil, nil, NotifyFailed, code)
-		return err
+		return insertNotification(ctx, tx, Notification{Tenant: res.Tenant, EffectKey: res.EffectKey, OrderRef: res.OrderRef,
+			Action: n.Action, Status: NotifyFailed, ErrorCode: code})
 	}
 	key := fr.Intent.Key
-	if _, err := tx.Exec(ctx, NotificationInsert, res.Tenant, res.EffectKey, res.OrderRef, n.Action, ref, key, NotifyPending, nil); err != nil {
+	if err := insertNotification(ctx, tx, Notification{Tenant: res.Tenant, EffectKey: res.EffectKey, OrderRef: res.OrderRef,
+		Action: n.Action, IntentRef: ref, Key: key, Status: NotifyPending}); err != nil {
 		return err
 	}
 	if _, err := h.cfg.Queue.InsertTx(ctx, tx, NotifyArgs{Tenant: res.Tenant, EffectKey: res.EffectKey, Key: key}, nil); err != nil {
@@ -291,8 +274,7 @@ func freezeErrorCode(err error) string {
 
 // commit writes the delivery's log row and commits.
 func (h *Handler) commit(ctx context.Context, tx pgx.Tx, res *Result) (*Result, error) {
-	if _, err := tx.Exec(ctx, LogInsert, res.Tenant, res.Provider, res.EventID, res.EventType, res.EffectKey,
-		res.Verdict, nullable(res.Reason), http.StatusOK); err != nil {
+	if err := logResult(ctx, tx, res); err != nil {
 		return nil, h.failed(res, "log", err)
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/strictjson"
-	"github.com/retrysafe/retrysafe/server/metrics"
 )
 
 func init() {
@@ -35,77 +33,31 @@ intent: it needs --by and --reason, is recorded with the revision, and
 --fields is the complete new extraction as a JSON object (not a patch).
 Needs the tool settings of serve (RETRYSAFE_HMAC_KEY and the tools' URLs)
 to normalize and key the fields; calls no tool.`)
-	var (
-		db DBFlags
-		rt runtimeFlags
-		lg LogFlags
-	)
-	db.Register(fs, e)
-	rt.register(fs, e)
-	lg.Register(fs, e)
+	var f engineFlags
+	f.register(fs, e)
 	tenant := fs.String("tenant", "", "tenant (required)")
 	ref := fs.String("ref", "", "intent_ref (required)")
 	action := fs.String("action", "", "action, e.g. pix.charge (required)")
-	fields := fs.String("fields", "", "the new fields, a JSON object (required)")
+	fieldsJSON := fs.String("fields", "", "the new fields, a JSON object (required)")
 	reason := fs.String("reason", "", "why, for the record (required)")
 	by := fs.String("by", e.Getenv("USER"), "who amends, recorded with the revision (env USER)")
 	override := fs.Bool("override-completed", false, "amend even though the money-moving action completed: a second charge (recorded)")
 	if err := ParseNoArgs(e, fs, args); err != nil {
 		return err
 	}
-	usage := func(msg string) error {
-		fmt.Fprintln(e.Stderr, "amend: "+msg)
-		return ErrUsage
+	p := intent.AmendParams{Tenant: *tenant, Ref: *ref, Action: *action, Reason: *reason, By: *by, OverrideCompleted: *override}
+	var err error
+	if p.Fields, err = checkAmend(p, *fieldsJSON); err != nil {
+		return usageErr(fmt.Errorf("amend: %w", err))
 	}
-	switch {
-	case *tenant == "" || *ref == "" || *action == "":
-		return usage("--tenant, --ref and --action are required")
-	case strings.TrimSpace(*reason) == "":
-		return usage("--reason is required: say why (it is recorded with the revision)")
-	case *override && strings.TrimSpace(*by) == "":
-		return usage("--override-completed needs --by: who decided")
-	case *fields == "":
-		return usage("--fields is required: the complete new extraction as a JSON object")
-	}
-	if err := strictjson.Check([]byte(*fields)); err != nil {
-		return usage("--fields: " + err.Error())
-	}
-	var f map[string]any
-	dec := json.NewDecoder(bytes.NewReader([]byte(*fields)))
-	dec.UseNumber() // amounts never pass through float64
-	if err := dec.Decode(&f); err != nil || f == nil {
-		return usage("--fields must be a JSON object")
-	}
-	reg, err := rt.registry()
-	if err != nil {
-		return err
-	}
-	d, err := db.openExisting(ctx, e, "amend")
+	d, rtm, _, err := f.openRuntime(ctx, e, "amend")
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	log, err := lg.Logger(e.Stderr)
+	res, err := rtm.Intents.Amend(ctx, d.Pool, p)
 	if err != nil {
-		return err
-	}
-	rtm, err := rt.build(d.Pool, reg, metrics.New(), log, nil)
-	if err != nil {
-		return err
-	}
-	res, err := rtm.Intents.Amend(ctx, d.Pool, intent.AmendParams{
-		Tenant: *tenant, Ref: *ref, Action: *action, Fields: f, Reason: *reason, By: *by, OverrideCompleted: *override,
-	})
-	var ce *intent.CompletedError
-	switch {
-	case errors.As(err, &ce):
-		return fmt.Errorf("refused: the %s under key %s completed and moves money; amending would charge again. Refund at the provider, or charge the difference under a new intent_ref; --override-completed --by WHO amends anyway (recorded)", *action, ce.Key)
-	case errors.Is(err, intent.ErrNotFound):
-		return fmt.Errorf("tenant %q has no intent %q for %s", *tenant, *ref, *action)
-	case errors.Is(err, intent.ErrActionActive):
-		return fmt.Errorf("refused: %w; settle it first ('retrysafe resolve')", err)
-	case err != nil:
-		return err
+		return amendRefused(err, p)
 	}
 	fmt.Fprintf(e.Stdout, "amended %s / %s / %s: revision %d replaced, key %s -> %s, changed %s\n",
 		*tenant, *ref, *action, res.Revision, res.OldKey, res.Intent.Key, strings.Join(res.Changed, ","))
@@ -113,4 +65,44 @@ to normalize and key the fields; calls no tool.`)
 		fmt.Fprintln(e.Stdout, "override recorded: the next execution acts under the new key, beside the completed action")
 	}
 	return nil
+}
+
+// checkAmend checks amend's flags and returns the new fields: the complete
+// extraction, a JSON object whose numbers stay exact.
+func checkAmend(p intent.AmendParams, fieldsJSON string) (map[string]any, error) {
+	switch {
+	case p.Tenant == "" || p.Ref == "" || p.Action == "":
+		return nil, errors.New("--tenant, --ref and --action are required")
+	case strings.TrimSpace(p.Reason) == "":
+		return nil, errors.New("--reason is required: say why (it is recorded with the revision)")
+	case p.OverrideCompleted && strings.TrimSpace(p.By) == "":
+		return nil, errors.New("--override-completed needs --by: who decided")
+	case fieldsJSON == "":
+		return nil, errors.New("--fields is required: the complete new extraction as a JSON object")
+	}
+	if err := strictjson.Check([]byte(fieldsJSON)); err != nil {
+		return nil, fmt.Errorf("--fields: %w", err)
+	}
+	var fields map[string]any
+	dec := json.NewDecoder(strings.NewReader(fieldsJSON))
+	dec.UseNumber() // amounts never pass through float64
+	if err := dec.Decode(&fields); err != nil || fields == nil {
+		return nil, errors.New("--fields must be a JSON object")
+	}
+	return fields, nil
+}
+
+// amendRefused says why the ledger refused an amendment, and what to do
+// instead.
+func amendRefused(err error, p intent.AmendParams) error {
+	var ce *intent.CompletedError
+	switch {
+	case errors.As(err, &ce):
+		return fmt.Errorf("refused: the %s under key %s completed and moves money; amending would charge again. Refund at the provider, or charge the difference under a new intent_ref; --override-completed --by WHO amends anyway (recorded)", p.Action, ce.Key)
+	case errors.Is(err, intent.ErrNotFound):
+		return fmt.Errorf("tenant %q has no intent %q for %s", p.Tenant, p.Ref, p.Action)
+	case errors.Is(err, intent.ErrActionActive):
+		return fmt.Errorf("refused: %w; settle it first ('retrysafe resolve')", err)
+	}
+	return err
 }

@@ -3,9 +3,10 @@ package cli
 import (
 	"errors"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/retrysafe/retrysafe/internal/testutil"
 )
 
 // The engine's binary, cmd/retrysafe, links no lab command: its help lists
@@ -13,10 +14,7 @@ import (
 // it. What it links is checked by internal/importrule.
 func TestEngineBinaryHasNoLab(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "retrysafe")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/retrysafe").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testutil.BuildBinary(t, "../../cmd/retrysafe")
 	help, err := exec.Command(bin, "help").CombinedOutput()
 	if err != nil {
 		t.Fatalf("help: %v\n%s", err, help)
@@ -32,7 +30,7 @@ func TestEngineBinaryHasNoLab(t *testing.T) {
 		}
 		out, err := exec.Command(bin, name).CombinedOutput()
 		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "go run ./cmd/retrysafe-lab "+name) {
+		if !errors.As(err, &ee) || ee.ExitCode() != ExitUsage || !strings.Contains(string(out), "go run ./cmd/retrysafe-lab "+name) {
 			t.Errorf("retrysafe %s: %v\n%s", name, err, out)
 		}
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,39 +10,34 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/pairs"
 	"github.com/retrysafe/retrysafe/server/metrics"
 	"github.com/retrysafe/retrysafe/server/sidecar"
 	"github.com/retrysafe/retrysafe/tools"
 )
 
 // parseAPITokens reads RETRYSAFE_API_TOKENS: "tenant-a=token1,tenant-b=token2".
-// White space around entries is ignored. Errors name the entry by position
-// and tenant, never the token.
+// White space around entries is ignored. Errors (UsageErrors) name the
+// entry by position and tenant, never the token.
 func parseAPITokens(s string) ([]sidecar.Credential, error) {
-	var out []sidecar.Credential
-	for i, entry := range strings.Split(s, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
-		tenant, token, ok := strings.Cut(entry, "=")
-		tenant, token = strings.TrimSpace(tenant), strings.TrimSpace(token)
-		if !ok || tenant == "" || token == "" {
-			return nil, fmt.Errorf("RETRYSAFE_API_TOKENS entry %d: want tenant=token", i+1)
-		}
-		out = append(out, sidecar.Credential{Tenant: tenant, Token: token})
+	ps, err := pairs.Split(s, "tenant=token")
+	switch {
+	case errors.Is(err, pairs.ErrEmpty):
+		return nil, usageErr(errors.New("RETRYSAFE_API_TOKENS is empty: set it to tenant=token pairs, e.g. tenant-a=secret1,tenant-b=secret2"))
+	case err != nil:
+		return nil, usageErr(fmt.Errorf("RETRYSAFE_API_TOKENS %w", err))
 	}
-	if len(out) == 0 {
-		return nil, errors.New("RETRYSAFE_API_TOKENS is empty: set it to tenant=token pairs, e.g. tenant-a=secret1,tenant-b=secret2")
+	out := make([]sidecar.Credential, len(ps))
+	for i, p := range ps {
+		out[i] = sidecar.Credential{Tenant: p.Key, Token: p.Value}
 	}
 	if err := sidecar.ValidateCredentials(out); err != nil {
-		return nil, fmt.Errorf("RETRYSAFE_API_TOKENS: %w", err)
+		return nil, usageErr(fmt.Errorf("RETRYSAFE_API_TOKENS: %w", err))
 	}
 	return out, nil
 }
@@ -81,26 +77,71 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, e *Env) {
 	f.apipix.register(fs, e)
 	f.stripe.register(fs, e)
 	fs.StringVar(&f.owner, "owner", "", "lease owner name of this process (default host:pid:random)")
-	fs.DurationVar(&f.lease, "lease", 30*time.Second, "how long a claim on an action is exclusive; must exceed --timeout plus a 2s margin")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "bound on one provider call")
+	fs.DurationVar(&f.lease, "lease", executor.DefaultLease,
+		fmt.Sprintf("how long a claim on an action is exclusive; must exceed --timeout plus a %s margin", executor.DefaultLeaseMargin))
+	fs.DurationVar(&f.timeout, "timeout", executor.DefaultTimeout, "bound on one provider call")
 	fs.DurationVar(&f.heartbeat, "heartbeat", 0, "extend the lease this often during a call (0: off)")
 	fs.IntVar(&f.maxAttempts, "max-attempts", 0, "also bound the attempts of one action (0: only --retry-horizon ends the retries)")
-	fs.DurationVar(&f.retryHorizon, "retry-horizon", 6*time.Hour,
+	fs.DurationVar(&f.retryHorizon, "retry-horizon", executor.DefaultRetryHorizon,
 		"how long after its first claim an action's transient or uncertain failures are retried with the same key; then it fails if the provider provably never acted, else goes to review")
-	fs.DurationVar(&f.backoffMax, "backoff-max", time.Minute, "longest pause between two tries of one action (exponential from 200ms, with jitter)")
-	fs.DurationVar(&f.reconcileInterval, "reconcile-interval", 5*time.Second, "pause between reconciler passes that found little to do")
-	fs.IntVar(&f.reconcileBatch, "reconcile-batch", 50, "expired leases one reconciler pass takes")
-	fs.IntVar(&f.groupCommit, "group-commit", 32, "most concurrent calls that share one claim (or completion) round trip and commit; 1 turns grouping off")
-	fs.IntVar(&f.groupCommitConns, "group-commit-conns", 2, "grouped round trips of each kind at the database at once, each on its own pool connection")
+	fs.DurationVar(&f.backoffMax, "backoff-max", executor.DefaultBackoffMax,
+		fmt.Sprintf("longest pause between two tries of one action (exponential from %s, with jitter)", executor.DefaultBackoffBase))
+	fs.DurationVar(&f.reconcileInterval, "reconcile-interval", executor.DefaultReconcileInterval, "pause between reconciler passes that found little to do")
+	fs.IntVar(&f.reconcileBatch, "reconcile-batch", executor.DefaultReconcileBatch, "expired leases one reconciler pass takes")
+	fs.IntVar(&f.groupCommit, "group-commit", executor.DefaultGroupCommit, "most concurrent calls that share one claim (or completion) round trip and commit; 1 turns grouping off")
+	fs.IntVar(&f.groupCommitConns, "group-commit-conns", executor.DefaultGroupCommitConns, "grouped round trips of each kind at the database at once, each on its own pool connection")
 	f.syncCompletionEnv = e.Getenv("RETRYSAFE_SYNC_COMPLETION")
 	syncDefault, _ := strconv.ParseBool(f.syncCompletionEnv)
 	fs.BoolVar(&f.syncCompletion, "sync-completion", syncDefault,
 		"make every completion wait for its WAL flush (env RETRYSAFE_SYNC_COMPLETION=true); by default a success the provider can tell again by the key does not")
 }
 
+// engineFlags are the settings of every command that keys or executes
+// tools: the database, the tool runtime and the logs.
+type engineFlags struct {
+	db DBFlags
+	rt runtimeFlags
+	lg LogFlags
+}
+
+func (f *engineFlags) register(fs *flag.FlagSet, e *Env) {
+	f.db.Register(fs, e)
+	f.rt.register(fs, e)
+	f.lg.Register(fs, e)
+}
+
+// settings checks what needs no database, the logs and the tools, and
+// names every setting at fault at once (a UsageError).
+func (f *engineFlags) settings(e *Env) (*slog.Logger, *tools.Registry, error) {
+	log, logErr := f.lg.Logger(e.Stderr)
+	reg, regErr := f.rt.registry()
+	return log, reg, usageErr(errors.Join(logErr, regErr))
+}
+
+// openRuntime is how the operator commands that key or execute tools
+// (reconcile, amend) start: the settings checked, the existing database
+// opened, the tool runtime built on it. The caller closes the database.
+func (f *engineFlags) openRuntime(ctx context.Context, e *Env, command string) (*database, *toolRuntime, *slog.Logger, error) {
+	log, reg, err := f.settings(e)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	d, err := f.db.openExisting(ctx, e, command)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rtm, err := f.rt.build(d.Pool, reg, metrics.New(), log, nil)
+	if err != nil {
+		d.Close()
+		return nil, nil, nil, err
+	}
+	return d, rtm, log, nil
+}
+
 // registry builds the tool registry from the provider settings. It checks
 // everything that can be checked without a database, so that a bad
-// configuration fails at start-up with a message naming the setting.
+// configuration fails at start-up with a message (a UsageError) naming
+// every setting at fault.
 func (f *runtimeFlags) registry() (*tools.Registry, error) {
 	// Every setting that is wrong is named at once: a first start should
 	// not take one failed start per missing variable.
@@ -148,10 +189,10 @@ func (f *runtimeFlags) registry() (*tools.Registry, error) {
 		errs = append(errs, errors.New("RETRYSAFE_PSP_TOKEN (or --psp-token) is not set: pix.charge needs the bearer token the PSP issued"))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, usageErr(err)
 	}
 	if len(reg.Names()) == 0 {
-		return nil, errors.New("no tools configured: set RETRYSAFE_APIPIX_URL (pix.cob, pix.refund; with its client id, secret and chave), RETRYSAFE_PSP_URL (pix.charge), RETRYSAFE_STRIPE_API_KEY (stripe.payment), RETRYSAFE_WHATSAPP_URL or RETRYSAFE_EMAIL_URL")
+		return nil, usageErr(errors.New("no tools configured: set RETRYSAFE_APIPIX_URL (pix.cob, pix.refund; with its client id, secret and chave), RETRYSAFE_PSP_URL (pix.charge), RETRYSAFE_STRIPE_API_KEY (stripe.payment), RETRYSAFE_WHATSAPP_URL or RETRYSAFE_EMAIL_URL"))
 	}
 	return reg, nil
 }
@@ -239,10 +280,12 @@ func (l *LogFlags) Register(fs *flag.FlagSet, e *Env) {
 	fs.StringVar(&l.level, "log-level", level, "log level: debug, info, warn or error (env RETRYSAFE_LOG_LEVEL)")
 }
 
+// Logger is the logger the flags choose, writing to w; a wrong flag is a
+// UsageError.
 func (l *LogFlags) Logger(w io.Writer) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(l.level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", l.level)
+		return nil, usageErr(fmt.Errorf("--log-level %q: want debug, info, warn or error", l.level))
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch l.format {
@@ -251,5 +294,5 @@ func (l *LogFlags) Logger(w io.Writer) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", l.format)
+	return nil, usageErr(fmt.Errorf("--log-format %q: want text or json", l.format))
 }

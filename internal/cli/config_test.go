@@ -41,7 +41,7 @@ func TestParseAPITokens(t *testing.T) {
 }
 
 // serve refuses to start on a bad configuration, with a message that names
-// the setting, before it touches a database.
+// the setting and exit 2, before it touches a database.
 func TestServeRefusesBadConfig(t *testing.T) {
 	t.Parallel()
 	good := map[string]string{
@@ -86,8 +86,8 @@ func TestServeRefusesBadConfig(t *testing.T) {
 	} {
 		e, out, errb := testEnv(strings.NewReader(""), tc.vars)
 		code := Run(context.Background(), e, append([]string{"serve"}, tc.args...))
-		if code != 1 || !strings.Contains(errb.String(), tc.want) {
-			t.Errorf("%s: exit %d, stderr %q, want exit 1 and %q", tc.name, code, errb.String(), tc.want)
+		if code != ExitUsage || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%s: exit %d, stderr %q, want exit 2 and %q", tc.name, code, errb.String(), tc.want)
 		}
 		if out.Len() != 0 {
 			t.Errorf("%s: stdout %q", tc.name, out.String())
@@ -228,7 +228,7 @@ func TestWorkerTakesEveryExecutorFlag(t *testing.T) {
 func TestServeNamesEveryMissingSetting(t *testing.T) {
 	t.Parallel()
 	e, _, errb := testEnv(strings.NewReader(""), map[string]string{})
-	if code := Run(context.Background(), e, []string{"serve"}); code != 1 {
+	if code := Run(context.Background(), e, []string{"serve"}); code != ExitUsage {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
 	for _, want := range []string{"RETRYSAFE_API_TOKENS", "RETRYSAFE_HMAC_KEY"} {
@@ -237,7 +237,7 @@ func TestServeNamesEveryMissingSetting(t *testing.T) {
 		}
 	}
 	e, _, errb = testEnv(strings.NewReader(""), map[string]string{"RETRYSAFE_API_TOKENS": "a=t", "RETRYSAFE_HMAC_KEY": testSecret})
-	if code := Run(context.Background(), e, []string{"serve"}); code != 1 || !strings.Contains(errb.String(), "no tools configured") {
+	if code := Run(context.Background(), e, []string{"serve"}); code != ExitUsage || !strings.Contains(errb.String(), "no tools configured") {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
 }

@@ -159,12 +159,12 @@ type consoleFlags struct {
 
 func (c *consoleFlags) register(fs *flag.FlagSet, e *Env) {
 	fs.BoolVar(&c.enabled, "console", e.Getenv("RETRYSAFE_CONSOLE") != "off", "serve the operator console at /console (env RETRYSAFE_CONSOLE=off turns it off); operators come from 'retrysafe operator add'")
-	fs.DurationVar(&c.ttl, "console-session", 8*time.Hour, "how long an operator's sign-in lasts")
+	fs.DurationVar(&c.ttl, "console-session", console.DefaultSessionTTL, "how long an operator's sign-in lasts")
 	fs.StringVar(&c.requestLog, "console-request-log", e.Getenv("RETRYSAFE_CONSOLE_REQUEST_LOG"),
 		"URL of the PSP's request log in the sandbox PSP's shape (e.g. http://127.0.0.1:8081/_sandbox/requests; env RETRYSAFE_CONSOLE_REQUEST_LOG): the console then shows the requests that carried a key")
 	fs.StringVar(&c.prices, "console-prices", e.Getenv("RETRYSAFE_CONSOLE_PRICES"),
 		`JSON file of model prices for the console's spend chart, as 'tokens measure --prices' reads it ({"MODEL":{"input_per_1k":"0.015","output_per_1k":"0.075"}}); models without one are priced at those defaults, and the page says so (env RETRYSAFE_CONSOLE_PRICES)`)
-	fs.StringVar(&c.currency, "console-currency", "BRL", "currency of --console-prices")
+	fs.StringVar(&c.currency, "console-currency", console.DefaultCurrency, "currency of --console-prices")
 }
 
 // mountConsole puts the console in front of api at /console/ when enabled.
@@ -176,17 +176,17 @@ func mountConsole(api http.Handler, c *consoleFlags, d *database, reg *tools.Reg
 	if c.requestLog != "" {
 		u, err := url.Parse(c.requestLog)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("--console-request-log %q: want an http(s) URL", c.requestLog)
+			return nil, usageErr(fmt.Errorf("--console-request-log %q: want an http(s) URL", c.requestLog))
 		}
 		cfg.Requests = &console.HTTPRequestLog{URL: c.requestLog}
 	}
 	if c.prices != "" {
 		raw, err := os.ReadFile(c.prices)
 		if err != nil {
-			return nil, fmt.Errorf("--console-prices: %w", err)
+			return nil, usageErr(fmt.Errorf("--console-prices: %w", err))
 		}
 		if err := json.Unmarshal(raw, &cfg.Prices); err != nil {
-			return nil, fmt.Errorf("--console-prices %s: %w", c.prices, err)
+			return nil, usageErr(fmt.Errorf("--console-prices %s: %w", c.prices, err))
 		}
 	}
 	cfg.Currency = c.currency

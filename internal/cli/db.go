@@ -33,6 +33,17 @@ func (d *DBFlags) Register(fs *flag.FlagSet, e *Env) {
 	fs.IntVar(&d.maxConns, "max-conns", 8, "maximum connections in the pool")
 }
 
+// check is what Open refuses before it connects: a UsageError.
+func (d *DBFlags) check() error {
+	if err := migrations.ValidateSchema(d.Schema); err != nil {
+		return usageErr(fmt.Errorf("--schema: %w", err))
+	}
+	if d.maxConns < 1 {
+		return usageErr(fmt.Errorf("--max-conns must be at least 1, got %d", d.maxConns))
+	}
+	return nil
+}
+
 // database is an open pool plus whatever must be torn down with it.
 type database struct {
 	Pool    *pgxpool.Pool
@@ -76,7 +87,7 @@ func migrateAll(ctx context.Context, pool *pgxpool.Pool, schema string, applied 
 // on), not migrated by the command.
 func (d *DBFlags) openExisting(ctx context.Context, e *Env, command string) (*database, error) {
 	if d.URL == "" {
-		return nil, fmt.Errorf("%s needs a database: set DATABASE_URL or --database-url", command)
+		return nil, usageErr(fmt.Errorf("%s needs a database: set DATABASE_URL or --database-url", command))
 	}
 	return d.Open(ctx, e, false)
 }
@@ -85,11 +96,8 @@ func (d *DBFlags) openExisting(ctx context.Context, e *Env, command string) (*da
 // none is configured (saying so in one line). With migrate, the schema is
 // brought up to date first.
 func (d *DBFlags) Open(ctx context.Context, e *Env, migrate bool) (*database, error) {
-	if err := migrations.ValidateSchema(d.Schema); err != nil {
-		return nil, fmt.Errorf("--schema: %w", err)
-	}
-	if d.maxConns < 1 {
-		return nil, fmt.Errorf("--max-conns must be at least 1, got %d", d.maxConns)
+	if err := d.check(); err != nil {
+		return nil, err
 	}
 	db := &database{URL: d.URL, Schema: d.Schema}
 	if db.URL == "" {
@@ -118,4 +126,17 @@ func (d *DBFlags) Open(ctx context.Context, e *Env, migrate bool) (*database, er
 		}
 	}
 	return db, nil
+}
+
+// checkRiver refuses a schema without River's tables, which user (the
+// worker, the webhooks) works or queues into.
+func checkRiver(ctx context.Context, d *database, user string) error {
+	v, err := riverschema.Version(ctx, d.Pool, d.Schema)
+	if err != nil {
+		return err
+	}
+	if v == 0 {
+		return fmt.Errorf("schema %s has no River tables, which %s: pass --migrate (it installs them beside retrysafe's)", d.Schema, user)
+	}
+	return nil
 }

@@ -31,10 +31,11 @@ func (l *ListenFlags) Register(fs *flag.FlagSet, e *Env, addrEnv, def string, sh
 }
 
 // Check rejects an address that cannot be listened on, with the flag's
-// value in the message, before the command starts anything slow.
+// value in the message (a UsageError), before the command starts anything
+// slow.
 func (l *ListenFlags) Check() error {
 	if _, err := net.ResolveTCPAddr("tcp", l.addr); err != nil {
-		return fmt.Errorf("--addr %q: %w", l.addr, err)
+		return usageErr(fmt.Errorf("--addr %q: %w", l.addr, err))
 	}
 	return nil
 }

@@ -34,46 +34,23 @@ func runInspect(ctx context.Context, e *Env, args []string) error {
 
 The output holds frozen payloads (personal data such as a CPF or Pix key):
 it is for operators, not for logs or tickets.`)
-	var db DBFlags
+	var (
+		db DBFlags
+		q  inspectQuery
+	)
 	db.Register(fs, e)
-	tenant := fs.String("tenant", "", "tenant (required)")
-	ref := fs.String("ref", "", "intent_ref")
-	action := fs.String("action", "", "action, e.g. pix.charge")
-	key := fs.String("key", "", "idempotency key")
-	status := fs.String("status", "", "list actions in this status: started, completed, failed, review, all")
-	limit := fs.Int("limit", 100, "most actions to list")
+	fs.StringVar(&q.tenant, "tenant", "", "tenant (required)")
+	fs.StringVar(&q.ref, "ref", "", "intent_ref")
+	fs.StringVar(&q.action, "action", "", "action, e.g. pix.charge")
+	fs.StringVar(&q.key, "key", "", "idempotency key")
+	fs.StringVar(&q.status, "status", "", "list actions in this status: started, completed, failed, review, all")
+	fs.IntVar(&q.limit, "limit", 100, "most actions to list")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
-	if err := ParseFlags(e, fs, args); err != nil {
+	if err := ParseNoArgs(e, fs, args); err != nil {
 		return err
 	}
-	modes := 0
-	for _, set := range []bool{*ref != "" || *action != "", *key != "", *status != ""} {
-		if set {
-			modes++
-		}
-	}
-	switch {
-	case fs.NArg() > 0:
-		fmt.Fprintf(e.Stderr, "inspect: unexpected argument %q\n", fs.Arg(0))
-		return ErrUsage
-	case *tenant == "":
-		fmt.Fprintln(e.Stderr, "inspect: --tenant is required (every read is scoped by tenant)")
-		return ErrUsage
-	case modes != 1:
-		fmt.Fprintln(e.Stderr, "inspect: give exactly one of --ref with --action, --key, or --status")
-		return ErrUsage
-	case (*ref == "") != (*action == ""):
-		fmt.Fprintln(e.Stderr, "inspect: --ref and --action go together")
-		return ErrUsage
-	case *limit < 1:
-		fmt.Fprintln(e.Stderr, "inspect: --limit must be at least 1")
-		return ErrUsage
-	}
-	if *status != "" {
-		if err := checkStatus(*status, true); err != nil {
-			fmt.Fprintf(e.Stderr, "inspect: %v\n", err)
-			return ErrUsage
-		}
+	if err := q.check(); err != nil {
+		return usageErr(fmt.Errorf("inspect: %w", err))
 	}
 	d, err := db.openExisting(ctx, e, "inspect")
 	if err != nil {
@@ -81,30 +58,30 @@ it is for operators, not for logs or tickets.`)
 	}
 	defer d.Close()
 
-	if *status != "" {
-		st := *status
+	if q.status != "" {
+		st := q.status
 		if st == "all" {
 			st = ""
 		}
-		acts, err := executor.List(ctx, d.Pool, executor.ListParams{Tenant: *tenant, Status: st, Limit: *limit})
+		acts, err := executor.List(ctx, d.Pool, executor.ListParams{Tenant: q.tenant, Status: st, Limit: q.limit})
 		if err != nil {
 			return err
 		}
 		if *asJSON {
-			return printJSON(e.Stdout, map[string]any{"tenant": *tenant, "actions": listJSON(acts)})
+			return printJSON(e.Stdout, map[string]any{"tenant": q.tenant, "actions": listJSON(acts)})
 		}
 		printActions(e.Stdout, acts)
 		return nil
 	}
 
 	var v *sidecar.IntentView
-	if *key != "" {
-		v, err = sidecar.LoadIntentByKey(ctx, d.Pool, *tenant, *key)
+	if q.key != "" {
+		v, err = sidecar.LoadIntentByKey(ctx, d.Pool, q.tenant, q.key)
 	} else {
-		v, err = sidecar.LoadIntent(ctx, d.Pool, *tenant, *ref, *action)
+		v, err = sidecar.LoadIntent(ctx, d.Pool, q.tenant, q.ref, q.action)
 	}
 	if errors.Is(err, intent.ErrNotFound) {
-		return fmt.Errorf("tenant %q has no such intent", *tenant)
+		return fmt.Errorf("tenant %q has no such intent", q.tenant)
 	}
 	if err != nil {
 		return err
@@ -112,7 +89,36 @@ it is for operators, not for logs or tickets.`)
 	if *asJSON {
 		return printJSON(e.Stdout, v)
 	}
-	printIntent(e.Stdout, *tenant, v)
+	printIntent(e.Stdout, q.tenant, v)
+	return nil
+}
+
+// inspectQuery is what inspect is asked to show.
+type inspectQuery struct {
+	tenant, ref, action, key, status string
+	limit                            int
+}
+
+// check wants a tenant and exactly one way to find what to show.
+func (q inspectQuery) check() error {
+	modes := 0
+	for _, set := range []bool{q.ref != "" || q.action != "", q.key != "", q.status != ""} {
+		if set {
+			modes++
+		}
+	}
+	switch {
+	case q.tenant == "":
+		return errors.New("--tenant is required (every read is scoped by tenant)")
+	case modes != 1:
+		return errors.New("give exactly one of --ref with --action, --key, or --status")
+	case (q.ref == "") != (q.action == ""):
+		return errors.New("--ref and --action go together")
+	case q.limit < 1:
+		return errors.New("--limit must be at least 1")
+	case q.status != "":
+		return checkStatus(q.status, true)
+	}
 	return nil
 }
 

@@ -59,11 +59,11 @@ pix.cobranca and email.cobranca (versions 1 to 3, default 1).`)
 	}
 	secret := e.Getenv("RETRYSAFE_HMAC_KEY")
 	if secret == "" {
-		return errors.New("RETRYSAFE_HMAC_KEY is not set: set it to a secret of at least 32 bytes")
+		return usageErr(errors.New("RETRYSAFE_HMAC_KEY is not set: set it to a secret of at least 32 bytes"))
 	}
 	d, err := keyDeriver([]byte(secret))
 	if err != nil {
-		return fmt.Errorf("RETRYSAFE_HMAC_KEY: %w", err)
+		return usageErr(fmt.Errorf("RETRYSAFE_HMAC_KEY: %w", err))
 	}
 	failed, err := deriveStream(ctx, d, e.Stdin, e.Stdout)
 	if err != nil {
@@ -167,7 +167,7 @@ func deriveLine(d *derive.Deriver, line []byte, lineNo int) keyOutput {
 	dec.DisallowUnknownFields()
 	var in keyInput
 	if err := dec.Decode(&in); err != nil {
-		return keyOutput{Error: fmt.Sprintf("line %d: not a request object: %v", lineNo, err)}
+		return keyOutput{Error: fmt.Sprintf("line %d: not a request object: %s", lineNo, jsonProblem(err))}
 	}
 	if dec.More() {
 		return keyOutput{Error: fmt.Sprintf("line %d: trailing data after the object", lineNo)}

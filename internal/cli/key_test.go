@@ -91,11 +91,11 @@ func TestKeyCommandErrors(t *testing.T) {
 func TestKeyCommandNeedsSecret(t *testing.T) {
 	t.Parallel()
 	e, _, errb := testEnv(strings.NewReader(""), nil)
-	if code := Run(context.Background(), e, []string{"key"}); code != 1 || !strings.Contains(errb.String(), "RETRYSAFE_HMAC_KEY") {
+	if code := Run(context.Background(), e, []string{"key"}); code != ExitUsage || !strings.Contains(errb.String(), "RETRYSAFE_HMAC_KEY") {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
 	e, _, errb = testEnv(strings.NewReader(""), map[string]string{"RETRYSAFE_HMAC_KEY": "short"})
-	if code := Run(context.Background(), e, []string{"key"}); code != 1 || !strings.Contains(errb.String(), "32 bytes") {
+	if code := Run(context.Background(), e, []string{"key"}); code != ExitUsage || !strings.Contains(errb.String(), "32 bytes") {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
 }

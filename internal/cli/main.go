@@ -11,8 +11,18 @@ import (
 	"regexp"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
+
+	"github.com/retrysafe/retrysafe/agent"
+	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/server/console"
+	"github.com/retrysafe/retrysafe/server/mcpserver"
+	"github.com/retrysafe/retrysafe/server/sidecar"
+	"github.com/retrysafe/retrysafe/server/whatsapp"
+	"github.com/retrysafe/retrysafe/webhook"
 )
 
 // Command is one subcommand. Each lives in its own file and registers itself
@@ -44,8 +54,54 @@ type Env struct {
 	Getenv func(string) string
 }
 
-// ErrUsage marks an error already explained by a usage message: exit 2.
+// Exit codes, the same for every command of both binaries (see the package
+// documentation).
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+)
+
+// ErrUsage marks an error already explained on stderr (a usage message,
+// the command's own line): exit 2.
 var ErrUsage = errors.New("usage")
+
+// UsageError is a wrong command line or setting, found before the command
+// started its work: exit 2, with the message. Run again unchanged, the
+// command would meet it again; a supervisor should not restart on it.
+type UsageError struct{ Err error }
+
+func (u *UsageError) Error() string { return u.Err.Error() }
+func (u *UsageError) Unwrap() error { return u.Err }
+
+// usageErr marks err, when not nil, as a UsageError.
+func usageErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &UsageError{Err: err}
+}
+
+// configErrors are the engine's "invalid Config" sentinels: a setting that
+// reaches a package's Config and is refused there is as wrong as one the
+// command checks itself (--group-commit -3, --rescue-after below
+// --job-timeout).
+var configErrors = []error{executor.ErrConfig, agent.ErrConfig, webhook.ErrConfig, sidecar.ErrConfig,
+	mcpserver.ErrConfig, console.ErrConfig, whatsapp.ErrConfig}
+
+// isUsage reports whether err is a wrong command line or setting: exit 2.
+func isUsage(err error) bool {
+	var u *UsageError
+	if errors.As(err, &u) {
+		return true
+	}
+	for _, c := range configErrors {
+		if errors.Is(err, c) {
+			return true
+		}
+	}
+	return false
+}
 
 // Main runs the process's command line and exits with its code. Both
 // binaries call it: cmd/retrysafe (the engine's commands) and
@@ -59,7 +115,7 @@ func Main() {
 }
 
 // Run runs the command line args with e as the outside world and returns
-// the exit code: 0, 1 for a failure (printed), 2 for a usage error.
+// the exit code: ExitOK, ExitFailure (printed) or ExitUsage.
 func Run(ctx context.Context, e *Env, args []string) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
 		if len(args) > 1 {
@@ -67,25 +123,26 @@ func Run(ctx context.Context, e *Env, args []string) int {
 				return exitCode(e, c.Run(ctx, e, []string{"--help"}))
 			}
 		}
-		usage(e.Stdout)
-		if len(args) == 0 {
-			return 2
+		if len(args) == 0 { // a mistake: the usage goes where errors go
+			printUsage(e.Stderr)
+			return ExitUsage
 		}
-		return 0
+		printUsage(e.Stdout)
+		return ExitOK
 	}
 	if args[0] == "--version" || args[0] == "-version" || args[0] == "version" {
 		fmt.Fprintln(e.Stdout, versionText())
-		return 0
+		return ExitOK
 	}
 	c, ok := commands[args[0]]
 	if !ok && labCommands[args[0]] {
 		fmt.Fprintf(e.Stderr, "retrysafe: %q is in the lab binary, which links the sandboxes and test harness the engine leaves out:\n  go run ./cmd/retrysafe-lab %s\n", args[0], strings.Join(args, " "))
-		return 2
+		return ExitUsage
 	}
 	if !ok {
 		fmt.Fprintf(e.Stderr, "retrysafe: unknown command %q\n\n", args[0])
-		usage(e.Stderr)
-		return 2
+		printUsage(e.Stderr)
+		return ExitUsage
 	}
 	return exitCode(e, c.Run(ctx, e, args[1:]))
 }
@@ -93,15 +150,21 @@ func Run(ctx context.Context, e *Env, args []string) int {
 func exitCode(e *Env, err error) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
-		return 0
+		return ExitOK
 	case errors.Is(err, ErrUsage):
-		return 2
+		return ExitUsage
 	case errors.Is(err, ErrSilentFailure):
-		return 1
-	default:
-		fmt.Fprintf(e.Stderr, "retrysafe: %v\n", err)
-		return 1
+		return ExitFailure
 	}
+	// One line per error: a start-up names every wrong setting at once.
+	for line := range strings.Lines(err.Error()) {
+		fmt.Fprintf(e.Stderr, "retrysafe: %s", line)
+	}
+	fmt.Fprintln(e.Stderr)
+	if isUsage(err) {
+		return ExitUsage
+	}
+	return ExitFailure
 }
 
 // versionText is the module version and, for a binary built from a
@@ -134,7 +197,7 @@ func versionText() string {
 // failure (for example `key`, which writes errors per line).
 var ErrSilentFailure = errors.New("failed")
 
-func usage(w io.Writer) {
+func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "retrysafe: run LLM agent tools that move money and send messages, once,")
 	fmt.Fprintln(w, "under retries, redeliveries and crashes.")
 	fmt.Fprintln(w)
@@ -150,6 +213,14 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-14s %s\n", n, commands[n].Summary)
 	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Exit codes, the same for every command:")
+	fmt.Fprintln(w, "  0  done")
+	fmt.Fprintln(w, "  1  failed while working (the database, a provider, a refusal, a check")
+	fmt.Fprintln(w, "     that found a problem); the message says what")
+	fmt.Fprintln(w, "  2  not started: the command line or a setting is wrong or missing (an")
+	fmt.Fprintln(w, "     unknown flag, a bad value, RETRYSAFE_HMAC_KEY unset, ...); the message")
+	fmt.Fprintln(w, "     names every setting at fault, and running again unchanged fails again")
 }
 
 // NewFlagSet builds a flag set whose --help prints a description first and
@@ -197,14 +268,25 @@ func printDefaults(w io.Writer, fs *flag.FlagSet, getenv func(string) string) {
 		case fromEnv != "":
 			line += " (set from " + fromEnv + ")"
 		case !isZeroDefault(f):
-			if name == "string" {
-				line += fmt.Sprintf(" (default %q)", f.DefValue)
-			} else {
-				line += fmt.Sprintf(" (default %v)", f.DefValue)
-			}
+			line += " (default " + defaultText(name, f.DefValue) + ")"
 		}
 		fmt.Fprintln(w, line)
 	})
+}
+
+// defaultText is a flag's default as help shows it: strings quoted, as
+// flag.PrintDefaults does, and durations as the flag takes them ("6h", not
+// Go's "6h0m0s").
+func defaultText(typeName, def string) string {
+	switch typeName {
+	case "string":
+		return strconv.Quote(def)
+	case "duration":
+		if d, err := time.ParseDuration(def); err == nil {
+			return durationText(d)
+		}
+	}
+	return def
 }
 
 // isZeroDefault reports whether f's default is its type's zero value, which

@@ -3,8 +3,10 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -14,13 +16,66 @@ import (
 	"github.com/retrysafe/retrysafe/server/mcpserver"
 	"github.com/retrysafe/retrysafe/server/metrics"
 	"github.com/retrysafe/retrysafe/server/sidecar"
+	"github.com/retrysafe/retrysafe/tools"
 )
 
 func init() {
 	Register(&Command{Name: "mcp", Summary: "serve the tools to any MCP host (stdio or streamable HTTP), once per intent", Run: runMCP})
 }
 
+// mcpCmd is mcp's settings and, once checked, what they build.
+type mcpCmd struct {
+	engineFlags
+	lf  ListenFlags
+	cfg mcpserver.Config
+
+	transport, tenant, apiTokens, allowModelRef string
+	migrate, reconcile                          bool
+
+	log   *slog.Logger
+	reg   *tools.Registry
+	creds []sidecar.Credential
+}
+
 func runMCP(ctx context.Context, e *Env, args []string) error {
+	var c mcpCmd
+	if err := ParseNoArgs(e, c.flags(e), args); err != nil {
+		return err
+	}
+	// Everything that needs no database first: a typo fails at once with
+	// the setting's name.
+	if err := c.check(e); err != nil {
+		return usageErr(err)
+	}
+	d, err := c.db.Open(ctx, e, c.migrate)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := checkMigrations(ctx, d, c.log); err != nil {
+		return err
+	}
+	m := metrics.New()
+	rtm, err := c.rt.build(d.Pool, c.reg, m, c.log, nil)
+	if err != nil {
+		return err
+	}
+	c.cfg.Executor, c.cfg.Tools, c.cfg.Metrics, c.cfg.Logger = rtm.Executor, c.reg, m, c.log
+	srv, err := mcpserver.New(c.cfg)
+	if err != nil {
+		return err
+	}
+	var rec *sidecar.Reconciler
+	if c.reconcile {
+		rec = &sidecar.Reconciler{Executor: rtm.Executor, Metrics: m, Logger: c.log, Interval: c.rt.reconcileInterval, Batch: c.rt.reconcileBatch}
+	}
+	if c.transport == "http" {
+		return c.serveHTTP(ctx, e, d, srv, m, rec)
+	}
+	return c.serveStdio(ctx, e, d, srv, rec)
+}
+
+func (c *mcpCmd) flags(e *Env) *flag.FlagSet {
 	fs := NewFlagSet(e, "mcp", "mcp [--transport stdio|http] [--tenant NAME] [--addr HOST:PORT] [--migrate] [flags]",
 		`Serves the configured tools (pix.charge, whatsapp.send_template, email.send:
 the same settings as 'serve') over the Model Context Protocol. Every
@@ -49,126 +104,106 @@ completed (replayed says whether this call acted), failed, in_flight (a tool
 error with retry_after_ms), review (a tool error: do not retry), invalid or
 refused (tool errors: nothing done). Runs the reconciler in the background
 unless --reconcile=false.`)
-	var (
-		db  DBFlags
-		rt  runtimeFlags
-		lg  LogFlags
-		lf  ListenFlags
-		cfg mcpserver.Config
-	)
-	db.Register(fs, e)
-	rt.register(fs, e)
-	lg.Register(fs, e)
-	lf.Register(fs, e, "RETRYSAFE_MCP_ADDR", "127.0.0.1:8090", 30*time.Second)
-	transport := fs.String("transport", "stdio", "stdio or http")
-	tenant := fs.String("tenant", e.Getenv("RETRYSAFE_TENANT"), "tenant of every call over stdio (env RETRYSAFE_TENANT)")
-	apiTokens := fs.String("api-tokens", e.Getenv("RETRYSAFE_API_TOKENS"), "over http: tenant=token pairs, comma separated (env RETRYSAFE_API_TOKENS; prefer the env)")
-	allowModelRef := fs.String("allow-model-ref", "", "tools (comma separated, e.g. pix.charge) that accept the model's intent_ref when the host sends none; their results say the guarantee is weaker")
-	migrate := fs.Bool("migrate", false, "apply the embedded migrations before serving")
-	reconcile := fs.Bool("reconcile", true, "run the reconciler loop in this process")
-	fs.DurationVar(&cfg.ExecuteTimeout, "execute-timeout", 30*time.Second, "bound on one execution (freeze, provider call, record), independent of the client")
-	fs.DurationVar(&cfg.ProgressInterval, "progress-interval", time.Second, "how often a call that asked for progress is told it is still waiting")
-	if err := ParseNoArgs(e, fs, args); err != nil {
-		return err
-	}
+	c.engineFlags.register(fs, e)
+	c.lf.Register(fs, e, "RETRYSAFE_MCP_ADDR", "127.0.0.1:8090", 30*time.Second)
+	fs.StringVar(&c.transport, "transport", "stdio", "stdio or http")
+	fs.StringVar(&c.tenant, "tenant", e.Getenv("RETRYSAFE_TENANT"), "tenant of every call over stdio (env RETRYSAFE_TENANT)")
+	fs.StringVar(&c.apiTokens, "api-tokens", e.Getenv("RETRYSAFE_API_TOKENS"), "over http: tenant=token pairs, comma separated (env RETRYSAFE_API_TOKENS; prefer the env)")
+	fs.StringVar(&c.allowModelRef, "allow-model-ref", "", "tools (comma separated, e.g. pix.charge) that accept the model's intent_ref when the host sends none; their results say the guarantee is weaker")
+	fs.BoolVar(&c.migrate, "migrate", false, "apply the embedded migrations before serving")
+	fs.BoolVar(&c.reconcile, "reconcile", true, "run the reconciler loop in this process")
+	registerMCPFlags(fs, &c.cfg)
+	return fs
+}
 
-	// Everything that needs no database first: a typo fails at once with
-	// the setting's name.
-	log, err := lg.Logger(e.Stderr)
-	if err != nil {
-		return err
-	}
-	var creds []sidecar.Credential
-	switch *transport {
+// registerMCPFlags adds the flags that set cfg's fields, defaulting to the
+// MCP server's own defaults.
+func registerMCPFlags(fs *flag.FlagSet, cfg *mcpserver.Config) {
+	fs.DurationVar(&cfg.ExecuteTimeout, "execute-timeout", mcpserver.DefaultExecuteTimeout, "bound on one execution (freeze, provider call, record), independent of the client")
+	fs.DurationVar(&cfg.ProgressInterval, "progress-interval", mcpserver.DefaultProgressInterval, "how often a call that asked for progress is told it is still waiting")
+}
+
+// check reads the transport's settings (the tenant, or the API tokens),
+// the logs, the tools and the database, and names every one at fault at
+// once.
+func (c *mcpCmd) check(e *Env) error {
+	var errs []error
+	switch c.transport {
 	case "stdio":
-		if *tenant == "" {
-			return errors.New("--tenant (or RETRYSAFE_TENANT) is not set: over stdio it names the tenant every call runs for")
-		}
-		if err := mcpserver.ValidateTenant(*tenant); err != nil {
-			return fmt.Errorf("--tenant: %w", err)
+		if c.tenant == "" {
+			errs = append(errs, errors.New("--tenant (or RETRYSAFE_TENANT) is not set: over stdio it names the tenant every call runs for"))
+		} else if err := mcpserver.ValidateTenant(c.tenant); err != nil {
+			errs = append(errs, fmt.Errorf("--tenant: %w", err))
 		}
 	case "http":
-		if creds, err = parseAPITokens(*apiTokens); err != nil {
-			return err
-		}
-		if err := lf.Check(); err != nil {
-			return err
-		}
+		var err error
+		c.creds, err = parseAPITokens(c.apiTokens)
+		errs = append(errs, err, c.lf.Check())
 	default:
-		return fmt.Errorf("--transport %q: want stdio or http", *transport)
+		errs = append(errs, fmt.Errorf("--transport %q: want stdio or http", c.transport))
 	}
-	reg, err := rt.registry()
-	if err != nil {
-		return err
+	var err error
+	if c.log, c.reg, err = c.settings(e); err != nil {
+		errs = append(errs, err)
+	} else {
+		errs = append(errs, c.modelRefTools())
 	}
-	for _, n := range strings.Split(*allowModelRef, ",") {
+	if c.db.URL == "" {
+		errs = append(errs, errors.New("mcp needs a database that outlives the process: set DATABASE_URL or --database-url"))
+	}
+	return errors.Join(errs...)
+}
+
+// modelRefTools reads --allow-model-ref: configured tools only.
+func (c *mcpCmd) modelRefTools() error {
+	for _, n := range strings.Split(c.allowModelRef, ",") {
 		if n = strings.TrimSpace(n); n != "" {
-			if _, ok := reg.Tool(n); !ok {
-				return fmt.Errorf("--allow-model-ref: %q is not a configured tool (have %s)", n, strings.Join(reg.Names(), ", "))
+			if _, ok := c.reg.Tool(n); !ok {
+				return fmt.Errorf("--allow-model-ref: %q is not a configured tool (have %s)", n, strings.Join(c.reg.Names(), ", "))
 			}
-			cfg.ModelRefTools = append(cfg.ModelRefTools, n)
+			c.cfg.ModelRefTools = append(c.cfg.ModelRefTools, n)
 		}
 	}
-	if db.URL == "" {
-		return errors.New("mcp needs a database that outlives the process: set DATABASE_URL or --database-url")
-	}
+	return nil
+}
 
-	d, err := db.Open(ctx, e, *migrate)
+// serveHTTP serves streamable HTTP at /mcp, beside /healthz and /metrics,
+// until ctx ends.
+func (c *mcpCmd) serveHTTP(ctx context.Context, e *Env, d *database, srv *mcpserver.Server, m *metrics.Metrics, rec *sidecar.Reconciler) error {
+	mc := make([]mcpserver.Credential, len(c.creds))
+	for i, cr := range c.creds {
+		mc[i] = mcpserver.Credential{Tenant: cr.Tenant, Token: cr.Token}
+	}
+	h, err := srv.HTTPHandler(mc)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	if err := checkMigrations(ctx, d, log); err != nil {
-		return err
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"status":"ok"}`) //nolint:errcheck
+	})
+	mux.Handle("GET /metrics", m.Handler())
+	s := httpService{
+		name:          "mcp",
+		banner:        "retrysafe mcp",
+		handler:       mux,
+		log:           c.log,
+		readTimeout:   30 * time.Second,
+		readyAttrs:    []any{"transport", "http", "schema", d.Schema, "tools", c.reg.Names(), "tenants", len(c.creds), "reconciler", c.reconcile},
+		shutdownAttrs: []any{"timeout", c.lf.shutdown},
+		errKey:        "error",
 	}
-	m := metrics.New()
-	rtm, err := rt.build(d.Pool, reg, m, log, nil)
-	if err != nil {
-		return err
+	if rec != nil {
+		s.Background = func(ctx context.Context) { rec.Run(ctx) } //nolint:errcheck // Run returns nil when stopped
 	}
-	cfg.Executor, cfg.Tools, cfg.Metrics, cfg.Logger = rtm.Executor, reg, m, log
-	srv, err := mcpserver.New(cfg)
-	if err != nil {
-		return err
-	}
-	var rec *sidecar.Reconciler
-	if *reconcile {
-		rec = &sidecar.Reconciler{Executor: rtm.Executor, Metrics: m, Logger: log, Interval: rt.reconcileInterval, Batch: rt.reconcileBatch}
-	}
+	return c.lf.Serve(ctx, e, s)
+}
 
-	if *transport == "http" {
-		mc := make([]mcpserver.Credential, len(creds))
-		for i, c := range creds {
-			mc[i] = mcpserver.Credential{Tenant: c.Tenant, Token: c.Token}
-		}
-		h, err := srv.HTTPHandler(mc)
-		if err != nil {
-			return err
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/mcp", h)
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, `{"status":"ok"}`) //nolint:errcheck
-		})
-		mux.Handle("GET /metrics", m.Handler())
-		s := httpService{
-			name:          "mcp",
-			banner:        "retrysafe mcp",
-			handler:       mux,
-			log:           log,
-			readTimeout:   30 * time.Second,
-			readyAttrs:    []any{"transport", "http", "schema", d.Schema, "tools", reg.Names(), "tenants", len(creds), "reconciler", *reconcile},
-			shutdownAttrs: []any{"timeout", lf.shutdown},
-			errKey:        "error",
-		}
-		if rec != nil {
-			s.Background = func(ctx context.Context) { rec.Run(ctx) } //nolint:errcheck // Run returns nil when stopped
-		}
-		return lf.Serve(ctx, e, s)
-	}
-
-	// stdio: stdout carries the protocol and nothing else.
+// serveStdio speaks JSON-RPC on stdin and stdout, which carries the
+// protocol and nothing else, until the host closes stdin or ctx ends.
+func (c *mcpCmd) serveStdio(ctx context.Context, e *Env, d *database, srv *mcpserver.Server, rec *sidecar.Reconciler) error {
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBg()
 	bgDone := make(chan struct{})
@@ -178,14 +213,14 @@ unless --reconcile=false.`)
 			rec.Run(bgCtx) //nolint:errcheck // Run returns nil when stopped
 		}
 	}()
-	log.Info("mcp: ready", "transport", "stdio", "schema", d.Schema, "tools", reg.Names(), "tenant", *tenant, "reconciler", *reconcile)
-	err = srv.Serve(ctx, *tenant, &mcp.IOTransport{Reader: io.NopCloser(e.Stdin), Writer: nopWriteCloser{e.Stdout}})
+	c.log.Info("mcp: ready", "transport", "stdio", "schema", d.Schema, "tools", c.reg.Names(), "tenant", c.tenant, "reconciler", c.reconcile)
+	err := srv.Serve(ctx, c.tenant, &mcp.IOTransport{Reader: io.NopCloser(e.Stdin), Writer: nopWriteCloser{e.Stdout}})
 	stopBg()
 	<-bgDone
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("mcp: %w", err)
 	}
-	log.Info("mcp: stopped")
+	c.log.Info("mcp: stopped")
 	return nil
 }
 

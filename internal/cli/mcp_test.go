@@ -52,7 +52,7 @@ func TestMCPCommandFlags(t *testing.T) {
 			vars[k] = v
 		}
 		e, _, errb := testEnv(nil, vars)
-		if code := Run(context.Background(), e, c.args); code == 0 || !strings.Contains(errb.String(), c.want) {
+		if code := Run(context.Background(), e, c.args); code != ExitUsage || !strings.Contains(errb.String(), c.want) {
 			t.Fatalf("%v: exit %d, stderr %s; want %q", c.args, code, errb, c.want)
 		}
 		if strings.Contains(errb.String(), testSecret) {

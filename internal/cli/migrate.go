@@ -20,7 +20,7 @@ func runMigrate(ctx context.Context, e *Env, args []string) error {
 	var db DBFlags
 	db.Register(fs, e)
 	status := fs.Bool("status", false, "print the applied and latest versions and change nothing")
-	if err := ParseFlags(e, fs, args); err != nil {
+	if err := ParseNoArgs(e, fs, args); err != nil {
 		return err
 	}
 	d, err := db.openExisting(ctx, e, "migrate")

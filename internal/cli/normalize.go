@@ -125,7 +125,7 @@ func normalizeLine(line []byte, lineNo int) (normalizeOutput, bool) {
 	dec.DisallowUnknownFields()
 	var in normalizeInput
 	if err := dec.Decode(&in); err != nil {
-		return normalizeOutput{Error: "bad request", Reason: fmt.Sprintf("line %d: not a request object: %v", lineNo, err)}, true
+		return normalizeOutput{Error: "bad request", Reason: fmt.Sprintf("line %d: not a request object: %s", lineNo, jsonProblem(err))}, true
 	}
 	if dec.More() {
 		return normalizeOutput{Error: "bad request", Reason: fmt.Sprintf("line %d: trailing data after the object", lineNo)}, true

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/retrysafe/retrysafe/executor"
@@ -14,10 +15,6 @@ import (
 func init() {
 	Register(&Command{Name: "purge", Summary: "delete settled actions, their intents and old webhook records past their retention", Run: runPurge})
 }
-
-// defaultWebhookRetention is webhook.Purge's default for both the delivery
-// log and the effects, spelled out so that --help shows it.
-const defaultWebhookRetention = 30 * 24 * time.Hour
 
 func runPurge(ctx context.Context, e *Env, args []string) error {
 	fs := NewFlagSet(e, "purge", "purge [--retention 168h] [--loop [--every 1h]] [flags]",
@@ -49,89 +46,47 @@ Without --loop, runs one pass and prints what it deleted. With --loop, runs a
 pass every --every until SIGTERM/SIGINT, printing each pass.
 
 Needs only the database: purging calls no provider, so neither the HMAC key
-nor the tool settings are read.`, hours(executor.MinRetention), hours(executor.DefaultRetention)))
+nor the tool settings are read.`, durationText(executor.MinRetention), durationText(executor.DefaultRetention)))
 	var (
 		db DBFlags
 		lg LogFlags
+		p  purgePass
 	)
 	db.Register(fs, e)
 	lg.Register(fs, e)
-	retention := fs.Duration("retention", executor.DefaultRetention,
-		fmt.Sprintf("keep settled actions and their intents this long after they finished; at least %s (Go syntax, e.g. 168h)", hours(executor.MinRetention)))
-	logRetention := fs.Duration("webhook-log-retention", defaultWebhookRetention, "keep webhook delivery-log rows this long")
-	effectRetention := fs.Duration("webhook-effect-retention", defaultWebhookRetention,
+	fs.DurationVar(&p.actions.Retention, "retention", executor.DefaultRetention,
+		fmt.Sprintf("keep settled actions and their intents this long after they finished; at least %s (e.g. 168h)", durationText(executor.MinRetention)))
+	fs.DurationVar(&p.webhook.LogRetention, "webhook-log-retention", webhook.DefaultPurgeRetention, "keep webhook delivery-log rows this long")
+	fs.DurationVar(&p.webhook.EffectRetention, "webhook-effect-retention", webhook.DefaultPurgeRetention,
 		"keep webhook effects this long; must exceed the longest redelivery horizon of every payment provider")
-	batch := fs.Int("batch", 1000, "most rows one statement deletes")
-	pause := fs.Duration("pause", 0, "sleep between action batches, to leave I/O to live traffic")
+	fs.IntVar(&p.actions.Batch, "batch", executor.DefaultPurgeBatch, "most rows one statement deletes")
+	fs.DurationVar(&p.actions.Pause, "pause", 0, "sleep between action batches, to leave I/O to live traffic")
 	loop := fs.Bool("loop", false, "keep running passes until stopped")
 	every := fs.Duration("every", time.Hour, "with --loop: start a pass this often")
 	if err := ParseNoArgs(e, fs, args); err != nil {
 		return err
 	}
+	p.webhook.Batch = p.actions.Batch
 	everySet := false
 	fs.Visit(func(f *flag.Flag) { everySet = everySet || f.Name == "every" })
-	var problem string
-	switch {
-	case *retention < executor.MinRetention:
-		problem = fmt.Sprintf("--retention %s is shorter than the minimum %s: keys must outlive every redelivery", *retention, hours(executor.MinRetention))
-	case *logRetention <= 0:
-		problem = fmt.Sprintf("--webhook-log-retention must be positive, got %s", *logRetention)
-	case *effectRetention <= 0:
-		problem = fmt.Sprintf("--webhook-effect-retention must be positive, got %s", *effectRetention)
-	case *batch < 1:
-		problem = fmt.Sprintf("--batch must be at least 1, got %d", *batch)
-	case *pause < 0:
-		problem = fmt.Sprintf("--pause must not be negative, got %s", *pause)
-	case everySet && !*loop:
-		problem = "--every goes with --loop"
-	case *every <= 0:
-		problem = fmt.Sprintf("--every must be positive, got %s", *every)
-	}
-	if problem != "" {
-		fmt.Fprintf(e.Stderr, "purge: %s\n", problem)
-		return ErrUsage
+	if err := p.check(*loop, everySet, *every); err != nil {
+		return usageErr(fmt.Errorf("purge: %w", err))
 	}
 	log, err := lg.Logger(e.Stderr)
 	if err != nil {
 		return err
 	}
-	d, err := db.openExisting(ctx, e, "purge")
-	if err != nil {
+	if p.db, err = db.openExisting(ctx, e, "purge"); err != nil {
 		return err
 	}
-	defer d.Close()
-
-	p := purgePass{
-		db:      d,
-		actions: executor.PurgeParams{Retention: *retention, Batch: *batch, Pause: *pause},
-		webhook: webhook.PurgeParams{LogRetention: *logRetention, EffectRetention: *effectRetention, Batch: *batch},
-	}
+	defer p.db.Close()
 	if !*loop {
 		res, err := p.run(ctx)
 		printPurge(e, res)
 		return err
 	}
-	t := time.NewTicker(*every)
-	defer t.Stop()
-	for {
-		res, err := p.run(ctx)
-		if ctx.Err() != nil {
-			if res.deleted() {
-				printPurge(e, res)
-			}
-			return nil
-		}
-		printPurge(e, res)
-		if err != nil {
-			// The loop outlives outages: the next pass tries again.
-			log.Error("purge pass failed", "err", err, "retry_in", every.String())
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	p.loop(ctx, e, log, *every)
+	return nil
 }
 
 type purgePass struct {
@@ -148,6 +103,52 @@ type purgeResult struct {
 
 func (r purgeResult) deleted() bool {
 	return r.actions.Actions+r.actions.Intents+r.webhook.Log+r.webhook.Effects > 0
+}
+
+// check refuses settings that would purge too much, or make no sense.
+func (p *purgePass) check(loop, everySet bool, every time.Duration) error {
+	switch {
+	case p.actions.Retention < executor.MinRetention:
+		return fmt.Errorf("--retention %s is shorter than the minimum %s: keys must outlive every redelivery", durationText(p.actions.Retention), durationText(executor.MinRetention))
+	case p.webhook.LogRetention <= 0:
+		return fmt.Errorf("--webhook-log-retention must be positive, got %s", p.webhook.LogRetention)
+	case p.webhook.EffectRetention <= 0:
+		return fmt.Errorf("--webhook-effect-retention must be positive, got %s", p.webhook.EffectRetention)
+	case p.actions.Batch < 1:
+		return fmt.Errorf("--batch must be at least 1, got %d", p.actions.Batch)
+	case p.actions.Pause < 0:
+		return fmt.Errorf("--pause must not be negative, got %s", p.actions.Pause)
+	case everySet && !loop:
+		return errors.New("--every goes with --loop")
+	case every <= 0:
+		return fmt.Errorf("--every must be positive, got %s", every)
+	}
+	return nil
+}
+
+// loop runs a pass every interval until ctx ends. It outlives outages: a
+// failed pass is logged, and the next one tries again.
+func (p *purgePass) loop(ctx context.Context, e *Env, log *slog.Logger, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		res, err := p.run(ctx)
+		if ctx.Err() != nil {
+			if res.deleted() {
+				printPurge(e, res)
+			}
+			return
+		}
+		printPurge(e, res)
+		if err != nil {
+			log.Error("purge pass failed", "err", err, "retry_in", every.String())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // run is one pass. The two purges are independent: a failure of one does
@@ -176,12 +177,4 @@ func printPurge(e *Env, r purgeResult) {
 	fmt.Fprintf(e.Stdout, "%s purge: actions %d, intents %d (%d %s), webhook log %d, webhook effects %d, %s\n",
 		time.Now().UTC().Format(time.RFC3339), r.actions.Actions, r.actions.Intents, r.actions.Batches, batches,
 		r.webhook.Log, r.webhook.Effects, took)
-}
-
-// hours prints a whole number of hours as "24h" rather than "24h0m0s".
-func hours(d time.Duration) string {
-	if d > 0 && d%time.Hour == 0 {
-		return fmt.Sprintf("%dh", d/time.Hour)
-	}
-	return d.String()
 }

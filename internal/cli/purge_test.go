@@ -166,9 +166,10 @@ func TestPurgeRefusesBadFlags(t *testing.T) {
 		t.Fatalf("intents left after refused runs: %q", got)
 	}
 
-	// No database configured: a clear error, not a throwaway cluster.
+	// No database configured: a clear error (a missing setting: exit 2),
+	// not a throwaway cluster.
 	code, _, errb := runPurgeCmd(context.Background(), map[string]string{"RETRYSAFE_SCHEMA": schema})
-	if code != 1 || !strings.Contains(errb, "purge needs a database: set DATABASE_URL or --database-url") {
+	if code != ExitUsage || !strings.Contains(errb, "purge needs a database: set DATABASE_URL or --database-url") {
 		t.Fatalf("no database: exit %d %q", code, errb)
 	}
 }

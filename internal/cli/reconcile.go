@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/executor"
-	"github.com/retrysafe/retrysafe/server/metrics"
 	"github.com/retrysafe/retrysafe/server/sidecar"
 )
 
@@ -30,36 +29,18 @@ until SIGTERM/SIGINT and prints every pass that found something.
 
 Needs the same tool settings as serve (RETRYSAFE_HMAC_KEY, RETRYSAFE_PSP_URL,
 RETRYSAFE_PSP_TOKEN, ...): settling calls the providers.`)
-	var (
-		db DBFlags
-		rt runtimeFlags
-		lg LogFlags
-	)
-	db.Register(fs, e)
-	rt.register(fs, e)
-	lg.Register(fs, e)
+	var f engineFlags
+	f.register(fs, e)
 	loop := fs.Bool("loop", false, "keep running passes until stopped")
 	if err := ParseNoArgs(e, fs, args); err != nil {
 		return err
 	}
-	log, err := lg.Logger(e.Stderr)
-	if err != nil {
-		return err
-	}
-	reg, err := rt.registry()
-	if err != nil {
-		return err
-	}
-	d, err := db.openExisting(ctx, e, "reconcile")
+	d, rtm, log, err := f.openRuntime(ctx, e, "reconcile")
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	rtm, err := rt.build(d.Pool, reg, metrics.New(), log, nil)
-	if err != nil {
-		return err
-	}
-	r := &sidecar.Reconciler{Executor: rtm.Executor, Logger: log, Interval: rt.reconcileInterval, Batch: rt.reconcileBatch}
+	r := &sidecar.Reconciler{Executor: rtm.Executor, Logger: log, Interval: f.rt.reconcileInterval, Batch: f.rt.reconcileBatch}
 	if !*loop {
 		res, err := r.Once(ctx)
 		printPass(e, res)

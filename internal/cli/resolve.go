@@ -45,52 +45,20 @@ cannot finish).`)
 	by := fs.String("by", e.Getenv("USER"), "who resolves, recorded with the resolution (env USER)")
 	force := fs.Bool("force", false, "also settle a started action whose lease expired")
 	asJSON := fs.Bool("json", false, "print the settled action as JSON")
-	if err := ParseFlags(e, fs, args); err != nil {
+	if err := ParseNoArgs(e, fs, args); err != nil {
 		return err
 	}
-	usage := func(msg string) error {
-		fmt.Fprintln(e.Stderr, "resolve: "+msg)
-		return ErrUsage
-	}
-	switch {
-	case fs.NArg() > 0:
-		return usage(fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
-	case *tenant == "":
-		return usage("--tenant is required")
-	case (*key == "") == (*ref == "" && *action == ""):
-		return usage("give either --key, or --ref with --action")
-	case *key == "" && (*ref == "" || *action == ""):
-		return usage("--ref and --action go together")
-	case *status != executor.RowCompleted && *status != executor.RowFailed:
-		return usage("--status must be completed or failed")
-	case strings.TrimSpace(*reason) == "":
-		return usage("--reason is required: say why (it is recorded with the action)")
-	case *status == executor.RowFailed && *response != "":
-		return usage("--response goes with --status completed")
-	}
-	var resp json.RawMessage
-	if *response != "" {
-		raw := []byte(*response)
-		if strings.HasPrefix(*response, "@") {
-			b, err := os.ReadFile(strings.TrimPrefix(*response, "@"))
-			if err != nil {
-				return fmt.Errorf("--response: %w", err)
-			}
-			raw = b
-		}
-		if !json.Valid(raw) {
-			return usage("--response is not valid JSON")
-		}
-		resp = raw
+	p := executor.ResolveParams{Tenant: *tenant, Key: *key, Status: *status, Reason: *reason, By: *by, Force: *force}
+	var err error
+	if p.Response, err = checkResolve(p, *ref, *action, *response); err != nil {
+		return usageErr(fmt.Errorf("resolve: %w", err))
 	}
 	d, err := db.openExisting(ctx, e, "resolve")
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-
-	k := *key
-	if k == "" {
+	if p.Key == "" {
 		in, err := intent.Get(ctx, d.Pool, *tenant, *ref, *action)
 		if errors.Is(err, intent.ErrNotFound) {
 			return fmt.Errorf("tenant %q has no intent %q for %s", *tenant, *ref, *action)
@@ -98,26 +66,61 @@ cannot finish).`)
 		if err != nil {
 			return err
 		}
-		k = in.Key
+		p.Key = in.Key
 	}
-	a, err := executor.Resolve(ctx, d.Pool, executor.ResolveParams{
-		Tenant: *tenant, Key: k, Status: *status, Response: resp, Reason: *reason, By: *by, Force: *force,
-	})
-	switch {
-	case errors.Is(err, executor.ErrNotFound):
-		return fmt.Errorf("tenant %q has no action under key %s", *tenant, k)
-	case errors.Is(err, executor.ErrNotResolvable):
-		cur, gerr := executor.Get(ctx, d.Pool, *tenant, k)
-		if gerr == nil {
-			return fmt.Errorf("the action is %s, not in review: nothing changed (--force settles a started action only after its lease expired)", statusText(cur))
-		}
-		return err
-	case err != nil:
-		return err
+	a, err := executor.Resolve(ctx, d.Pool, p)
+	if err != nil {
+		return resolveRefused(ctx, d, err, p)
 	}
 	if *asJSON {
 		return printJSON(e.Stdout, sidecar.ActionView(a))
 	}
 	fmt.Fprintf(e.Stdout, "resolved %s / %s: %s (attempt %d), reason recorded\n", *tenant, a.Key, a.Status, a.Attempt)
 	return nil
+}
+
+// checkResolve checks resolve's flags and returns the response to store:
+// --response, or the file it names with @FILE.
+func checkResolve(p executor.ResolveParams, ref, action, response string) (json.RawMessage, error) {
+	switch {
+	case p.Tenant == "":
+		return nil, errors.New("--tenant is required")
+	case (p.Key == "") == (ref == "" && action == ""):
+		return nil, errors.New("give either --key, or --ref with --action")
+	case p.Key == "" && (ref == "" || action == ""):
+		return nil, errors.New("--ref and --action go together")
+	case p.Status != executor.RowCompleted && p.Status != executor.RowFailed:
+		return nil, errors.New("--status must be completed or failed")
+	case strings.TrimSpace(p.Reason) == "":
+		return nil, errors.New("--reason is required: say why (it is recorded with the action)")
+	case p.Status == executor.RowFailed && response != "":
+		return nil, errors.New("--response goes with --status completed")
+	case response == "":
+		return nil, nil
+	}
+	raw := []byte(response)
+	if name, ok := strings.CutPrefix(response, "@"); ok {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("--response: %w", err)
+		}
+		raw = b
+	}
+	if !json.Valid(raw) {
+		return nil, errors.New("--response is not valid JSON")
+	}
+	return raw, nil
+}
+
+// resolveRefused says why the ledger refused to settle the action.
+func resolveRefused(ctx context.Context, d *database, err error, p executor.ResolveParams) error {
+	switch {
+	case errors.Is(err, executor.ErrNotFound):
+		return fmt.Errorf("tenant %q has no action under key %s", p.Tenant, p.Key)
+	case errors.Is(err, executor.ErrNotResolvable):
+		if cur, gerr := executor.Get(ctx, d.Pool, p.Tenant, p.Key); gerr == nil {
+			return fmt.Errorf("the action is %s, not in review: nothing changed (--force settles a started action only after its lease expired)", statusText(cur))
+		}
+	}
+	return err
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,13 +15,42 @@ import (
 	"github.com/retrysafe/retrysafe/migrations"
 	"github.com/retrysafe/retrysafe/server/metrics"
 	"github.com/retrysafe/retrysafe/server/sidecar"
+	"github.com/retrysafe/retrysafe/tools"
 )
 
 func init() {
 	Register(&Command{Name: "serve", Summary: "run the HTTP sidecar: agents in any language execute tools through it", Run: runServe})
 }
 
+// serveCmd is serve's settings and, once checked, what they build.
+type serveCmd struct {
+	engineFlags
+	lf  ListenFlags
+	cfg sidecar.Config
+	wh  webhookFlags
+	con consoleFlags
+
+	apiTokens, metricsAddr, allowUnsafeEnv string
+	migrate, reconcile                     bool
+
+	log *slog.Logger
+	reg *tools.Registry
+}
+
 func runServe(ctx context.Context, e *Env, args []string) error {
+	var c serveCmd
+	if err := ParseNoArgs(e, c.flags(e), args); err != nil {
+		return err
+	}
+	// Everything that needs no database is checked first, so a typo fails
+	// in milliseconds with the setting's name.
+	if err := c.check(e); err != nil {
+		return usageErr(err)
+	}
+	return c.serve(ctx, e)
+}
+
+func (c *serveCmd) flags(e *Env) *flag.FlagSet {
 	fs := NewFlagSet(e, "serve", "serve [--addr HOST:PORT] [--migrate] [flags]",
 		`Runs the sidecar HTTP API:
 
@@ -50,67 +80,58 @@ Refuses to start on a database running with fsync=off unless
 synchronous_commit, full_page_writes and synchronous_standby_names at
 start-up. /metrics names tenants: --metrics-token puts it behind a bearer
 token, --metrics-addr moves it to a listener of its own.`)
-	var (
-		db  DBFlags
-		rt  runtimeFlags
-		lg  LogFlags
-		cfg sidecar.Config
-	)
-	db.Register(fs, e)
-	rt.register(fs, e)
-	lg.Register(fs, e)
-	var lf ListenFlags
-	lf.Register(fs, e, "RETRYSAFE_ADDR", "127.0.0.1:8080", 30*time.Second)
-	apiTokens := fs.String("api-tokens", e.Getenv("RETRYSAFE_API_TOKENS"), "tenant=token pairs, comma separated (env RETRYSAFE_API_TOKENS; prefer the env)")
-	migrate := fs.Bool("migrate", false, "apply the embedded migrations before serving")
-	reconcile := fs.Bool("reconcile", true, "run the reconciler loop in this process")
-	fs.DurationVar(&cfg.ExecuteTimeout, "execute-timeout", 30*time.Second, "bound on one execution (freeze, provider call, record), independent of the client")
-	fs.Int64Var(&cfg.MaxBodyBytes, "max-body", 1<<20, "largest accepted execute body, in bytes")
-	allowUnsafeEnv := e.Getenv("RETRYSAFE_ALLOW_UNSAFE_DATABASE")
-	allowUnsafeDefault, _ := strconv.ParseBool(allowUnsafeEnv)
-	fs.BoolVar(&cfg.AllowUnsafeDatabase, "allow-unsafe-database", allowUnsafeDefault,
+	c.engineFlags.register(fs, e)
+	c.lf.Register(fs, e, "RETRYSAFE_ADDR", "127.0.0.1:8080", 30*time.Second)
+	fs.StringVar(&c.apiTokens, "api-tokens", e.Getenv("RETRYSAFE_API_TOKENS"), "tenant=token pairs, comma separated (env RETRYSAFE_API_TOKENS; prefer the env)")
+	fs.BoolVar(&c.migrate, "migrate", false, "apply the embedded migrations before serving")
+	fs.BoolVar(&c.reconcile, "reconcile", true, "run the reconciler loop in this process")
+	registerSidecarFlags(fs, &c.cfg)
+	c.allowUnsafeEnv = e.Getenv("RETRYSAFE_ALLOW_UNSAFE_DATABASE")
+	allowUnsafeDefault, _ := strconv.ParseBool(c.allowUnsafeEnv)
+	fs.BoolVar(&c.cfg.AllowUnsafeDatabase, "allow-unsafe-database", allowUnsafeDefault,
 		"serve on a database running with fsync=off, which a crash can make lose committed claims: only for a throwaway database (env RETRYSAFE_ALLOW_UNSAFE_DATABASE=true)")
-	fs.StringVar(&cfg.MetricsToken, "metrics-token", e.Getenv("RETRYSAFE_METRICS_TOKEN"),
+	fs.StringVar(&c.cfg.MetricsToken, "metrics-token", e.Getenv("RETRYSAFE_METRICS_TOKEN"),
 		"require Authorization: Bearer <token> on /metrics, which names tenants (env RETRYSAFE_METRICS_TOKEN; prefer the env)")
-	metricsAddr := fs.String("metrics-addr", e.Getenv("RETRYSAFE_METRICS_ADDR"),
+	fs.StringVar(&c.metricsAddr, "metrics-addr", e.Getenv("RETRYSAFE_METRICS_ADDR"),
 		"serve /metrics on this address of its own instead of --addr (env RETRYSAFE_METRICS_ADDR)")
-	var (
-		wa  whatsappFlags
-		pay paymentFlags
-		con consoleFlags
-	)
-	wa.register(fs, e)
-	pay.register(fs, e)
-	con.register(fs, e)
-	if err := ParseNoArgs(e, fs, args); err != nil {
-		return err
-	}
+	c.wh.register(fs, e)
+	c.con.register(fs, e)
+	return fs
+}
 
-	// Everything that needs no database is checked first, so a typo fails
-	// in milliseconds with the setting's name.
-	log, err := lg.Logger(e.Stderr)
-	if err != nil {
-		return err
-	}
-	// Every wrong setting is named at once, not one per failed start.
-	creds, credErr := parseAPITokens(*apiTokens)
-	reg, regErr := rt.registry()
-	if err := errors.Join(credErr, regErr, lf.Check()); err != nil {
-		return err
-	}
-	if v := allowUnsafeEnv; v != "" {
+// registerSidecarFlags adds the flags that set cfg's fields, defaulting
+// to the sidecar's own defaults.
+func registerSidecarFlags(fs *flag.FlagSet, cfg *sidecar.Config) {
+	fs.DurationVar(&cfg.ExecuteTimeout, "execute-timeout", sidecar.DefaultExecuteTimeout, "bound on one execution (freeze, provider call, record), independent of the client")
+	fs.Int64Var(&cfg.MaxBodyBytes, "max-body", sidecar.DefaultMaxBodyBytes, "largest accepted execute body, in bytes")
+}
+
+// check names every wrong setting it can find without a database at once,
+// not one per failed start.
+func (c *serveCmd) check(e *Env) error {
+	var settingsErr, credErr error
+	c.cfg.Credentials, credErr = parseAPITokens(c.apiTokens)
+	c.log, c.reg, settingsErr = c.settings(e)
+	errs := []error{credErr, settingsErr, c.lf.Check()}
+	if v := c.allowUnsafeEnv; v != "" {
 		if _, err := strconv.ParseBool(v); err != nil {
-			return fmt.Errorf("RETRYSAFE_ALLOW_UNSAFE_DATABASE=%q: want true or false", v)
+			errs = append(errs, fmt.Errorf("RETRYSAFE_ALLOW_UNSAFE_DATABASE=%q: want true or false", v))
 		}
 	}
-	if *metricsAddr != "" {
-		if _, err := net.ResolveTCPAddr("tcp", *metricsAddr); err != nil {
-			return fmt.Errorf("--metrics-addr %q: %w", *metricsAddr, err)
+	if c.metricsAddr != "" {
+		if _, err := net.ResolveTCPAddr("tcp", c.metricsAddr); err != nil {
+			errs = append(errs, fmt.Errorf("--metrics-addr %q: %w", c.metricsAddr, err))
 		}
-		cfg.NoMetrics = true
+		c.cfg.NoMetrics = true
 	}
+	return errors.Join(errs...)
+}
 
-	d, err := db.Open(ctx, e, *migrate)
+// serve opens the database, builds the sidecar with its webhooks and
+// console, and serves until ctx ends.
+func (c *serveCmd) serve(ctx context.Context, e *Env) error {
+	log, reg, cfg := c.log, c.reg, &c.cfg
+	d, err := c.db.Open(ctx, e, c.migrate)
 	if err != nil {
 		return err
 	}
@@ -122,66 +143,82 @@ token, --metrics-addr moves it to a listener of its own.`)
 		return err
 	}
 	m := metrics.New()
-	rtm, err := rt.build(d.Pool, reg, m, log, nil)
+	rtm, err := c.rt.build(d.Pool, reg, m, log, nil)
 	if err != nil {
 		return err
 	}
 	cfg.DB, cfg.Schema, cfg.Executor, cfg.Tools = d.Pool, d.Schema, rtm.Executor, reg
-	cfg.Credentials, cfg.Metrics, cfg.Logger = creds, m, log
-	srv, err := sidecar.New(cfg)
+	cfg.Metrics, cfg.Logger = m, log
+	srv, err := sidecar.New(*cfg)
 	if err != nil {
 		return err
 	}
-	handler, err := mountWebhooks(srv, &wa, &pay, d, rtm.Intents, log)
+	handler, err := c.wh.mount(ctx, srv, d, rtm.Intents, log)
 	if err != nil {
 		return err
 	}
-	if handler, err = mountConsole(handler, &con, d, reg, log); err != nil {
+	if handler, err = mountConsole(handler, &c.con, d, reg, log); err != nil {
 		return err
 	}
-
 	s := httpService{
 		name:          "serve",
 		banner:        "retrysafe",
 		handler:       handler,
 		log:           log,
 		readTimeout:   30 * time.Second,
-		readyAttrs:    []any{"schema", d.Schema, "tools", reg.Names(), "tenants", len(creds), "reconciler", *reconcile},
-		shutdownAttrs: []any{"timeout", lf.shutdown},
+		readyAttrs:    []any{"schema", d.Schema, "tools", reg.Names(), "tenants", len(cfg.Credentials), "reconciler", c.reconcile},
+		shutdownAttrs: []any{"timeout", c.lf.shutdown},
 		errKey:        "error",
 	}
 	var bg []func(context.Context)
-	if *reconcile {
-		r := &sidecar.Reconciler{Executor: rtm.Executor, Metrics: m, Logger: log, Interval: rt.reconcileInterval, Batch: rt.reconcileBatch}
+	if c.reconcile {
+		r := &sidecar.Reconciler{Executor: rtm.Executor, Metrics: m, Logger: log, Interval: c.rt.reconcileInterval, Batch: c.rt.reconcileBatch}
 		bg = append(bg, func(ctx context.Context) { r.Run(ctx) }) //nolint:errcheck // Run returns nil when stopped
 	}
-	if *metricsAddr != "" {
-		ln, err := net.Listen("tcp", *metricsAddr)
+	if c.metricsAddr != "" {
+		ms, err := metricsServer(c.metricsAddr, srv, cfg.MetricsToken != "", log)
 		if err != nil {
-			return fmt.Errorf("--metrics-addr: %w", err)
+			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", srv.MetricsHandler())
-		ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		log.Info("serve: metrics", "addr", "http://"+ln.Addr().String()+"/metrics", "token", cfg.MetricsToken != "")
-		bg = append(bg, func(ctx context.Context) {
-			go func() {
-				<-ctx.Done()
-				ms.Close() //nolint:errcheck
-			}()
-			ms.Serve(ln) //nolint:errcheck // ErrServerClosed once stopped
-		})
+		bg = append(bg, ms)
 	}
-	if len(bg) > 0 {
-		s.Background = func(ctx context.Context) {
-			var wg sync.WaitGroup
-			for _, f := range bg {
-				wg.Go(func() { f(ctx) })
-			}
-			wg.Wait()
+	s.Background = together(bg)
+	return c.lf.Serve(ctx, e, s)
+}
+
+// metricsServer listens on addr and returns what serves /metrics there
+// until its context ends.
+func metricsServer(addr string, srv *sidecar.Server, token bool, log *slog.Logger) (func(context.Context), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", srv.MetricsHandler())
+	ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	log.Info("serve: metrics", "addr", "http://"+ln.Addr().String()+"/metrics", "token", token)
+	return func(ctx context.Context) {
+		go func() {
+			<-ctx.Done()
+			ms.Close() //nolint:errcheck
+		}()
+		ms.Serve(ln) //nolint:errcheck // ErrServerClosed once stopped
+	}, nil
+}
+
+// together runs every f at once and returns when all have; nil when there
+// is none.
+func together(fs []func(context.Context)) func(context.Context) {
+	if len(fs) == 0 {
+		return nil
+	}
+	return func(ctx context.Context) {
+		var wg sync.WaitGroup
+		for _, f := range fs {
+			wg.Go(func() { f(ctx) })
 		}
+		wg.Wait()
 	}
-	return lf.Serve(ctx, e, s)
 }
 
 // checkDurability reports the database's durability settings and refuses

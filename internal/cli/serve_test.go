@@ -10,16 +10,12 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/retrysafe/retrysafe/internal/dbconf"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
@@ -49,7 +45,7 @@ func TestServeBlackBox(t *testing.T) {
 	}, "serve", "--addr", "127.0.0.1:0", "--schema", sideSchema, "--migrate", "--max-conns", "4")
 
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
-	call := func(method, url, token, body string) reply {
+	call := func(method, url, token, body string) answer {
 		t.Helper()
 		var rd io.Reader
 		if body != "" {
@@ -62,13 +58,15 @@ func TestServeBlackBox(t *testing.T) {
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Error(err)
-			return reply{}
+			return answer{}
 		}
 		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return reply{status: resp.StatusCode, header: resp.Header, body: b}
+		a := answer{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), contentType: resp.Header.Get("Content-Type")}
+		a.body, _ = io.ReadAll(resp.Body)
+		_ = json.Unmarshal(a.body, &a.out) // zero for bodies that are not execute answers
+		return a
 	}
-	execute := func(token, ref, fields string) reply {
+	execute := func(token, ref, fields string) answer {
 		return call(http.MethodPost, side.URL+"/v1/tools/pix.charge/execute", token,
 			`{"intent_ref":"`+ref+`","fields":`+fields+`,"source_ref":"wamid.`+randSuffix()+`"}`)
 	}
@@ -121,7 +119,7 @@ func TestServeBlackBox(t *testing.T) {
 		`{"amount":"180,00"}`,                           // missing fields
 	} {
 		r := execute("bb-token-a", "inv-bb-1", fields)
-		if r.status != http.StatusBadRequest || r.header.Get("Content-Type") != "application/problem+json" {
+		if r.status != http.StatusBadRequest || r.contentType != "application/problem+json" {
 			t.Fatalf("fields %s: HTTP %d %s", fields, r.status, r.body)
 		}
 	}
@@ -139,7 +137,7 @@ func TestServeBlackBox(t *testing.T) {
 		bbFields(`180`, "529.982.247-25"), bbFields(`"R$ 180,00"`, "52998224725"),
 		bbFields(`180.0`, "52998224725"), bbFields(`" 180,00 "`, " 529.982.247-25"),
 	}
-	replies := fanOut(200, func(i int) reply { return execute("bb-token-a", "inv-bb-1", spellings[i%len(spellings)]) })
+	replies := fanOut(200, func(i int) answer { return execute("bb-token-a", "inv-bb-1", spellings[i%len(spellings)]) })
 	completed, inFlight, key1 := tally(t, replies, nil)
 	cs := charges()
 	if len(cs) != 1 || cs[0]["idempotency_key"] != key1 || cs[0]["amount_cents"] != float64(18000) {
@@ -151,10 +149,10 @@ func TestServeBlackBox(t *testing.T) {
 	// create nothing.
 	chargeID := cs[0]["id"].(string)
 	var retryConflicts atomic.Int64 // a retry may meet the lease again
-	retried := fanOut(len(replies), func(i int) reply {
+	retried := fanOut(len(replies), func(i int) answer {
 		r := replies[i]
 		for deadline := time.Now().Add(30 * time.Second); r.status == http.StatusConflict && time.Now().Before(deadline); {
-			secs, _ := strconv.Atoi(r.header.Get("Retry-After"))
+			secs, _ := strconv.Atoi(r.retryAfter)
 			time.Sleep(min(time.Duration(secs)*time.Second, 2*time.Second))
 			r = execute("bb-token-a", "inv-bb-1", spellings[i%len(spellings)])
 			if r.status == http.StatusConflict {
@@ -164,7 +162,7 @@ func TestServeBlackBox(t *testing.T) {
 		return r
 	})
 	for i, r := range retried {
-		o := r.exec(t)
+		o := r.out
 		if r.status != http.StatusOK || o.Status != "completed" || o.IdempotencyKey != key1 || !strings.Contains(string(o.Response), chargeID) {
 			t.Fatalf("caller %d after retrying: HTTP %d %s", i, r.status, r.body)
 		}
@@ -177,7 +175,7 @@ func TestServeBlackBox(t *testing.T) {
 	// The same with a quarter of the callers extracting another amount: one
 	// charge, for the amount frozen first; the others report the field.
 	amounts := []string{`"180,00"`, `"180.00"`, `180`, `"190,00"`}
-	replies = fanOut(200, func(i int) reply {
+	replies = fanOut(200, func(i int) answer {
 		return execute("bb-token-a", "inv-bb-2", bbFields(amounts[i%4], "529.982.247-25"))
 	})
 	var view sidecar.IntentView
@@ -209,7 +207,7 @@ func TestServeBlackBox(t *testing.T) {
 	if r := call(http.MethodGet, side.URL+"/v1/intents/inv-bb-1/pix.charge", "bb-token-b", ""); r.status != http.StatusNotFound || bytes.Contains(r.body, []byte(key1)) {
 		t.Fatalf("B reads A's intent: HTTP %d %s", r.status, r.body)
 	}
-	ob := execute("bb-token-b", "inv-bb-1", bbFields(`"999,00"`, "52998224725")).exec(t)
+	ob := execute("bb-token-b", "inv-bb-1", bbFields(`"999,00"`, "52998224725")).out
 	if !ob.Created || ob.Replayed || ob.IdempotencyKey == key1 || len(ob.DivergentFields) != 0 {
 		t.Fatalf("B's execute of A's ref: %+v", ob)
 	}
@@ -274,49 +272,34 @@ func bbFields(amount, cpf string) string {
 	return `{"customer_id":"cust-bb","amount":` + amount + `,"pix_key":"` + cpf + `","pix_key_type":"cpf","description":"fatura 7"}`
 }
 
-type reply struct {
-	status int
-	header http.Header
-	body   []byte
+// answer is one HTTP answer, read whole; out is its body read as an
+// execute answer (zero when it is not one, which the status checks catch).
+type answer struct {
+	status                  int
+	retryAfter, contentType string
+	body                    []byte
+	out                     sidecar.ExecuteResponse
 }
 
-func (r reply) exec(t *testing.T) sidecar.ExecuteResponse {
-	t.Helper()
-	var o sidecar.ExecuteResponse
-	if err := json.Unmarshal(r.body, &o); err != nil {
-		t.Fatalf("HTTP %d %s: %v", r.status, r.body, err)
-	}
-	return o
-}
-
-func fanOut(n int, f func(i int) reply) []reply {
-	out := make([]reply, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			out[i] = f(i)
-		})
-	}
-	close(start)
-	wg.Wait()
+// fanOut makes n calls at once.
+func fanOut(n int, f func(i int) answer) []answer {
+	out := make([]answer, n)
+	testutil.Together(n, func(i int) { out[i] = f(i) })
 	return out
 }
 
 // tally checks that every reply is completed (200) or in_flight (409 with
 // Retry-After) under one key, and that divergent_fields is [amount] exactly
 // for the callers divergent says (none when nil).
-func tally(t *testing.T, replies []reply, divergent func(int) bool) (completed, inFlight int, key string) {
+func tally(t *testing.T, replies []answer, divergent func(int) bool) (completed, inFlight int, key string) {
 	t.Helper()
 	keys := map[string]bool{}
 	for i, r := range replies {
-		o := r.exec(t)
-		keys[o.IdempotencyKey] = true
+		keys[r.out.IdempotencyKey] = true
 		switch {
-		case r.status == http.StatusOK && o.Status == "completed":
+		case r.status == http.StatusOK && r.out.Status == "completed":
 			completed++
-		case r.status == http.StatusConflict && o.Status == "in_flight" && r.header.Get("Retry-After") != "":
+		case r.status == http.StatusConflict && r.out.Status == "in_flight" && r.retryAfter != "":
 			inFlight++
 		default:
 			t.Fatalf("caller %d: HTTP %d %s", i, r.status, r.body)
@@ -325,10 +308,10 @@ func tally(t *testing.T, replies []reply, divergent func(int) bool) (completed, 
 		if divergent != nil && divergent(i) {
 			want = []string{"amount"}
 		}
-		if !slices.Equal(o.DivergentFields, want) {
-			t.Fatalf("caller %d: divergent_fields %v, want %v", i, o.DivergentFields, want)
+		if !slices.Equal(r.out.DivergentFields, want) {
+			t.Fatalf("caller %d: divergent_fields %v, want %v", i, r.out.DivergentFields, want)
 		}
-		key = o.IdempotencyKey
+		key = r.out.IdempotencyKey
 	}
 	if len(keys) != 1 {
 		t.Fatalf("%d distinct keys among the callers", len(keys))
@@ -345,18 +328,10 @@ func seriesValue(metrics, series string) string {
 	return ""
 }
 
-// buildBinary builds cmd/retrysafe-lab into the test's temporary
-// directory (the build cache makes the second build a link): the engine's
-// commands, which these tests run as a user would, beside the sandbox
-// stand-ins they run them against.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "retrysafe-lab")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/retrysafe-lab").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
+// buildBinary builds cmd/retrysafe-lab: the engine's commands, which these
+// tests run as a user would, beside the sandbox stand-ins they run them
+// against.
+func buildBinary(t *testing.T) string { return testutil.BuildBinary(t, "../../cmd/retrysafe-lab") }
 
 // testutil.Proc is a retrysafe subprocess that printed "listening on URL".
 // lockedBuffer collects what a command writes while the test reads it.
@@ -377,16 +352,4 @@ func randSuffix() string {
 
 // scratchSchema names a schema of its own for a command under test, which
 // creates it, and drops it when the test ends.
-func scratchSchema(t *testing.T, prefix string) string {
-	t.Helper()
-	schema, dbURL := prefix+randSuffix(), pgtest.URL(t)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if c, err := pgx.Connect(ctx, dbURL); err == nil {
-			_, _ = c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-			c.Close(ctx)
-		}
-	})
-	return schema
-}
+func scratchSchema(t *testing.T, prefix string) string { return pgtest.SchemaName(t, prefix) }

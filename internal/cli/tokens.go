@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/govalues/decimal"
 
+	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/internal/tokens"
 )
 
@@ -101,25 +103,24 @@ func runTokensEstimate(e *Env, args []string) error {
 	in := tokens.DefaultEstimateInput()
 	fs := NewFlagSet(e, "tokens estimate", "tokens estimate [flags]",
 		`Estimates the money burned by conversations that repeat their closing model
-call (a redelivery that calls the model again). With no flags: 30,000
-conversations a month, 8,000 input and 600 output tokens per call,
-R$ 0.015 and R$ 0.075 per thousand tokens, R$ 1.20 per resolved conversation,
-3 % of conversations repeating. All arithmetic is exact decimal.`)
+call (a redelivery that calls the model again). With no flags it
+estimates the month the defaults below describe. All arithmetic is exact
+decimal.`)
 	fs.Int64Var(&in.Conversations, "conversations", in.Conversations, "resolved conversations per month")
 	fs.Int64Var(&in.InputTokens, "input-tokens", in.InputTokens, "input tokens of the closing call")
 	fs.Int64Var(&in.OutputTokens, "output-tokens", in.OutputTokens, "output tokens of the closing call")
-	fs.Var(decimalFlag{&in.InputPricePer1K}, "input-price", "price per thousand input tokens")
-	fs.Var(decimalFlag{&in.OutputPricePer1K}, "output-price", "price per thousand output tokens")
-	fs.Var(decimalFlag{&in.Ticket}, "ticket", "revenue per resolved conversation")
-	fs.Var(decimalFlag{&in.RepeatPercent}, "repeat-rate", "percent of conversations that repeat the call")
+	fs.Var(decimalFlag{&in.InputPricePer1K}, "input-price", "price per thousand input tokens, exact (`decimal`)")
+	fs.Var(decimalFlag{&in.OutputPricePer1K}, "output-price", "price per thousand output tokens, exact (`decimal`)")
+	fs.Var(decimalFlag{&in.Ticket}, "ticket", "revenue per resolved conversation, exact (`decimal`)")
+	fs.Var(decimalFlag{&in.RepeatPercent}, "repeat-rate", "`percent` of conversations that repeat the call")
 	var out outputFlags
 	out.register(fs)
-	if err := ParseFlags(e, fs, args); err != nil {
+	if err := ParseNoArgs(e, fs, args); err != nil {
 		return err
 	}
 	loc, err := out.validate()
-	if err != nil {
-		return err
+	if err := errors.Join(err, in.Validate()); err != nil {
+		return usageErr(err)
 	}
 	est, err := tokens.Compute(in)
 	if err != nil {
@@ -213,6 +214,28 @@ func writeChart(path string, s tokens.Series, loc tokens.Locale) error {
 // priceFlags collects --price MODEL=IN/OUT, repeatable.
 type priceFlags map[string]tokens.Price
 
+// readFile adds the prices of the --prices JSON file, when named, for the
+// models --price left out.
+func (p priceFlags) readFile(name string) error {
+	if name == "" {
+		return nil
+	}
+	raw, err := os.ReadFile(name)
+	if err != nil {
+		return fmt.Errorf("--prices: %w", err)
+	}
+	var fromFile map[string]tokens.Price
+	if err := json.Unmarshal(raw, &fromFile); err != nil {
+		return fmt.Errorf("--prices %s: %w", name, err)
+	}
+	for m, price := range fromFile {
+		if _, set := p[m]; !set {
+			p[m] = price
+		}
+	}
+	return nil
+}
+
 func (p priceFlags) String() string { return "" }
 
 func (p priceFlags) Set(s string) error {
@@ -245,53 +268,24 @@ file {"MODEL":{"input_per_1k":"0.015","output_per_1k":"0.075"}}.`)
 	until := fs.String("until", "", "end of the window, exclusive (default: now)")
 	tenant := fs.String("tenant", "", "only this tenant")
 	prices := priceFlags{}
-	fs.Var(prices, "price", "MODEL=IN/OUT price per thousand input/output tokens (repeatable)")
+	fs.Var(prices, "price", "a model's prices per thousand input and output tokens, as `MODEL=IN/OUT` (repeatable)")
 	pricesFile := fs.String("prices", "", "JSON file of prices per model")
 	var out outputFlags
 	out.register(fs)
-	if err := ParseFlags(e, fs, args); err != nil {
+	if err := ParseNoArgs(e, fs, args); err != nil {
 		return err
 	}
-	loc, err := out.validate()
-	if err != nil {
-		return err
+	loc, locErr := out.validate()
+	s, u, whenErr := measureWindow(*since, *until)
+	if err := errors.Join(locErr, whenErr, prices.readFile(*pricesFile)); err != nil {
+		return usageErr(err)
 	}
-	if *pricesFile != "" {
-		raw, err := os.ReadFile(*pricesFile)
-		if err != nil {
-			return err
-		}
-		var fromFile map[string]tokens.Price
-		if err := json.Unmarshal(raw, &fromFile); err != nil {
-			return fmt.Errorf("--prices %s: %w", *pricesFile, err)
-		}
-		for m, p := range fromFile {
-			if _, set := prices[m]; !set {
-				prices[m] = p
-			}
-		}
-	}
-	u := time.Now().UTC()
-	if *until != "" {
-		if u, err = parseWhen(*until); err != nil {
-			return fmt.Errorf("--until: %w", err)
-		}
-	}
-	s := u.Add(-30 * 24 * time.Hour)
-	if *since != "" {
-		if s, err = parseWhen(*since); err != nil {
-			return fmt.Errorf("--since: %w", err)
-		}
-	}
-	if db.URL == "" {
-		return fmt.Errorf("measure reads an existing ledger: set DATABASE_URL or --database-url")
-	}
-	d, err := db.Open(ctx, e, false)
+	d, err := db.openExisting(ctx, e, "tokens measure (it reads an existing ledger)")
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	rep, err := tokens.Measure(ctx, d.Pool, tokens.MeasureParams{Since: s, Until: u, Tenant: *tenant, Prices: prices})
+	rep, err := tokens.Measure(ctx, agent.Ledger(d.Pool), tokens.MeasureParams{Since: s, Until: u, Tenant: *tenant, Prices: prices})
 	if err != nil {
 		return err
 	}
@@ -310,6 +304,24 @@ file {"MODEL":{"input_per_1k":"0.015","output_per_1k":"0.075"}}.`)
 		fmt.Fprintf(e.Stderr, "chart written to %s\n", out.chart)
 	}
 	return nil
+}
+
+// measureWindow is [since, until): until defaults to now, since to 30 days
+// before until.
+func measureWindow(since, until string) (s, u time.Time, err error) {
+	u = time.Now().UTC()
+	if until != "" {
+		if u, err = parseWhen(until); err != nil {
+			return s, u, fmt.Errorf("--until: %w", err)
+		}
+	}
+	s = u.Add(-30 * 24 * time.Hour)
+	if since != "" {
+		if s, err = parseWhen(since); err != nil {
+			return s, u, fmt.Errorf("--since: %w", err)
+		}
+	}
+	return s, u, nil
 }
 
 func parseWhen(s string) (time.Time, error) {

@@ -21,7 +21,7 @@ func TestPaymentFlagsPresets(t *testing.T) {
 	}
 	e := &Env{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string { return vars[k] }}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var p paymentFlags
+	var p webhookFlags
 	p.register(fs, e)
 	if err := fs.Parse([]string{"--payment-webhook-headers", "psp=X-Psp-Signature"}); err != nil {
 		t.Fatal(err)

@@ -65,8 +65,8 @@ func TestWorkerRefusesBadConfig(t *testing.T) {
 				vars[k] = v
 			}
 			e, _, errb := wkEnv(vars)
-			if code := Run(context.Background(), e, append([]string{"worker"}, tc.args...)); code != 1 {
-				t.Fatalf("exit %d, want 1; stderr %s", code, errb)
+			if code := Run(context.Background(), e, append([]string{"worker"}, tc.args...)); code != ExitUsage {
+				t.Fatalf("exit %d, want 2; stderr %s", code, errb)
 			}
 			if !strings.Contains(errb.String(), tc.want) {
 				t.Fatalf("stderr %q does not name %q", errb, tc.want)

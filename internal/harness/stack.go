@@ -25,6 +25,7 @@ import (
 	"github.com/retrysafe/retrysafe/internal/pgembed"
 	"github.com/retrysafe/retrysafe/internal/riverschema"
 	"github.com/retrysafe/retrysafe/migrations"
+	"github.com/retrysafe/retrysafe/webhook"
 )
 
 // StackConfig describes a whole retrysafe deployment on one machine: the
@@ -345,31 +346,28 @@ func (s *Stack) Replies(ctx context.Context) ([]Reply, error) {
 // PaymentWebhookVerdicts counts the server's payment webhook deliveries by
 // verdict (processed, duplicate, stale, ignored, rejected).
 func (s *Stack) PaymentWebhookVerdicts(ctx context.Context) (map[string]int, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT verdict, count(*) FROM payment_webhook_log WHERE tenant_id = $1 GROUP BY verdict`, s.Cfg.Tenant)
+	byVerdict, err := webhook.CountVerdicts(ctx, s.Pool, s.Cfg.Tenant)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]int{}
-	for rows.Next() {
-		var v string
-		var n int
-		if err := rows.Scan(&v, &n); err != nil {
-			return nil, err
-		}
-		out[v] = n
+	out := make(map[string]int, len(byVerdict))
+	for v, n := range byVerdict {
+		out[string(v)] = n
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // OrderStatus is the order's status as payment webhooks left it ("" when
 // no event named it).
 func (s *Stack) OrderStatus(ctx context.Context, ref string) (string, error) {
-	var st string
-	err := s.Pool.QueryRow(ctx, `SELECT status FROM orders WHERE tenant_id = $1 AND order_ref = $2`, s.Cfg.Tenant, ref).Scan(&st)
-	if errors.Is(err, pgx.ErrNoRows) {
+	o, err := webhook.GetOrder(ctx, s.Pool, s.Cfg.Tenant, ref)
+	switch {
+	case errors.Is(err, webhook.ErrNotFound):
 		return "", nil
+	case err != nil:
+		return "", err
 	}
-	return st, err
+	return string(o.Status), nil
 }
 
 func (s *Stack) getJSON(ctx context.Context, url, bearer string, into any) error {
@@ -395,9 +393,8 @@ func (s *Stack) getJSON(ctx context.Context, url, bearer string, into any) error
 // ModelCalls counts the ledger rows of one message: calls made, and
 // answers replayed from the journal.
 func (s *Stack) ModelCalls(ctx context.Context, msgID string) (made, replayed int, err error) {
-	err = s.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE NOT replayed), count(*) FILTER (WHERE replayed)
-		FROM model_calls WHERE tenant_id = $1 AND source_ref = $2`, s.Cfg.Tenant, msgID).Scan(&made, &replayed)
-	return made, replayed, err
+	c, err := agent.CountModelCalls(ctx, s.Pool, s.Cfg.Tenant, msgID)
+	return c.Made, c.Replayed, err
 }
 
 // ActionState is one action row, as the operator sees it.

@@ -18,9 +18,11 @@ var layers = map[string]int{
 	"internal/failpoint":  0,
 	"internal/pgembed":    0,
 	"internal/strictjson": 0,
+	"internal/pairs":      0,
 	"internal/importrule": 0,
 	"internal/problem":    0,
 	"internal/backoff":    0,
+	"internal/confcheck":  0,
 	"sandbox":             0, // doc.go only
 
 	"tools":                1,
@@ -36,6 +38,8 @@ var layers = map[string]int{
 
 	"executor":   3,
 	"executor/*": 3,
+
+	"internal/outbox": 3, // the outbox relay the agent and the webhook share
 
 	"agent":     4,
 	"webhook":   4,
@@ -56,6 +60,8 @@ var layers = map[string]int{
 
 	"executor/executortest":    5, // the executor's test API
 	"server/internal/edgetest": 5, // the engine behind the edges' tests
+
+	"internal/outbox/outboxtest": 5,
 
 	"internal/cli": 6,
 
@@ -94,6 +100,12 @@ var Allowed = map[[2]string]string{
 	{"server/internal/edgetest", "internal/pgtest"}:   "the edges' test engine runs on a schema of its own",
 	{"server/internal/edgetest", "tools/toolstest"}:   "the edges' test engine calls the fake PSP",
 	{"server/internal/edgetest", "internal/testutil"}: "the edges' test engine keeps its logs in a locked buffer",
+
+	{"internal/outbox", "executor"}:                     "the outbox relay runs frozen keys through the executor",
+	{"internal/outbox/outboxtest", "internal/testutil"}: "it runs a job's work as a crashable queue worker (testutil.RunCrashable)",
+	{"webhook", "agent"}:                                "the default notifier finds the customer's conversation by its open invoice (agent.ConversationByInvoice)",
+	{"server/console", "agent"}:                         "the console shows the agent's turns and model calls behind an action, and its spend",
+	{"server/console", "webhook"}:                       "the console shows the payment webhook's effects and receipts behind an action",
 
 	{"intent", "internal/ledger"}:                     "the intent store keeps its rows in the ledger, which holds their SQL",
 	{"internal/harness", "executor/executortest"}:     "the harness reads the ledger's rows through the executor's test API",

@@ -18,6 +18,6 @@
 //
 // internal/cli (the command table and the shared flags), internal/harness,
 // internal/restarttest, sandbox/apipix, sandbox/fault, sandbox/model,
-// sandbox/psp, sandbox/whatsapp, server/idempotency (the PSP's policy in
-// its help) and tools/apipix. Only cmd/retrysafe-lab imports it.
+// sandbox/psp, sandbox/whatsapp, idempotency (the PSP's policy in its
+// help) and tools/apipix. Only cmd/retrysafe-lab imports it.
 package labcli

@@ -2,16 +2,9 @@ package labcli
 
 import (
 	"bytes"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
-	"os/exec"
-	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/retrysafe/retrysafe/internal/cli"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
@@ -26,34 +19,12 @@ func testEnv(stdin io.Reader, vars map[string]string) (*cli.Env, *bytes.Buffer, 
 }
 
 // buildBinary builds cmd/retrysafe-lab, the binary whose commands these
-// are, into the test's temporary directory (the build cache makes the
-// second build a link).
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "retrysafe-lab")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/retrysafe-lab").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
+// are.
+func buildBinary(t *testing.T) string { return testutil.BuildBinary(t, "../../cmd/retrysafe-lab") }
 
 // lockedBuffer collects what a command writes while the test reads it.
 type lockedBuffer = testutil.LockedBuffer
 
 // scratchSchema names a schema of its own for a command under test, which
 // creates it, and drops it when the test ends.
-func scratchSchema(t *testing.T, prefix string) string {
-	t.Helper()
-	b := make([]byte, 4)
-	rand.Read(b) //nolint:errcheck // never fails
-	schema, dbURL := prefix+hex.EncodeToString(b), pgtest.URL(t)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if c, err := pgx.Connect(ctx, dbURL); err == nil {
-			_, _ = c.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-			c.Close(ctx)
-		}
-	})
-	return schema
-}
+func scratchSchema(t *testing.T, prefix string) string { return pgtest.SchemaName(t, prefix) }

@@ -9,7 +9,8 @@
 // then pgtest.Pool(t, nil) for a pool on the package database's default
 // schema, or pgtest.Schema(t, nil) for a fresh schema migrated with
 // retrysafe's and River's migrations that no other
-// test sees (and that is dropped when the test ends).
+// test sees (and that is dropped when the test ends). pgtest.SchemaName
+// names one for a command under test to create itself.
 //
 // CheckGenericPlans explains the plan a connection would cache for each of
 // a package's statements, and fails the test on any read in it of more
@@ -163,20 +164,33 @@ func Schema(tb testing.TB, opts *Opts) (*pgxpool.Pool, string) {
 	if err := migrateAll(ctx, pool, schema); err != nil {
 		tb.Fatalf("pgtest: migrate %s: %v", schema, err)
 	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, dbURL)
-		if err != nil {
-			tb.Logf("pgtest: drop schema %s: %v", schema, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
-			tb.Logf("pgtest: drop schema %s: %v", schema, err)
-		}
-	})
+	tb.Cleanup(func() { dropSchema(tb, schema) })
 	return pool, schema
+}
+
+// SchemaName names a fresh schema, prefix and random letters, for a
+// command under test that creates (and migrates) it itself; the schema is
+// dropped when the test ends, if it was created.
+func SchemaName(tb testing.TB, prefix string) string {
+	tb.Helper()
+	mustStarted(tb)
+	schema := prefix + randHex(4)
+	tb.Cleanup(func() { dropSchema(tb, schema) })
+	return schema
+}
+
+func dropSchema(tb testing.TB, schema string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		tb.Logf("pgtest: drop schema %s: %v", schema, err)
+		return
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+		tb.Logf("pgtest: drop schema %s: %v", schema, err)
+	}
 }
 
 func open(tb testing.TB, schema string, opts *Opts) *pgxpool.Pool {

@@ -11,6 +11,7 @@ import (
 	"github.com/retrysafe/retrysafe/internal/harness"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/apipix"
+	"github.com/retrysafe/retrysafe/webhook"
 )
 
 // PSP flavours (Config.PSP).
@@ -167,12 +168,8 @@ func (t *tester) payAll(ctx context.Context) error {
 	defer w.proc.Stop(5 * time.Second)
 	// Applied, and no receipt left to send.
 	return harness.WaitFor(ctx, 90*time.Second, func() (bool, error) {
-		var effects, pending int
-		err := t.stack.Pool.QueryRow(ctx, `SELECT
-			(SELECT count(*) FROM processed_effects WHERE tenant_id = $1 AND transition = 'order.paid'),
-			(SELECT count(*) FROM payment_notifications WHERE tenant_id = $1 AND status = 'pending')`,
-			t.stack.Cfg.Tenant).Scan(&effects, &pending)
-		return effects >= ours && pending == 0, err
+		c, err := webhook.CountEffects(ctx, t.stack.Pool, t.stack.Cfg.Tenant, webhook.OrderPaid)
+		return c.Effects >= ours && c.Pending == 0, err
 	})
 }
 
@@ -189,9 +186,10 @@ func (t *tester) checkReceipts(rep *Report) {
 	c.Paid = t.pixPaid
 	t.mu.Unlock()
 	var fail []string
-	if err := t.stack.Pool.QueryRow(ctx, `SELECT count(*) FROM processed_effects WHERE tenant_id = $1 AND transition = 'order.paid'`,
-		t.stack.Cfg.Tenant).Scan(&c.Effects); err != nil {
+	if ec, err := webhook.CountEffects(ctx, t.stack.Pool, t.stack.Cfg.Tenant, webhook.OrderPaid); err != nil {
 		fail = append(fail, "read the payment effects: "+err.Error())
+	} else {
+		c.Effects = ec.Effects
 	}
 	msgs, err := t.stack.Messages(ctx)
 	if err != nil {

@@ -2,7 +2,6 @@ package restarttest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -60,49 +59,27 @@ type RunResult struct {
 func (t *tester) collect(ctx context.Context) (*Report, error) {
 	pool, tenant := t.stack.Pool, t.stack.Cfg.Tenant
 
-	type turn struct {
-		status, reply string
-		tools         []agent.ToolOutcome
-	}
-	turns := map[string]turn{}
-	rows, err := pool.Query(ctx, `SELECT message_id, status, reply_status, tools FROM agent_turns WHERE tenant_id = $1`, tenant)
+	turns := map[string]agent.Turn{}
+	all, err := agent.ListTurns(ctx, pool, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("read turns: %w", err)
 	}
-	for rows.Next() {
-		var id string
-		var tu turn
-		var raw []byte
-		if err := rows.Scan(&id, &tu.status, &tu.reply, &raw); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		json.Unmarshal(raw, &tu.tools) //nolint:errcheck // a bad row shows as missing keys
-		turns[id] = tu
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
+	for _, tu := range all {
+		turns[tu.MessageID] = *tu
 	}
 
 	stored := map[string]bool{}
-	rows, err = pool.Query(ctx, `SELECT message_id FROM messages WHERE tenant_id = $1 AND direction = 'in'`, tenant)
+	ids, err := agent.InboundIDs(ctx, pool, tenant)
 	if err != nil {
 		return nil, err
 	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, err
-		}
+	for _, id := range ids {
 		stored[id] = true
 	}
-	rows.Close()
 
 	type jobs struct{ redeliveries, rescues, snoozes int }
 	jobStats := map[string]*jobs{}
-	rows, err = pool.Query(ctx, `SELECT args->>'message_id', greatest(attempt - 1, 0),
+	rows, err := pool.Query(ctx, `SELECT args->>'message_id', greatest(attempt - 1, 0),
 			(SELECT count(*) FROM unnest(errors) e WHERE e->>'error' LIKE 'Stuck job rescued%'),
 			coalesce((metadata->>'snoozes')::int, 0)
 		FROM river_job WHERE kind = ANY($1)`, jobKinds)
@@ -158,23 +135,10 @@ func (t *tester) collect(ctx context.Context) (*Report, error) {
 		}
 	}
 
-	type calls struct{ real, replayed int }
-	modelCalls := map[string]calls{}
-	rows, err = pool.Query(ctx, `SELECT source_ref, count(*) FILTER (WHERE NOT replayed), count(*) FILTER (WHERE replayed)
-		FROM model_calls WHERE tenant_id = $1 GROUP BY source_ref`, tenant)
+	modelCalls, err := agent.CountModelCallsBySource(ctx, pool, tenant)
 	if err != nil {
 		return nil, err
 	}
-	for rows.Next() {
-		var ref string
-		var c calls
-		if err := rows.Scan(&ref, &c.real, &c.replayed); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		modelCalls[ref] = c
-	}
-	rows.Close()
 
 	charges, err := t.charges(ctx)
 	if err != nil {
@@ -257,12 +221,12 @@ func (t *tester) collect(ctx context.Context) (*Report, error) {
 			switch {
 			case !ok:
 				why = append(why, "message "+m.ID+" has no turn")
-			case tu.status != agent.TurnAnswered:
-				why = append(why, "message "+m.ID+" turn "+tu.status)
-			case tu.reply != agent.ReplySent:
-				why = append(why, "message "+m.ID+" reply "+tu.reply)
+			case tu.Status != agent.TurnAnswered:
+				why = append(why, "message "+m.ID+" turn "+tu.Status)
+			case tu.ReplyStatus != agent.ReplySent:
+				why = append(why, "message "+m.ID+" reply "+tu.ReplyStatus)
 			}
-			for _, oc := range tu.tools {
+			for _, oc := range tu.Tools {
 				if oc.Action == t.chargeAction() {
 					keys[oc.Key] = true
 					res.Divergent = append(res.Divergent, oc.Divergent...)
@@ -274,9 +238,9 @@ func (t *tester) collect(ctx context.Context) (*Report, error) {
 				res.Snoozes += j.snoozes
 			}
 			c := modelCalls[m.ID]
-			res.ModelCalls += c.real
-			res.ModelReplayed += c.replayed
-			res.MaxModelCalls = max(res.MaxModelCalls, c.real)
+			res.ModelCalls += c.Made
+			res.ModelReplayed += c.Replayed
+			res.MaxModelCalls = max(res.MaxModelCalls, c.Made)
 			res.Stuck += startedByRef[m.ID+":reply"]
 		}
 		for _, k := range reqKeys[r.Invoice] {

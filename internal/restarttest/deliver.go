@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/internal/harness"
 )
@@ -77,30 +80,31 @@ func (t *tester) post(ctx context.Context, r *RunPlan, m Message) {
 // jobs is still queued or running.
 func (t *tester) settledCount(ctx context.Context, runs []*RunPlan) (int, error) {
 	ids := messageIDs(runs)
-	done := map[string]bool{}
+	var done map[string]bool
 	err := retryQuery(ctx, func() error {
-		rows, err := t.stack.Pool.Query(ctx, `
-			SELECT m.message_id
-			FROM messages m
-			JOIN agent_turns tu ON tu.tenant_id = m.tenant_id AND tu.message_id = m.message_id
-			WHERE m.tenant_id = $1 AND m.direction = 'in' AND m.message_id = ANY($2)
-				AND tu.reply_status <> 'pending'
-				AND NOT EXISTS (SELECT 1 FROM river_job j WHERE j.kind = ANY($3) AND j.args->>'message_id' = m.message_id
-					AND j.state NOT IN ('completed', 'cancelled', 'discarded'))`,
-			t.stack.Cfg.Tenant, ids, jobKinds)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		clear(done)
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
+		// One snapshot, as one statement had: the turns and the jobs at
+		// the same instant.
+		return pgx.BeginTxFunc(ctx, t.stack.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			answered, err := agent.Answered(ctx, tx, t.stack.Cfg.Tenant, ids)
+			if err != nil {
 				return err
 			}
-			done[id] = true
-		}
-		return rows.Err()
+			rows, err := tx.Query(ctx, `SELECT DISTINCT args->>'message_id' FROM river_job
+				WHERE kind = ANY($1) AND args->>'message_id' = ANY($2) AND state NOT IN ('completed', 'cancelled', 'discarded')`,
+				jobKinds, ids)
+			if err != nil {
+				return err
+			}
+			open, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			for _, id := range open {
+				delete(answered, id)
+			}
+			done = answered
+			return nil
+		})
 	})
 	if err != nil {
 		return 0, err

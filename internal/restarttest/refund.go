@@ -18,6 +18,7 @@ import (
 	"github.com/retrysafe/retrysafe/internal/harness"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/apipix"
+	"github.com/retrysafe/retrysafe/webhook"
 )
 
 // RefundPoints are the crash points a refund meets. A refund is asked for
@@ -189,12 +190,8 @@ func (t *tester) refundPhase(ctx context.Context) error {
 	// The PSP settles the refunds (DEVOLVIDO) and notifies them; each is
 	// a partial refund whose notice a worker sends.
 	return harness.WaitFor(ctx, 90*time.Second, func() (bool, error) {
-		var effects, pending int
-		err := t.stack.Pool.QueryRow(ctx, `SELECT
-			(SELECT count(*) FROM processed_effects WHERE tenant_id = $1 AND transition IN ('order.partially_refunded', 'order.refunded')),
-			(SELECT count(*) FROM payment_notifications WHERE tenant_id = $1 AND status = 'pending')`,
-			t.stack.Cfg.Tenant).Scan(&effects, &pending)
-		return effects >= rc.Requested && pending == 0, err
+		c, err := webhook.CountEffects(ctx, t.stack.Pool, t.stack.Cfg.Tenant, webhook.OrderPartiallyRefunded, webhook.OrderRefunded)
+		return c.Effects >= rc.Requested && c.Pending == 0, err
 	})
 }
 

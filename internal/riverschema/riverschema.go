@@ -30,12 +30,9 @@ func Migrate(ctx context.Context, db Beginner, schema string) ([]int, error) {
 	if err := migrations.ValidateSchema(schema); err != nil {
 		return nil, err
 	}
-	// River logs "no migrations to apply" at info on every start; only its
-	// warnings are worth a line.
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m, err := rivermigrate.New(riverpgxv5.New(nil), &rivermigrate.Config{Schema: schema, Logger: quiet})
+	m, err := migrator(schema)
 	if err != nil {
-		return nil, fmt.Errorf("river migrate: %w", err)
+		return nil, err
 	}
 	// One transaction per River version, not one for all: a version that
 	// adds an enum value (004 adds job state "pending") must commit before
@@ -54,6 +51,46 @@ func Migrate(ctx context.Context, db Beginner, schema string) ([]int, error) {
 		}
 		applied = append(applied, v)
 	}
+}
+
+// migrator is River's migrator for schema, on no pool: every call passes
+// its own transaction.
+func migrator(schema string) (*rivermigrate.Migrator[pgx.Tx], error) {
+	// River logs "no migrations to apply" at info on every start; only its
+	// warnings are worth a line.
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m, err := rivermigrate.New(riverpgxv5.New(nil), &rivermigrate.Config{Schema: schema, Logger: quiet})
+	if err != nil {
+		return nil, fmt.Errorf("river migrate: %w", err)
+	}
+	return m, nil
+}
+
+// Version is the newest River migration applied in schema, 0 when River's
+// tables are not there: what the worker and the webhooks check before they
+// queue into them. It asks River's migrator, which reads River's own record
+// of its migrations, so that no package but River knows its tables.
+func Version(ctx context.Context, db Beginner, schema string) (int, error) {
+	if err := migrations.ValidateSchema(schema); err != nil {
+		return 0, err
+	}
+	m, err := migrator(schema)
+	if err != nil {
+		return 0, err
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("river version: begin: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // read-only
+	vs, err := m.ExistingVersionsTx(ctx, tx)
+	if err != nil {
+		return 0, fmt.Errorf("river version %s: %w", schema, err)
+	}
+	if len(vs) == 0 {
+		return 0, nil
+	}
+	return vs[len(vs)-1].Version, nil
 }
 
 // step applies the next pending River version in its own transaction and
@@ -88,7 +125,7 @@ func step(ctx context.Context, db Beginner, m *rivermigrate.Migrator[pgx.Tx], sc
 
 // Latest is the newest River migration version this build carries.
 func Latest() int {
-	m, err := rivermigrate.New(riverpgxv5.New(nil), &rivermigrate.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	m, err := migrator("")
 	if err != nil {
 		return 0
 	}

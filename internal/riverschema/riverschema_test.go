@@ -24,6 +24,9 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	if _, err := migrations.Migrate(ctx, pool, schema); err != nil {
 		t.Fatal(err)
 	}
+	if v, err := riverschema.Version(ctx, pool, schema); err != nil || v != 0 {
+		t.Fatalf("River's version before migrating: %d, %v; want 0", v, err)
+	}
 
 	var wg sync.WaitGroup
 	results := make([][]int, 4)
@@ -55,6 +58,9 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 	again, err := riverschema.Migrate(ctx, pool, schema)
 	if err != nil || len(again) != 0 {
 		t.Fatalf("second migrate: applied %v, err %v", again, err)
+	}
+	if v, err := riverschema.Version(ctx, pool, schema); err != nil || v != riverschema.Latest() {
+		t.Fatalf("River's version after migrating: %d, %v; want %d", v, err, riverschema.Latest())
 	}
 	// River's tables sit beside retrysafe's, in the same schema.
 	var n int

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -88,4 +89,16 @@ func (p *Proc) Stop(t *testing.T) int {
 		t.Errorf("%s did not stop within 20s of SIGTERM", p.Cmd.Args[1])
 	}
 	return p.Code
+}
+
+// BuildBinary builds the command in pkg (a directory, relative to the
+// test's package) into the test's temporary directory and returns its
+// path; the build cache makes a second build a link.
+func BuildBinary(t *testing.T, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
 }

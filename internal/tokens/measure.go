@@ -9,13 +9,7 @@ import (
 	"time"
 
 	"github.com/govalues/decimal"
-	"github.com/jackc/pgx/v5"
 )
-
-// DBTX is what measurement needs: a pool, a connection or a transaction.
-type DBTX interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
 
 // Price is what one model costs per thousand tokens.
 type Price struct {
@@ -88,55 +82,41 @@ type Report struct {
 // ErrNoPrice names a model found in the ledger without a configured price.
 var ErrNoPrice = errors.New("no price configured")
 
-// measureSQL ranks the real calls of each (tenant, message, step) in time
-// order: every one after the first is a duplicate. Journal hits (replayed)
-// are counted apart. One pass over the covering index, one sort.
-const measureSQL = `
-SELECT tenant_id, model, date_trunc('day', created_at AT TIME ZONE 'UTC') AS day,
-       count(*) FILTER (WHERE NOT replayed),
-       coalesce(sum(prompt_tokens) FILTER (WHERE NOT replayed), 0),
-       coalesce(sum(completion_tokens) FILTER (WHERE NOT replayed), 0),
-       count(*) FILTER (WHERE NOT replayed AND rank > 1),
-       coalesce(sum(prompt_tokens) FILTER (WHERE NOT replayed AND rank > 1), 0),
-       coalesce(sum(completion_tokens) FILTER (WHERE NOT replayed AND rank > 1), 0),
-       count(*) FILTER (WHERE replayed),
-       coalesce(sum(prompt_tokens) FILTER (WHERE replayed), 0),
-       coalesce(sum(completion_tokens) FILTER (WHERE replayed), 0)
-FROM (
-    SELECT tenant_id, model, created_at, prompt_tokens, completion_tokens, replayed,
-           row_number() OVER (PARTITION BY tenant_id, source_ref, step, replayed ORDER BY created_at, id) AS rank
-    FROM model_calls
-    WHERE created_at >= $1 AND created_at < $2 AND ($3 = '' OR tenant_id = $3)
-) ranked
-GROUP BY 1, 2, 3
-ORDER BY 1, 2, 3`
+// Row is one (tenant, model, UTC day) of the model ledger.
+type Row struct {
+	Tenant, Model string
+	Day           time.Time // midnight UTC
+	Made          Usage     // every call actually made
+	Duplicate     Usage     // made for a (message, step) already answered in the window
+	Avoided       Usage     // replayed by the journal instead
+}
+
+// Ledger reads the model ledger; agent.Ledger is retrysafe's (the
+// model_calls table, whose owner holds the SQL).
+type Ledger interface {
+	// Usage sums the rows written in [since, until) of tenant ("" for
+	// all) per tenant, model and UTC day, ordered so. A real call is a
+	// duplicate when an earlier real call in the window answered its
+	// (tenant, message, step).
+	Usage(ctx context.Context, since, until time.Time, tenant string) ([]Row, error)
+}
 
 // Measure reads the ledger and prices it.
-func Measure(ctx context.Context, db DBTX, p MeasureParams) (*Report, error) {
+func Measure(ctx context.Context, l Ledger, p MeasureParams) (*Report, error) {
 	if !p.Until.After(p.Since) {
 		return nil, errors.New("measure: --until must be after --since")
 	}
-	rows, err := db.Query(ctx, measureSQL, p.Since, p.Until, p.Tenant)
+	rows, err := l.Usage(ctx, p.Since, p.Until, p.Tenant)
 	if err != nil {
 		return nil, fmt.Errorf("measure: %w", err)
 	}
-	defer rows.Close()
 	byTenant := map[string]*TenantReport{}
 	byDay := map[time.Time]decimal.Decimal{}
 	total := &TenantReport{Tenant: "*"}
 	var missing []string
-	for rows.Next() {
-		var (
-			tenant, model      string
-			day                time.Time
-			made, dup, avoided Usage
-		)
-		if err := rows.Scan(&tenant, &model, &day,
-			&made.Calls, &made.PromptTokens, &made.CompletionTokens,
-			&dup.Calls, &dup.PromptTokens, &dup.CompletionTokens,
-			&avoided.Calls, &avoided.PromptTokens, &avoided.CompletionTokens); err != nil {
-			return nil, fmt.Errorf("measure: %w", err)
-		}
+	for _, row := range rows {
+		tenant, model, day := row.Tenant, row.Model, row.Day
+		made, dup, avoided := row.Made, row.Duplicate, row.Avoided
 		price, ok := p.Prices[model]
 		if !ok {
 			missing = append(missing, model)
@@ -162,9 +142,6 @@ func Measure(ctx context.Context, db DBTX, p MeasureParams) (*Report, error) {
 			r.AvoidedCost = mustAdd(r.AvoidedCost, avCost)
 		}
 		byDay[day.UTC()] = mustAdd(byDay[day.UTC()], dupCost)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("measure: %w", err)
 	}
 	if len(missing) > 0 {
 		sort.Strings(missing)

@@ -59,7 +59,8 @@
 // State is in memory, for one receiver (one client id): the sandbox
 // process outlives the workers a restart test kills, and starts empty.
 //
-// It imports sandbox/fault, internal/problem (the problem+json writer),
+// It imports sandbox/fault, sandbox/internal/standin (the request log's
+// status recorder), internal/problem (the problem+json writer),
 // internal/backoff (the pause before a callback is sent again) and the
 // standard library only.
 package apipix

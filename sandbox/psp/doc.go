@@ -27,6 +27,7 @@
 // The PSP keeps its tables in its own schema (default retrysafe_psp),
 // migrated with retrysafe's migrations plus its own embedded SQL (Migrate).
 //
-// It imports idempotency, sandbox/fault, internal/backoff (the pause
-// before a redelivery), migrations and pgx.
+// It imports idempotency, sandbox/fault, sandbox/internal/standin (the
+// request log's status recorder), internal/backoff (the pause before a
+// redelivery), migrations and pgx.
 package psp

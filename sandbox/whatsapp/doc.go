@@ -66,6 +66,7 @@
 // # Imports
 //
 // sandbox/fault, idempotency (ParseKey, Fingerprint, problem
-// answers) and the standard library. Nothing from server/sidecar, agent or
+// answers), sandbox/internal/standin (the JSON answer the stand-ins share)
+// and the standard library. Nothing from server/sidecar, agent or
 // cmd; nothing but cmd/ and tests imports this package.
 package whatsapp

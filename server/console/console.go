@@ -48,6 +48,12 @@ type RequestLog interface {
 	Requests(ctx context.Context, action, key string) ([]ProviderRequest, error)
 }
 
+// The defaults of Config's zero fields that serve's flags show.
+const (
+	DefaultSessionTTL = 8 * time.Hour
+	DefaultCurrency   = "BRL"
+)
+
 // Config configures the console. Zero fields take the documented defaults.
 type Config struct {
 	// DB is the pool. Required.
@@ -99,7 +105,7 @@ func (c Config) validate() (Config, error) {
 		c.Logger = slog.Default()
 	}
 	if c.SessionTTL == 0 {
-		c.SessionTTL = 8 * time.Hour
+		c.SessionTTL = DefaultSessionTTL
 	}
 	if c.LookupTimeout == 0 {
 		c.LookupTimeout = 10 * time.Second
@@ -114,7 +120,7 @@ func (c Config) validate() (Config, error) {
 		c.DefaultPrice = &tokens.Price{InputPer1K: decimal.MustParse("0.015"), OutputPer1K: decimal.MustParse("0.075")}
 	}
 	if c.Currency == "" {
-		c.Currency = "BRL"
+		c.Currency = DefaultCurrency
 	}
 	if c.ChartDays == 0 {
 		c.ChartDays = 14

@@ -59,13 +59,12 @@
 // The console owns console_operators, console_sessions and console_audit
 // (migration 012). The ledger's tables (actions, intents) it reads
 // through the executor's API (ListReview, ListByKey, ListByRef,
-// ListByReference, CountRecent), the console's latest lookup of each queued key with a
-// statement of its own. It also reads tables other packages own (the
-// webhook's and the agent's) where those packages expose no such read
-// yet; all of that SQL is in queries.go, each statement naming its owner,
-// to be moved there.
+// ListByReference, CountRecent), with a statement of its own for the
+// console's latest lookup of each queued key; the webhook's and the
+// agent's tables through their owners (webhook.EffectsOfOrder,
+// agent.TurnsOfKey, ...).
 //
-// This package imports derive, intent, executor, tools, internal/tokens,
-// pgx, govalues/decimal and the standard library. Its assets (templates, CSS, a few lines of
+// This package imports derive, intent, executor, tools, agent, webhook,
+// internal/tokens, pgx, govalues/decimal and the standard library. Its assets (templates, CSS, a few lines of
 // JavaScript) are embedded: it needs no network and no build step.
 package console

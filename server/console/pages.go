@@ -16,11 +16,13 @@ import (
 	"github.com/govalues/decimal"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/tokens"
 	"github.com/retrysafe/retrysafe/tools"
+	"github.com/retrysafe/retrysafe/webhook"
 )
 
 var errNotFound = errors.New("console: not found")
@@ -209,30 +211,13 @@ type auditRow struct {
 	At       time.Time
 }
 
-type effectRow struct {
-	EffectKey, Provider, Transition, OrderRef, PaymentRef, EventID, EventType, Outcome string
-	EventAt, CreatedAt                                                                 time.Time
-	NotifyAction, NotifyStatus, NotifyKey                                              *string
-	NotifyAttempt                                                                      *int
-	NotifyError                                                                        string
-	SentAt                                                                             *time.Time
-}
-
-type turnRow struct {
-	MessageID, Status, ReplyRef, ReplyKey, ReplyStatus, ToolStatus string
-	Steps, Divergent                                               int
-	Replayed                                                       bool
-	At                                                             time.Time
-}
-
-type modelCallRow struct {
-	ID                 int64
-	Step               int
-	Model              string
-	Prompt, Completion int64
-	Replayed           bool
-	At                 time.Time
-}
+// The story's rows of the webhook's and the agent's tables, as their
+// owners read them.
+type (
+	effectRow    = webhook.OrderEffect
+	turnRow      = agent.KeyTurn
+	modelCallRow = agent.ModelCall
+)
 
 type storyView struct {
 	Tenant, Key   string
@@ -264,31 +249,53 @@ type storyView struct {
 func (h *Handler) loadStory(ctx context.Context, tenant, key string, revealed bool) (*storyView, error) {
 	db := h.cfg.DB
 	v := &storyView{Tenant: tenant, Key: key, Revealed: revealed}
-	a, err := executor.Get(ctx, db, tenant, key)
-	switch {
-	case errors.Is(err, executor.ErrNotFound):
-		v.ActionMissing = true
-	case err != nil:
+	action, ref, err := h.storyIntent(ctx, v, tenant, key, revealed)
+	if err != nil {
 		return nil, err
-	default:
-		v.Action = a
 	}
-	in, err := intent.GetByKey(ctx, db, tenant, key)
-	if errors.Is(err, intent.ErrNotFound) && a != nil {
-		// An amendment moved the intent to a new key; this is the old one.
-		in, err = intent.Get(ctx, db, tenant, a.Ref, a.Action)
+	// What the console did with this key.
+	rows, err := db.Query(ctx, auditByKeySQL, tenant, key)
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case errors.Is(err, intent.ErrNotFound) || errors.Is(err, intent.ErrInvalid):
-		if a == nil {
-			return nil, errNotFound
+	audit, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (auditRow, error) {
+		var ar auditRow
+		err := row.Scan(&ar.ID, &ar.Operator, &ar.Kind, &ar.Detail, &ar.At)
+		return ar, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Webhook effects and their notifications (outbox).
+	if v.Effects, err = webhook.EffectsOfOrder(ctx, db, tenant, ref, v.Reference); err != nil {
+		return nil, err
+	}
+	// Agent turns whose tool calls carried the key, and their replies.
+	src := ""
+	if v.In != nil {
+		src = v.In.SourceRef
+	}
+	if v.Turns, err = agent.TurnsOfKey(ctx, db, tenant, key, src); err != nil {
+		return nil, err
+	}
+	// Model calls behind it: the ledger rows of the message that froze it.
+	if src != "" {
+		if v.ModelCalls, err = agent.ModelCallsOf(ctx, db, tenant, src, v.In.CreatedAt); err != nil {
+			return nil, err
 		}
-	case err != nil:
-		return nil, err
-	default:
-		v.In = in
+		for _, m := range v.ModelCalls {
+			v.PromptTotal += m.Prompt
+			v.CompleteTotal += m.Completion
+		}
 	}
-	action, ref := "", ""
+	h.storyRequests(ctx, v, action, key)
+	v.Timeline = h.timeline(v, audit)
+	return v, nil
+}
+
+// storyFields masks the intent's fields and the provider's response
+// into v, and says whether its tool can be asked about the key.
+func (h *Handler) storyFields(v *storyView, a *executor.Action, revealed bool) (action, ref string) {
 	var pl derive.Payload
 	if v.In != nil {
 		pl = v.In.Payload
@@ -307,94 +314,7 @@ func (h *Handler) loadStory(ctx context.Context, tenant, key string, revealed bo
 		v.Reference = reference(a.Response)
 		v.Response = h.maskJSON(action, pl, a.Response, revealed)
 	}
-	// Amendments.
-	revs, err := intent.Revisions(ctx, db, tenant, ref, action)
-	if err != nil && !errors.Is(err, intent.ErrNotFound) {
-		return nil, err
-	}
-	for _, rv := range revs {
-		v.Revisions = append(v.Revisions, revisionView{Revision: rv, Fields: h.maskPayload(action, rv.OldPayload, revealed)})
-	}
-	// What the console did with this key.
-	rows, err := db.Query(ctx, auditByKeySQL, tenant, key)
-	if err != nil {
-		return nil, err
-	}
-	audit, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (auditRow, error) {
-		var ar auditRow
-		err := row.Scan(&ar.ID, &ar.Operator, &ar.Kind, &ar.Detail, &ar.At)
-		return ar, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	// Webhook effects and their notifications (outbox).
-	rows, err = db.Query(ctx, effectsSQL, tenant, ref, v.Reference)
-	if err != nil {
-		return nil, err
-	}
-	v.Effects, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (effectRow, error) {
-		var e effectRow
-		err := row.Scan(&e.EffectKey, &e.Provider, &e.Transition, &e.OrderRef, &e.PaymentRef, &e.EventID, &e.EventType,
-			&e.EventAt, &e.Outcome, &e.CreatedAt, &e.NotifyAction, &e.NotifyStatus, &e.NotifyAttempt, &e.NotifyError, &e.NotifyKey, &e.SentAt)
-		return e, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	// Agent turns whose tool calls carried the key, and their replies.
-	src := ""
-	if v.In != nil {
-		src = v.In.SourceRef
-	}
-	rows, err = db.Query(ctx, turnsSQL, tenant, key, src)
-	if err != nil {
-		return nil, err
-	}
-	v.Turns, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (turnRow, error) {
-		var t turnRow
-		err := row.Scan(&t.MessageID, &t.Status, &t.Steps, &t.ReplyRef, &t.ReplyKey, &t.ReplyStatus, &t.At, &t.ToolStatus, &t.Replayed, &t.Divergent)
-		return t, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	// Model calls behind it: the ledger rows of the message that froze it.
-	if src != "" {
-		rows, err = db.Query(ctx, modelCallsSQL, tenant, src, v.In.CreatedAt)
-		if err != nil {
-			return nil, err
-		}
-		v.ModelCalls, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (modelCallRow, error) {
-			var m modelCallRow
-			err := row.Scan(&m.ID, &m.Step, &m.Model, &m.Prompt, &m.Completion, &m.Replayed, &m.At)
-			return m, err
-		})
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range v.ModelCalls {
-			v.PromptTotal += m.Prompt
-			v.CompleteTotal += m.Completion
-		}
-	}
-	// The provider's own log of requests that carried the key.
-	if h.cfg.Requests != nil {
-		v.RequestsOn = true
-		rctx, cancel := context.WithTimeout(ctx, h.cfg.LookupTimeout)
-		reqs, err := h.cfg.Requests.Requests(rctx, action, key)
-		cancel()
-		switch {
-		case errors.Is(err, ErrNotRecorded):
-			v.RequestsOn = false
-		case err != nil:
-			h.cfg.Logger.Warn("console: provider request log", "action", action, "err", err)
-			v.RequestsErr = "the provider's request log did not answer"
-		}
-		v.Requests = reqs
-	}
-	v.Timeline = h.timeline(v, audit)
-	return v, nil
+	return action, ref
 }
 
 // --- search ---
@@ -472,13 +392,13 @@ func (h *Handler) now(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		a := [13]int64{c.ClaimedHour, c.ClaimedDay, c.CompletedHour, c.CompletedDay, c.FailedHour, c.FailedDay,
 			c.RetriedHour, c.RetriedDay, c.ReviewHour, c.ReviewDay, c.InReview, c.ResolvedHour, c.ResolvedDay}
-		var ag [4]int64
-		if err := h.cfg.DB.QueryRow(ctx, nowAgentSQL, t).Scan(&ag[0], &ag[1], &ag[2], &ag[3]); err != nil {
+		ag, err := agent.CountTools(ctx, h.cfg.DB, t)
+		if err != nil {
 			h.dbFail(w, r, s, "counts", err)
 			return
 		}
 		var wh [2]int64
-		if err := h.cfg.DB.QueryRow(ctx, nowWebhookSQL, t).Scan(&wh[0], &wh[1]); err != nil {
+		if wh[0], wh[1], err = webhook.CountDuplicates(ctx, h.cfg.DB, t); err != nil {
 			h.dbFail(w, r, s, "counts", err)
 			return
 		}
@@ -486,8 +406,8 @@ func (h *Handler) now(w http.ResponseWriter, r *http.Request, s *session) {
 			{Name: "executions (actions first claimed)", Hour: a[0], Day: a[1], Recorded: true},
 			{Name: "completed", Hour: a[2], Day: a[3], Recorded: true},
 			{Name: "failed", Hour: a[4], Day: a[5], Recorded: true},
-			{Name: "replays", Hour: ag[0], Day: ag[1], Recorded: true, Note: "agent turns only; the sidecar's and library calls' replays are counted in /metrics (retrysafe_replays_total), not stored"},
-			{Name: "divergent re-extractions", Hour: ag[2], Day: ag[3], Recorded: true, Note: "agent turns only; all of them: /metrics retrysafe_divergences_total"},
+			{Name: "replays", Hour: ag.ReplayedHour, Day: ag.ReplayedDay, Recorded: true, Note: "agent turns only; the sidecar's and library calls' replays are counted in /metrics (retrysafe_replays_total), not stored"},
+			{Name: "divergent re-extractions", Hour: ag.DivergentHour, Day: ag.DivergentDay, Recorded: true, Note: "agent turns only; all of them: /metrics retrysafe_divergences_total"},
 			{Name: "in-flight conflicts", Note: "not recorded in the database: /metrics retrysafe_in_flight_conflicts_total"},
 			{Name: "takeovers", Note: "not recorded in the database: /metrics retrysafe_takeovers_total"},
 			{Name: "actions that needed more than one attempt", Hour: a[6], Day: a[7], Recorded: true, Note: "retries and takeovers together, by last update"},
@@ -527,11 +447,7 @@ func (h *Handler) spend(ctx context.Context, tenants []string) (*spendView, erro
 	today := time.Now().UTC().Truncate(24 * time.Hour)
 	since := today.AddDate(0, 0, -(n - 1))
 	until := today.AddDate(0, 0, 1)
-	rows, err := h.cfg.DB.Query(ctx, modelsInWindowSQL, since, until, tenants)
-	if err != nil {
-		return nil, err
-	}
-	models, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	models, err := agent.LedgerModels(ctx, h.cfg.DB, since, until, tenants)
 	if err != nil {
 		return nil, err
 	}
@@ -550,7 +466,7 @@ func (h *Handler) spend(ctx context.Context, tenants []string) (*spendView, erro
 	for d := since; d.Before(until); d = d.AddDate(0, 0, 1) {
 		day := spendDay{Day: d}
 		for _, t := range tenants {
-			rep, err := tokens.Measure(ctx, h.cfg.DB, tokens.MeasureParams{Since: d, Until: d.AddDate(0, 0, 1), Tenant: t, Prices: prices})
+			rep, err := tokens.Measure(ctx, agent.Ledger(h.cfg.DB), tokens.MeasureParams{Since: d, Until: d.AddDate(0, 0, 1), Tenant: t, Prices: prices})
 			if err != nil {
 				return nil, err
 			}

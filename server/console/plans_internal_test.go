@@ -7,18 +7,13 @@ import (
 )
 
 // The console's statements that look rows up by key keep doing so in the
-// plan a pooled connection caches on new tables. Left out, because they
-// read more than their rows by design (an operator's page, not a hot
-// path; each is bounded and named in queries.go for its owner to index;
-// the ledger's reads are checked in internal/ledger): nowAgentSQL and nowWebhookSQL
-// (a tenant's last day), turnsSQL (a tenant's agent turns, by a key inside
-// their tools), modelsInWindowSQL, effectsSQL's lookup by payment
-// reference, and modelCallsSQL (model_calls has no index on source_ref:
-// the cached plan reads the tenant's calls; the agent should add one).
+// plan a pooled connection caches on new tables. The reads of the
+// ledger's, the webhook's and the agent's tables are their owners' and
+// checked there (internal/ledger, webhook, agent).
 func TestGenericPlansReadWhatTheyName(t *testing.T) {
 	t.Parallel()
 	pgtest.CheckGenericPlans(t, pgtest.PlanCheck{
-		Tables: []string{"console_operators", "console_sessions", "console_audit", "actions", "intents", "model_calls"},
+		Tables: []string{"console_operators", "console_sessions", "console_audit", "actions", "intents"},
 		Statements: []pgtest.Statement{
 			{Name: "operatorByToken", SQL: operatorByTokenSQL},
 			{Name: "operatorExists", SQL: operatorExistsSQL},

@@ -1,17 +1,13 @@
 package console
 
-// Every statement of the console, in one file. The console's own tables
-// (console_operators, console_sessions, console_audit: migration 012) are
-// the console's. The ledger's (intents, actions) it reads through the
-// executor (executor.ListReview, ListByKey, ListByRef, ListByReference,
-// CountRecent). The others belong to other packages and are read here only
-// because their owners expose no such read yet; each says whose it is, so
-// that it can move there:
-//
-//	processed_effects, stale_events, payment_notifications, payment_webhook_log
-//	                   webhook:  effectsSQL, notificationsSQL, nowWebhookSQL
-//	agent_turns, model_calls, model_journal
-//	                   agent:    turnsSQL, modelCallsSQL, nowAgentSQL
+// Every statement of the console, in one file: on the console's own tables
+// (console_operators, console_sessions, console_audit: migration 012) only.
+// The ledger's (actions, intents) are read through the executor
+// (executor.ListReview, ListByKey, ListByRef, ListByReference,
+// CountRecent); the webhook's and the agent's through their owners'
+// functions (webhook.EffectsOfOrder, webhook.CountDuplicates,
+// agent.TurnsOfKey, agent.ModelCallsOf, agent.CountTools,
+// agent.LedgerModels, agent.Ledger).
 //
 // Every read is scoped by tenant: a statement over several tenants takes the
 // signed-in operator's list, never one from the request.
@@ -71,59 +67,3 @@ CROSS JOIN LATERAL (
 	WHERE c.idem_key = u.k AND c.kind = 'lookup' AND c.tenant_id = $1
 	ORDER BY c.created_at DESC LIMIT 1
 ) l`
-
-// --- webhook's tables ---
-
-// effectsSQL: the payment webhooks' effects on the intent's order (its
-// intent_ref) or naming its provider reference, with the customer
-// notification (outbox row) each owed.
-const effectsSQL = `SELECT e.effect_key, e.provider, e.transition, e.order_ref, e.payment_ref, e.event_id, e.event_type,
-	e.event_at, e.outcome, e.created_at,
-	n.action, n.status, n.attempt, coalesce(n.error_code, ''), n.idem_key, n.sent_at
-FROM processed_effects e
-LEFT JOIN payment_notifications n ON n.tenant_id = e.tenant_id AND n.effect_key = e.effect_key
-WHERE e.tenant_id = $1 AND (e.order_ref = $2 OR ($3 <> '' AND e.order_ref IN (
-	SELECT order_ref FROM processed_effects WHERE tenant_id = $1 AND payment_ref = $3)))
-ORDER BY e.created_at`
-
-// nowWebhookSQL: duplicate deliveries the webhook absorbed.
-const nowWebhookSQL = `SELECT
-	count(*) FILTER (WHERE verdict = 'duplicate' AND received_at >= now() - interval '1 hour'),
-	count(*) FILTER (WHERE verdict = 'duplicate')
-FROM payment_webhook_log
-WHERE tenant_id = $1 AND received_at >= now() - interval '1 day'`
-
-// --- agent's tables ---
-
-// turnsSQL: the agent turns whose tool calls carried the key, with their
-// reply (the agent's outbox).
-const turnsSQL = `SELECT t.message_id, t.status, t.steps, coalesce(t.reply_ref, ''), coalesce(t.reply_key, ''), t.reply_status,
-	t.created_at, coalesce(tc->>'status', ''), coalesce((tc->>'replayed')::boolean, false), coalesce(jsonb_array_length(tc->'divergent'), 0)
-FROM agent_turns t, jsonb_array_elements(t.tools) tc
-WHERE t.tenant_id = $1 AND (tc->>'key' = $2 OR t.message_id = $3)
-ORDER BY t.created_at`
-
-// modelCallsSQL: the model calls made (or replayed) for the message that
-// froze the intent. model_calls has no index on source_ref; the measure
-// index on created_at bounds the read to a window around the freeze.
-const modelCallsSQL = `SELECT id, step, model, prompt_tokens, completion_tokens, replayed, created_at
-FROM model_calls
-WHERE created_at >= $3::timestamptz - interval '1 hour' AND created_at < $3::timestamptz + interval '7 days'
-	AND tenant_id = $1 AND source_ref = $2
-ORDER BY created_at, id`
-
-// nowAgentSQL: replays and divergences, as recorded for agent turns only
-// (the sidecar's and the library's executions are counted by /metrics, not
-// stored).
-const nowAgentSQL = `SELECT
-	count(*) FILTER (WHERE (tc->>'replayed')::boolean AND t.created_at >= now() - interval '1 hour'),
-	count(*) FILTER (WHERE (tc->>'replayed')::boolean),
-	count(*) FILTER (WHERE jsonb_array_length(coalesce(tc->'divergent', '[]')) > 0 AND t.created_at >= now() - interval '1 hour'),
-	count(*) FILTER (WHERE jsonb_array_length(coalesce(tc->'divergent', '[]')) > 0)
-FROM agent_turns t, jsonb_array_elements(t.tools) tc
-WHERE t.tenant_id = $1 AND t.created_at >= now() - interval '1 day'`
-
-// modelsInWindowSQL names the models in the ledger for the chart's window,
-// so that a model without a configured price is priced by default and
-// said so, instead of failing the page.
-const modelsInWindowSQL = `SELECT DISTINCT model FROM model_calls WHERE created_at >= $1 AND created_at < $2 AND tenant_id = ANY($3)`

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/intent"
 )
 
 // timeline orders what the rows record about the action. The actions row
@@ -174,4 +176,65 @@ func payloadOf(v *storyView) derive.Payload {
 		return v.In.Payload
 	}
 	return nil
+}
+
+// storyIntent reads the action and the intent behind key into v, their
+// fields masked unless revealed, and the intent's amendments; it returns
+// the action's name and intent ref. errNotFound: neither exists.
+func (h *Handler) storyIntent(ctx context.Context, v *storyView, tenant, key string, revealed bool) (action, ref string, err error) {
+	db := h.cfg.DB
+	a, err := executor.Get(ctx, db, tenant, key)
+	switch {
+	case errors.Is(err, executor.ErrNotFound):
+		v.ActionMissing = true
+	case err != nil:
+		return "", "", err
+	default:
+		v.Action = a
+	}
+	in, err := intent.GetByKey(ctx, db, tenant, key)
+	if errors.Is(err, intent.ErrNotFound) && a != nil {
+		// An amendment moved the intent to a new key; this is the old one.
+		in, err = intent.Get(ctx, db, tenant, a.Ref, a.Action)
+	}
+	switch {
+	case errors.Is(err, intent.ErrNotFound) || errors.Is(err, intent.ErrInvalid):
+		if a == nil {
+			return "", "", errNotFound
+		}
+	case err != nil:
+		return "", "", err
+	default:
+		v.In = in
+	}
+	action, ref = h.storyFields(v, a, revealed)
+	// Amendments.
+	revs, err := intent.Revisions(ctx, db, tenant, ref, action)
+	if err != nil && !errors.Is(err, intent.ErrNotFound) {
+		return "", "", err
+	}
+	for _, rv := range revs {
+		v.Revisions = append(v.Revisions, revisionView{Revision: rv, Fields: h.maskPayload(action, rv.OldPayload, revealed)})
+	}
+	return action, ref, nil
+}
+
+// storyRequests reads the provider's own log of the requests that
+// carried the key, when the process has one.
+func (h *Handler) storyRequests(ctx context.Context, v *storyView, action, key string) {
+	if h.cfg.Requests == nil {
+		return
+	}
+	v.RequestsOn = true
+	rctx, cancel := context.WithTimeout(ctx, h.cfg.LookupTimeout)
+	reqs, err := h.cfg.Requests.Requests(rctx, action, key)
+	cancel()
+	switch {
+	case errors.Is(err, ErrNotRecorded):
+		v.RequestsOn = false
+	case err != nil:
+		h.cfg.Logger.Warn("console: provider request log", "action", action, "err", err)
+		v.RequestsErr = "the provider's request log did not answer"
+	}
+	v.Requests = reqs
 }

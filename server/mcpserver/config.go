@@ -32,6 +32,13 @@ const (
 // hosts that can set headers on their MCP client but not _meta on a call.
 const HeaderIntentRef = "Retrysafe-Intent-Ref"
 
+// The defaults of Config's zero fields. The mcp command's flags take
+// their defaults from here, so that a default is written once.
+const (
+	DefaultExecuteTimeout   = 30 * time.Second
+	DefaultProgressInterval = time.Second
+)
+
 // Config configures a Server. Zero fields take the documented defaults;
 // New validates the result.
 type Config struct {
@@ -85,10 +92,10 @@ func (c Config) Validate() (Config, error) {
 		c.Logger = slog.Default()
 	}
 	if c.ExecuteTimeout == 0 {
-		c.ExecuteTimeout = 30 * time.Second
+		c.ExecuteTimeout = DefaultExecuteTimeout
 	}
 	if c.ProgressInterval == 0 {
-		c.ProgressInterval = time.Second
+		c.ProgressInterval = DefaultProgressInterval
 	}
 	if c.Version == "" {
 		c.Version = "dev"

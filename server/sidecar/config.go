@@ -35,6 +35,15 @@ type Credential struct {
 	Token  string
 }
 
+// The defaults of Config's zero fields. serve's flags take their defaults
+// from here, so that a default is written once.
+const (
+	DefaultMaxBodyBytes   = 1 << 20
+	DefaultExecuteTimeout = 30 * time.Second
+	DefaultReadyTimeout   = 2 * time.Second
+	DefaultMinRetryAfter  = time.Second
+)
+
 // Config configures a Server. Zero fields take the documented defaults;
 // New validates the result.
 type Config struct {
@@ -110,16 +119,16 @@ func (c Config) Validate() (Config, error) {
 		c.Logger = slog.Default()
 	}
 	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = 1 << 20
+		c.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if c.ExecuteTimeout == 0 {
-		c.ExecuteTimeout = 30 * time.Second
+		c.ExecuteTimeout = DefaultExecuteTimeout
 	}
 	if c.ReadyTimeout == 0 {
-		c.ReadyTimeout = 2 * time.Second
+		c.ReadyTimeout = DefaultReadyTimeout
 	}
 	if c.MinRetryAfter == 0 {
-		c.MinRetryAfter = time.Second
+		c.MinRetryAfter = DefaultMinRetryAfter
 	}
 	switch {
 	case strings.ContainsFunc(c.MetricsToken, edge.IsControlOrSpace):

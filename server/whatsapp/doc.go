@@ -68,6 +68,6 @@
 //
 // # Imports
 //
-// whatsapp imports agent (the messages table and the inbox job) and the
-// standard library.
+// whatsapp imports agent (the messages table and the inbox job),
+// internal/pairs (the tenants list) and the standard library.
 package whatsapp

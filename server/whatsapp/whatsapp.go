@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/agent"
+	"github.com/retrysafe/retrysafe/internal/pairs"
 )
 
 // Path is where the handler expects to be mounted.
@@ -483,24 +484,9 @@ func writeJSON(w http.ResponseWriter, status int, msg string) {
 // RETRYSAFE_WHATSAPP_TENANTS) into Config.Tenants. A phone number id may
 // appear once.
 func ParseTenants(s string) (map[string]string, error) {
-	out := map[string]string{}
-	for i, entry := range strings.Split(s, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
-		id, tenant, ok := strings.Cut(entry, "=")
-		id, tenant = strings.TrimSpace(id), strings.TrimSpace(tenant)
-		if !ok || id == "" || tenant == "" {
-			return nil, fmt.Errorf("%w: tenants entry %d: want phone_number_id=tenant", ErrConfig, i+1)
-		}
-		if _, dup := out[id]; dup {
-			return nil, fmt.Errorf("%w: tenants entry %d: phone_number_id %s mapped twice", ErrConfig, i+1, id)
-		}
-		out[id] = tenant
+	m, err := pairs.Map(s, "phone_number_id=tenant")
+	if err != nil {
+		return nil, fmt.Errorf("%w: tenants: %w", ErrConfig, err)
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: no phone_number_id=tenant entries", ErrConfig)
-	}
-	return out, nil
+	return m, nil
 }
