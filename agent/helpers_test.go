@@ -16,6 +16,7 @@ import (
 	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/agent/agenttest"
 	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/outbox/outboxtest"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
@@ -167,7 +168,7 @@ func (h *harness) elapse() {
 	if _, err := h.pool.Exec(h.ctx, `UPDATE messages SET claim_until = now() WHERE claim_until > now()`); err != nil {
 		h.t.Fatal(err)
 	}
-	if _, err := h.pool.Exec(h.ctx, `UPDATE actions SET lease_until = now() WHERE status = 'started' AND lease_until > now()`); err != nil {
+	if _, err := executortest.ExpireLeases(h.ctx, h.pool); err != nil {
 		h.t.Fatal(err)
 	}
 }

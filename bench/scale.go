@@ -25,6 +25,14 @@ type scaleResult struct {
 // benchmark's tenant among them), keys as random as real HMAC keys, loaded
 // in key order as a table that grew over time would be laid out by its
 // indexes.
+//
+// They are the one place outside internal/ledger that writes the ledger's
+// tables, on purpose: a bulk load of synthetic history (a million rows from
+// generate_series in one statement each), which no owner API offers or
+// should, since no engine path writes that way. Everything the benchmark
+// reads of the ledger goes through the executor (Execute, Purge) or its test
+// API (executortest); the module is apart from the engine's (bench/go.mod),
+// outside internal/importrule's checks.
 const (
 	preloadIntents = `INSERT INTO intents (tenant_id, intent_ref, action, rules_version, payload, idem_key, source_ref, created_at, updated_at)
 SELECT 't' || (g % 100), 'old-' || g, '` + toolName + `', 2,

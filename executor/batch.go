@@ -8,12 +8,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/ledger"
 )
 
 // errAlone tells a unit of a failed group to run on its own: the server
@@ -145,7 +145,7 @@ func (g *grouper) send(units []*unit) {
 	}
 	slices.SortFunc(units, func(a, b *unit) int { return strings.Compare(a.order, b.order) })
 	b := &pgx.Batch{}
-	b.Queue(GroupPlans)
+	ledger.QueuePlans(b)
 	g.build(b, units)
 	// The group outlives any one caller: a caller that gives up must not
 	// cancel the others' writes.
@@ -173,54 +173,97 @@ func (e *Executor) grouped(ctx context.Context, g *grouper, order string, queue 
 	return e.planned(ctx, queue)
 }
 
-// planned runs what queue queues in a batch opened by GroupPlans, so that
-// its cached plans are index lookups: a call alone, and the one-offs of
-// the failure paths and the reconciler.
+// planned runs what queue queues in a batch opened by the plan settings
+// (ledger.QueuePlans), so that its cached plans are index lookups and it
+// commits synchronously: a call alone, and the one-offs of the failure
+// paths and the reconciler.
 func (e *Executor) planned(ctx context.Context, queue func(*pgx.Batch)) error {
 	b := &pgx.Batch{}
-	b.Queue(GroupPlans)
+	ledger.QueuePlans(b)
 	queue(b)
 	return e.cfg.DB.SendBatch(ctx, b).Close()
 }
 
-// intentByKey is intent.GetByKey under GroupPlans (see planned).
+// intentByKey is intent.GetByKey under the plan settings (see planned).
 func (e *Executor) intentByKey(ctx context.Context, tenant, key string) (*intent.Intent, error) {
 	if tenant == "" || key == "" {
 		return nil, fmt.Errorf("%w: empty tenant or key", intent.ErrInvalid)
 	}
-	var in *intent.Intent
-	err := e.planned(ctx, func(b *pgx.Batch) {
-		b.Queue(intent.IntentGetByKey, tenant, key).QueryRow(func(row pgx.Row) error {
-			var err error
-			in, err = intent.Scan(row)
-			return err
-		})
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, intent.ErrNotFound
-	}
+	var in **ledger.Intent
+	err := e.planned(ctx, func(b *pgx.Batch) { in = ledger.QueueIntentByKey(b, tenant, key) })
 	if err != nil {
 		return nil, fmt.Errorf("intent: get by key: %w", err)
 	}
-	return in, nil
+	if *in == nil {
+		return nil, intent.ErrNotFound
+	}
+	return intentOf(*in), nil
 }
 
 // claimUnit is one Execute's share of a claims, fresh or lookups group.
+// Each step's queue function sets where that step's results land (afresh
+// when a failed group is queued again); settle reads them once the group
+// has run.
 type claimUnit struct {
-	x                   *intent.Extraction
-	tenant, ref, action string
-	c                   *claim
-	pf                  *intent.PendingFreeze
-	// created: the fresh claim inserted the intent but could not claim its
-	// action; the freeze and claim that follow report the intent created.
-	created bool
+	x     *intent.Extraction
+	id    ledger.ID
+	row   ledger.NewIntent   // x as the ledger inserts it (see newIntent)
+	fresh *ledger.FreshClaim // queueFresh
+	found *ledger.Found      // queueLookups
+	fz    *ledger.Freeze     // queueOne, queueClaims: the freeze and claim
+	lc    *ledger.Claim
+}
+
+// settle returns what the unit's steps found: the freeze and the claim,
+// or a nil claim when its first step (the fresh claim, the read-first
+// lookup) left it to the freeze and claim. created says the fresh claim
+// inserted the intent without claiming its action (a row already held its
+// key: an amendment's tombstone); the freeze and claim that follow report
+// the intent created.
+func (cu *claimUnit) settle() (fz ledger.Freeze, c *claim, created bool) {
+	switch {
+	case cu.lc != nil:
+		lc := cu.lc
+		return *cu.fz, &claim{claimed: lc.Claimed, claimKey: lc.Key, attempt: lc.Attempt, act: actionOf(lc.Action)}, false
+	case cu.fresh != nil:
+		if f := cu.fresh; f.Inserted && f.Attempt > 0 {
+			return ledger.Freeze{Inserted: true, Intent: f.Intent}, &claim{claimed: true, claimKey: f.Intent.Key, attempt: f.Attempt}, false
+		}
+		return fz, nil, cu.fresh.Inserted
+	case cu.found != nil && cu.found.Intent != nil:
+		a := actionOf(cu.found.Action)
+		if a.Failure != nil && a.Failure.Class == intent.SupersededClass {
+			return fz, nil, false // an amendment's tombstone: the write path sorts it out
+		}
+		return ledger.Freeze{Intent: cu.found.Intent}, &claim{act: a}, false
+	}
+	return fz, nil, false
+}
+
+// newClaimUnit is the unit of x's freeze and claim.
+func newClaimUnit(x *intent.Extraction) *claimUnit {
+	cu := &claimUnit{x: x, id: ledger.ID{Tenant: x.Tenant, Ref: x.Ref, Action: x.Action}}
+	if x.Err == nil {
+		r := x.Result
+		cu.row = ledger.NewIntent{ID: cu.id, Version: r.Version, Payload: r.Payload, Key: r.Key, SourceRef: x.SourceRef}
+	}
+	return cu
+}
+
+// newIntent is the unit's intent as the ledger inserts it; nil when its
+// extraction has a field error (nothing of it can be frozen, but the
+// frozen intent can be found).
+func (cu *claimUnit) newIntent() *ledger.NewIntent {
+	if cu.x.Err != nil {
+		return nil
+	}
+	return &cu.row
 }
 
 // queueOne queues the unit's freeze and claim as four statements of its own.
 func (e *Executor) queueOne(b *pgx.Batch, cu *claimUnit) {
-	cu.c = &claim{}
-	cu.pf = e.cfg.Intents.QueueFreeze(b, cu.x)
-	e.queueClaim(b, cu.tenant, cu.ref, cu.action, cu.c)
+	cu.fz = ledger.QueueFreeze(b, cu.id, cu.newIntent())
+	cu.lc = ledger.QueueClaim(b, cu.id, e.cfg.Owner, e.cfg.Lease)
 }
 
 // queueClaims queues a claims group: a group of one as Execute alone would,
@@ -233,49 +276,15 @@ func (e *Executor) queueClaims(b *pgx.Batch, cus []*claimUnit) {
 		e.queueOne(b, cus[0])
 		return
 	}
-	n := len(cus)
-	xs := make([]*intent.Extraction, n)
-	ts, rs, as := make([]string, n), make([]string, n), make([]string, n)
+	ids, rows := make([]ledger.ID, len(cus)), make([]*ledger.NewIntent, len(cus))
 	for i, cu := range cus {
-		cu.c = &claim{}
-		xs[i] = cu.x
-		ts[i], rs[i], as[i] = cu.tenant, cu.ref, cu.action
+		ids[i], rows[i] = cu.id, cu.newIntent()
 	}
-	for i, pf := range e.cfg.Intents.QueueFreezeMany(b, xs) {
-		cus[i].pf = pf
+	fzs := ledger.QueueFreezeMany(b, ids, rows)
+	lcs := ledger.QueueClaimMany(b, ids, e.cfg.Owner, e.cfg.Lease)
+	for i, cu := range cus {
+		cu.fz, cu.lc = &fzs[i], &lcs[i]
 	}
-	b.Queue(ActionClaimMany, ts, rs, as, e.cfg.Owner, e.leaseMicros()).Query(func(rows pgx.Rows) error {
-		var (
-			t, r, a, key string
-			attempt      int
-		)
-		_, err := pgx.ForEachRow(rows, []any{&t, &r, &a, &key, &attempt}, func() error {
-			// Of units for the same intent, the first claims; the
-			// others find its row in flight, as they would alone.
-			for _, cu := range cus {
-				if !cu.c.claimed && cu.tenant == t && cu.ref == r && cu.action == a {
-					cu.c.claimed, cu.c.claimKey, cu.c.attempt = true, key, attempt
-					break
-				}
-			}
-			return nil
-		})
-		return err
-	})
-	b.Queue(ActionGetForIntentMany, ts, rs, as).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var pos int64
-			a, err := scanAction(rows, &pos)
-			if err != nil {
-				return err
-			}
-			if pos < 1 || pos > int64(n) {
-				return fmt.Errorf("executor: action read position %d out of range", pos)
-			}
-			cus[pos-1].c.act = a
-		}
-		return rows.Err()
-	})
 }
 
 // claimsBuild is a grouper's build for queue, a step of the freeze and
@@ -294,7 +303,7 @@ func claimsBuild(queue func(*pgx.Batch, []*claimUnit)) func(*pgx.Batch, []*unit)
 // queueFresh queues the fresh claim of cus, which must all have
 // extractions without field errors: one statement that inserts their
 // intents and claims the actions of the intents it inserted
-// (IntentActionClaimNewMany). A unit whose intent it inserted and whose
+// (ledger.QueueFreshClaims). A unit whose intent it inserted and whose
 // action it claimed is settled: frozen and claimed by this call, as the
 // freeze and claim would have found it. Any other unit is left for them:
 // its intent was already frozen (a redelivery, a concurrent duplicate), or
@@ -302,152 +311,57 @@ func claimsBuild(queue func(*pgx.Batch, []*claimUnit)) func(*pgx.Batch, []*unit)
 // the same intent, the first is settled and the others go on, as in a
 // claims group.
 func (e *Executor) queueFresh(b *pgx.Batch, cus []*claimUnit) {
-	xs := make([]*intent.Extraction, len(cus))
+	rows := make([]*ledger.NewIntent, len(cus))
 	for i, cu := range cus {
-		cu.c, cu.pf, cu.created = nil, nil, false // queued again after a failed group
-		xs[i] = cu.x
+		rows[i] = cu.newIntent()
 	}
-	args, _ := intent.FreezeManyArgs(xs)
-	args = append(args, e.cfg.Owner, e.leaseMicros())
-	b.Queue(IntentActionClaimNewMany, args...).Query(func(rows pgx.Rows) error {
-		var (
-			attempt             int
-			tenant, ref, action string
-			key                 string
-			createdAt           time.Time
-		)
-		_, err := pgx.ForEachRow(rows, []any{&attempt, &tenant, &ref, &action, &key, &createdAt}, func() error {
-			for _, cu := range cus {
-				// The key too: of two units for one intent with different
-				// extractions, the row is the one whose values went in.
-				if cu.pf != nil || cu.created || cu.tenant != tenant || cu.ref != ref || cu.action != action || cu.x.Result.Key != key {
-					continue
-				}
-				if attempt > 0 {
-					cu.c = &claim{claimed: true, claimKey: key, attempt: attempt}
-					cu.pf = e.cfg.Intents.InsertedAt(cu.x, createdAt)
-				} else {
-					cu.created = true
-				}
-				break
-			}
-			return nil
-		})
-		return err
-	})
+	fs := ledger.QueueFreshClaims(b, rows, e.cfg.Owner, e.cfg.Lease)
+	for i, cu := range cus {
+		cu.fresh = &fs[i]
+	}
 }
 
 // queueLookups queues the read-first lookup of cus: one statement for all
-// of them (IntentActionGet for one, IntentActionGetMany for more). A unit
-// whose intent and action it finds gets the claim and freeze outcome the
-// four write statements would have given it (nothing inserted, nothing
-// claimed, both rows as read); any other unit is left without, for the
-// freeze and claim to handle. Reading both rows in one statement is what
-// the write path does in four snapshots instead of one, so whatever the
-// lookup returns, the write path run at that instant would have returned
-// too.
+// of them (ledger.QueueLookups). A unit whose intent and action it finds
+// gets the claim and freeze outcome the four write statements would have
+// given it (nothing inserted, nothing claimed, both rows as read); any
+// other unit is left without, for the freeze and claim to handle. Reading
+// both rows in one statement is what the write path does in four snapshots
+// instead of one, so whatever the lookup returns, the write path run at
+// that instant would have returned too.
 func (e *Executor) queueLookups(b *pgx.Batch, cus []*claimUnit) {
-	n := len(cus)
-	ts, rs, as := make([]string, n), make([]string, n), make([]string, n)
+	ids := make([]ledger.ID, len(cus))
 	for i, cu := range cus {
-		cu.c, cu.pf = nil, nil // queued again after a failed group
-		ts[i], rs[i], as[i] = cu.tenant, cu.ref, cu.action
+		ids[i] = cu.id
 	}
-	var q *pgx.QueuedQuery
-	if n == 1 {
-		q = b.Queue(IntentActionGet, ts[0], rs[0], as[0])
-	} else {
-		q = b.Queue(IntentActionGetMany, ts, rs, as)
+	fs := ledger.QueueLookups(b, ids)
+	for i, cu := range cus {
+		cu.found = &fs[i]
 	}
-	q.Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var (
-				pos int64
-				a   *Action
-			)
-			in, err := intent.Scan(actionAfter{rows, &a}, &pos)
-			if err != nil {
-				return err
-			}
-			if pos < 1 || pos > int64(n) {
-				return fmt.Errorf("executor: lookup position %d out of range", pos)
-			}
-			if a.Failure != nil && a.Failure.Class == intent.SupersededClass {
-				continue // an amendment's tombstone: the write path sorts it out
-			}
-			cu := cus[pos-1]
-			cu.c = &claim{act: a}
-			cu.pf = e.cfg.Intents.Frozen(cu.x, in)
-		}
-		return rows.Err()
-	})
 }
 
-// actionAfter lets intent.Scan and scanAction read one row whose intent
-// columns are followed by an action's: intent.Scan hands its destinations
-// to actionAfter's Scan, which appends the action's.
-type actionAfter struct {
-	row pgx.Row
-	a   **Action
-}
-
-func (r actionAfter) Scan(dest ...any) error {
-	a, err := scanAction(r.row, dest...)
-	*r.a = a
-	return err
-}
-
-// completeUnit is one call's share of a completions group.
+// completeUnit is one call's share of a completions group (its Matched
+// says, once the group ran, whether the fence matched).
 type completeUnit struct {
-	tenant, key string
-	attempt     int32
-	status      string
-	resp, fail  *string
-	rows        int64 // 1 when the fence matched
+	ledger.Completion
 }
 
 // buildCompletes returns the completions groups' build: a group of one
 // queues the call's own statement, a larger one a single statement for all
-// of it (ActionCompleteMany, or its Async variant).
+// of it (ledger.QueueCompleteMany).
 func (e *Executor) buildCompletes(async bool) func(*pgx.Batch, []*unit) {
-	many := ActionCompleteMany
-	if async {
-		many = ActionCompleteManyAsync
-	}
 	return func(b *pgx.Batch, units []*unit) {
 		if len(units) == 1 {
 			units[0].queue(b)
 			return
 		}
-		n := len(units)
-		cus := make([]*completeUnit, n)
-		ts, ks, ss := make([]string, n), make([]string, n), make([]string, n)
-		ats := make([]int32, n)
-		resps, fails := make([]*string, n), make([]*string, n)
+		cus := make([]*completeUnit, len(units))
+		cs := make([]*ledger.Completion, len(units))
 		for i, u := range units {
-			cu := u.data.(*completeUnit)
-			cu.rows = 0
-			cus[i] = cu
-			ts[i], ks[i], ats[i], ss[i], resps[i], fails[i] = cu.tenant, cu.key, cu.attempt, cu.status, cu.resp, cu.fail
+			cus[i] = u.data.(*completeUnit)
+			cs[i] = &cus[i].Completion
 		}
-		b.Queue(many, ts, ks, ats, ss, resps, fails, e.cfg.Owner).Query(func(rows pgx.Rows) error {
-			var (
-				pos int64
-				set string // the Async variant's set_config
-			)
-			dest := []any{&pos}
-			if async {
-				dest = append(dest, &set)
-			}
-			_, err := pgx.ForEachRow(rows, dest, func() error {
-				if pos < 1 || pos > int64(n) {
-					return fmt.Errorf("executor: completion position %d out of range", pos)
-				}
-				cus[pos-1].rows = 1
-				return nil
-			})
-			return err
-		})
+		ledger.QueueCompleteMany(b, cs, e.cfg.Owner, async)
 	}
 }
 

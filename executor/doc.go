@@ -29,7 +29,7 @@
 // then completion); a replay writes nothing.
 //
 // Most calls do not need all four. While the latest claims wrote, a call
-// first sends the fresh claim (IntentActionClaimNewMany): one statement
+// first sends the fresh claim (ledger.QueueFreshClaims): one statement
 // that inserts the intent and, when it did, claims its action, reading
 // nothing back. A new intent (the usual case) is then frozen and claimed
 // by that one statement; a call whose intent was already frozen (a
@@ -48,7 +48,7 @@
 // next attempt learns the outcome from the provider by the same key (the
 // charge exists; the provider's stored answer or Lookup returns it). So a
 // success is recorded by a statement that sets synchronous_commit off for
-// its own implicit transaction (ActionCompleteAsync), and a first execution
+// its own implicit transaction (the ledger's actionCompleteAsync), and a first execution
 // waits for one flush, not two. Failures and review outcomes commit
 // synchronously (a provider need not keep a refusal: asked again, it might
 // act), as does everything for a tool that can neither take the key nor be
@@ -61,8 +61,9 @@
 // throughput tuning), or a session that set it, would otherwise make a
 // claim whose key the provider has seen disappear in a crash, and a
 // redelivery would freeze the model's new extraction under a new key and
-// act again. Every batch of the executor opens with GroupPlans, whose
-// select list includes intent.SyncCommitOn:
+// act again. Every batch of the executor opens with the plan settings
+// (internal/ledger's groupPlans, queued by ledger.QueuePlans), whose
+// select list includes:
 //
 //	set_config('synchronous_commit', CASE current_setting('synchronous_commit')
 //		WHEN 'remote_apply' THEN 'remote_apply' ELSE 'on' END, true)
@@ -72,14 +73,14 @@
 // claim, a claims group, the read-first lookup's follow-up, ExecuteKey's
 // claim, a takeover, a retake, a release, the reconciler's take and every
 // failure and review outcome commit synchronously, at no extra statement
-// and no extra round trip: GroupPlans was sent anyway. A claim batch is
-// still one round trip: GroupPlans (now also forcing the flush) and the
-// fresh claim, or GroupPlans and the four statements. The asynchronous
-// completion turns it off again later in its own batch (its set_config
-// runs after GroupPlans'), which is its documented exception. The intent
-// store does the same for Freeze and Amend (intent.IntentDurable, one more
-// statement in the same round trip or transaction), and Resolve for an
-// operator's decision. TestClaimsCommitSynchronouslyWhateverTheSession
+// and no extra round trip: the plan settings were sent anyway. A claim
+// batch is still one round trip: the plan settings (now also forcing the
+// flush) and the fresh claim, or the plan settings and the four
+// statements. The asynchronous completion turns it off again later in its
+// own batch (its set_config runs after the plan settings'), which is its
+// documented exception. The intent store does the same for Freeze and
+// Amend (one more statement in the same round trip or transaction), and
+// Resolve for an operator's decision. TestClaimsCommitSynchronouslyWhateverTheSession
 // checks, on a session whose synchronous_commit is off, that the setting
 // in force inside each writing batch is on and that the WAL is flushed
 // past the batch's writes as soon as it returns. fsync=off defeats all of
@@ -100,14 +101,14 @@
 // redeliveries has no commit to share, and would only queue). Completions are grouped the
 // same way (asynchronous and synchronous ones apart, since the setting the
 // former turn off holds for their whole transaction), a group of them one
-// fenced UPDATE over arrays (ActionCompleteMany) that names the calls
+// fenced UPDATE over arrays (actionCompleteMany) that names the calls
 // whose fence matched.
 //
 // A claims group of more than one call is four statements, not four per
 // call (a fresh claims group and a lookups group are one): the same insert, read-back, claim and read-back over arrays, each a
 // primary-key lookup per element (lateral subqueries kept from being
 // flattened into joins). Every batch of claims, lookups and completions,
-// of one call or many, opens with GroupPlans (as do the failure paths'
+// of one call or many, opens with the plan settings (as do the failure paths'
 // one-offs and the reconciler's statements), which turns sequential scans
 // and hash and merge joins off for its transaction, so that no cached plan
 // ever scans, whatever the statistics said when it was made (a generic
@@ -132,8 +133,8 @@
 //
 // While the latest claims wrote nothing (32 in a row: a storm of
 // redeliveries), a call reads before it writes: one statement reads its
-// intent and the action under the intent's key (IntentActionGet, or
-// IntentActionGetMany for a group, a group going out as soon as anything
+// intent and the action under the intent's key (ledger.QueueLookups: one
+// statement for one call or a group, a group going out as soon as anything
 // waits). When both rows are there, that is the whole call: the freeze's
 // insert and the claim could only have conflicted, and the read returns
 // what their read-backs would have. Anything else (no intent yet, an
@@ -200,7 +201,7 @@
 //
 // The Reconciler finds started rows whose lease expired (FOR UPDATE SKIP
 // LOCKED, in batches), takes them over in the same statement, reads their
-// intents in one more (IntentGetByKeyMany), and settles each concurrently:
+// intents in one more (ledger.QueueIntentsByKey), and settles each concurrently:
 // Lookup first where the tool can, else the same-key call, the completions
 // grouped as Execute's are. A pass is two round trips plus the settling,
 // whatever the batch size.
@@ -217,8 +218,22 @@
 // the points the crash tests kill the process at. Both default to no-ops
 // that cost nothing: no allocation, not even a clock read.
 //
+// # The ledger
+//
+// The executor's SQL is not here: every statement on intents and actions
+// lives in internal/ledger, unexported, with the intent store's; the
+// executor queues them on its batches through the ledger's Queue
+// functions and decides what goes in a batch and when it is sent (the
+// grouper). The intent store contributes the Extraction and, once a batch
+// has run, the FreezeResult (intent.Store.Outcome); the ledger's rows come
+// back as the ledger's types, converted here. For the edges, the executor
+// exports reads of the actions table (CountReview, ListReview, ListByKey,
+// ListByRef, ListByReference, CountRecent, RefByPayment) so that nothing above it
+// holds SQL on these tables; executor/executortest is the test API that
+// stands in for time and earlier runs in other packages' tests.
+//
 // # Imports
 //
-// executor imports intent, tools (the Tool interface and error classes
-// only), internal/backoff (the pause before a retry) and pgx.
+// executor imports intent, internal/ledger, tools (the Tool interface and
+// error classes only), internal/backoff (the pause before a retry) and pgx.
 package executor

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/internal/ledger"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools/toolstest"
 )
@@ -96,7 +97,7 @@ func writes(sql []string) bool {
 
 func asyncCompletion(sql []string) bool {
 	for _, s := range sql {
-		if s == executor.ActionCompleteAsync || s == executor.ActionCompleteManyAsync {
+		if n := ledger.Name(s); n == "actionCompleteAsync" || n == "actionCompleteManyAsync" {
 			return true
 		}
 	}

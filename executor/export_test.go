@@ -2,10 +2,12 @@ package executor
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/ledger"
 )
 
 // ClaimSeen is what one call's freeze and claim found, for comparing the
@@ -43,7 +45,7 @@ func (e *Executor) ClaimAll(ctx context.Context, calls []Call, how ClaimHow) ([]
 		if err != nil {
 			return nil, err
 		}
-		cus[i] = &claimUnit{x: x, tenant: c.Tenant, ref: c.Ref, action: c.Action}
+		cus[i] = newClaimUnit(x)
 	}
 	lookedUp := make([]bool, len(calls))
 	if how == ClaimGrouped {
@@ -74,7 +76,7 @@ func (e *Executor) ClaimAll(ctx context.Context, calls []Call, how ClaimHow) ([]
 			}
 		}
 		for i, cu := range cus {
-			if cu.c != nil {
+			if _, c, _ := cu.settle(); c != nil {
 				lookedUp[i] = true
 				continue // the first group settled it
 			}
@@ -88,8 +90,12 @@ func (e *Executor) ClaimAll(ctx context.Context, calls []Call, how ClaimHow) ([]
 	out := make([]ClaimSeen, len(calls))
 	for i, cu := range cus {
 		s := &out[i]
-		fr, err := cu.pf.Result()
-		if err == nil && cu.created {
+		fz, c, created := cu.settle()
+		if c == nil {
+			return nil, fmt.Errorf("call %d: no claim", i)
+		}
+		fr, err := e.cfg.Intents.Outcome(cu.x, intentOf(fz.Intent), fz.Inserted)
+		if err == nil && (created || (cu.fresh != nil && cu.fresh.Inserted)) {
 			fr.Created = true
 		}
 		if err != nil {
@@ -100,15 +106,15 @@ func (e *Executor) ClaimAll(ctx context.Context, calls []Call, how ClaimHow) ([]
 				s.ExtractionErr = fr.ExtractionErr.Error()
 			}
 		}
-		s.Claimed, s.ClaimAttempt = cu.c.claimed, cu.c.attempt
+		s.Claimed, s.ClaimAttempt = c.claimed, c.attempt
 		s.LookedUp = lookedUp[i]
-		if cu.c.claimed && cu.c.claimKey != s.Key {
+		if c.claimed && c.claimKey != s.Key {
 			s.Err += " claim key differs from the read-back"
 		}
 		// The action read back matters only to a call that did not claim
 		// (a claimed call acts on its claim; the fresh claim reads nothing
 		// back).
-		if a := cu.c.act; a != nil && !cu.c.claimed {
+		if a := c.act; a != nil && !c.claimed {
 			s.ActStatus, s.ActAttempt, s.ActOwner = a.Status, a.Attempt, a.LeaseOwner
 		}
 	}
@@ -158,16 +164,12 @@ type CompleteArgs struct {
 // completions group (the statement a group of len(cs) sends) or each alone
 // in turn, and reports which matched their fence.
 func (e *Executor) CompleteAll(ctx context.Context, cs []CompleteArgs, grouped, async bool) ([]bool, error) {
-	query := ActionComplete
-	if async {
-		query = ActionCompleteAsync
-	}
 	cus := make([]*completeUnit, len(cs))
 	units := make([]*unit, len(cs))
 	for i, c := range cs {
-		cu := &completeUnit{tenant: c.Tenant, key: c.Key, attempt: int32(c.Attempt), status: c.Status, resp: c.Resp, fail: c.Fail}
+		cu := &completeUnit{Completion: ledger.Completion{Tenant: c.Tenant, Key: c.Key, Attempt: int32(c.Attempt), Status: c.Status, Response: c.Resp, Error: c.Fail}}
 		cus[i] = cu
-		units[i] = &unit{data: cu, queue: func(b *pgx.Batch) { e.queueComplete(b, query, cu) }}
+		units[i] = &unit{data: cu, queue: func(b *pgx.Batch) { e.queueComplete(b, async, cu) }}
 	}
 	if grouped {
 		b := &pgx.Batch{}
@@ -186,7 +188,7 @@ func (e *Executor) CompleteAll(ctx context.Context, cs []CompleteArgs, grouped, 
 	}
 	matched := make([]bool, len(cs))
 	for i, cu := range cus {
-		matched[i] = cu.rows == 1
+		matched[i] = cu.Matched
 	}
 	return matched, nil
 }

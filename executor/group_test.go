@@ -15,6 +15,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/ledger"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/toolstest"
@@ -330,11 +331,11 @@ func TestReadFirstReplays(t *testing.T) {
 			before = out
 			// The fresh claim finds the intent frozen; the freeze and
 			// claim read it.
-			if len(sql) != 7 || sql[0] != executor.GroupPlans || sql[1] != executor.IntentActionClaimNewMany || sql[2] != executor.GroupPlans {
+			if len(sql) != 7 || ledger.Name(sql[0]) != "groupPlans" || ledger.Name(sql[1]) != "intentActionClaimNewMany" || ledger.Name(sql[2]) != "groupPlans" {
 				t.Fatalf("replay %d before read-only mode sent %q, want the fresh claim, then the freeze and claim's 4 statements, each batch behind the plan settings", i, sql)
 			}
 		case i >= 32:
-			if len(sql) != 2 || sql[0] != executor.GroupPlans || sql[1] != executor.IntentActionGet {
+			if len(sql) != 2 || ledger.Name(sql[0]) != "groupPlans" || ledger.Name(sql[1]) != "intentActionGet" {
 				t.Fatalf("replay %d in read-only mode sent %d statements: %q", i, len(sql), sql)
 			}
 		}
@@ -417,7 +418,7 @@ func TestPlansSurviveEmptyTables(t *testing.T) {
 	side := envPool(t, e, 1, nil)
 	crash := func(c executor.Call) {
 		b := &pgx.Batch{}
-		b.Queue(executor.GroupPlans)
+		ledger.QueuePlans(b)
 		b.Queue(`UPDATE actions SET status = 'started', lease_owner = 'dead', lease_until = now() - interval '1 second', finished_at = NULL
 			WHERE tenant_id = $1 AND idem_key = (SELECT idem_key FROM intents WHERE tenant_id = $1 AND intent_ref = $2 AND action = $3)`,
 			c.Tenant, c.Ref, c.Action)
@@ -487,8 +488,8 @@ func TestPlansSurviveEmptyTables(t *testing.T) {
 		}
 		return n
 	}
-	if tr.sent(executor.ActionHeartbeat) < 8 {
-		t.Fatalf("%d heartbeats in 8 slow calls", tr.sent(executor.ActionHeartbeat))
+	if tr.sent("actionHeartbeat") < 8 {
+		t.Fatalf("%d heartbeats in 8 slow calls", tr.sent("actionHeartbeat"))
 	}
 	before := seqScans()
 	execute(100, 8)

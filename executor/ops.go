@@ -12,20 +12,21 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/ledger"
 )
 
 func get(ctx context.Context, db DBTX, tenant, key string) (*Action, error) {
 	if tenant == "" || key == "" {
 		return nil, fmt.Errorf("%w: empty tenant or key", ErrNotFound)
 	}
-	a, err := scanAction(db.QueryRow(ctx, ActionGet, tenant, key))
-	if errors.Is(err, pgx.ErrNoRows) {
+	a, err := ledger.ActionGet(ctx, db, tenant, key)
+	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("executor: get: %w", err)
 	}
-	return a, nil
+	return actionOf(a), nil
 }
 
 func list(ctx context.Context, db DBTX, p ListParams) ([]*Action, error) {
@@ -35,21 +36,13 @@ func list(ctx context.Context, db DBTX, p ListParams) ([]*Action, error) {
 	if p.Limit <= 0 {
 		p.Limit = 100
 	}
-	rows, err := db.Query(ctx, ActionList, p.Tenant, p.Status, p.Limit)
+	as, err := ledger.ActionList(ctx, db, p.Tenant, p.Status, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("executor: list: %w", err)
 	}
-	defer rows.Close()
 	var out []*Action
-	for rows.Next() {
-		a, err := scanAction(rows)
-		if err != nil {
-			return nil, fmt.Errorf("executor: list: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("executor: list: %w", err)
+	for _, a := range as {
+		out = append(out, actionOf(a))
 	}
 	return out, nil
 }
@@ -61,7 +54,7 @@ func resolve(ctx context.Context, db DBTX, p ResolveParams) (*Action, error) {
 	if strings.TrimSpace(p.Reason) == "" {
 		return nil, fmt.Errorf("%w: a resolution needs a reason", ErrNotResolvable)
 	}
-	var resp any
+	r := ledger.Resolution{Tenant: p.Tenant, Key: p.Key, Status: p.Status, Reason: p.Reason, By: p.By, Force: p.Force}
 	if p.Status == RowCompleted {
 		if len(p.Response) == 0 {
 			p.Response = json.RawMessage(`null`)
@@ -69,20 +62,13 @@ func resolve(ctx context.Context, db DBTX, p ResolveParams) (*Action, error) {
 		if !json.Valid(p.Response) {
 			return nil, fmt.Errorf("%w: response is not JSON", ErrNotResolvable)
 		}
-		resp = string(p.Response)
+		resp := string(p.Response)
+		r.Response = &resp
 	}
 	// An operator's decision commits synchronously, whatever the server
-	// says (intent.IntentDurable, in the same round trip).
-	var a *Action
-	b := &pgx.Batch{}
-	b.Queue(intent.IntentDurable)
-	b.Queue(ActionResolve, p.Tenant, p.Key, p.Status, resp, p.Reason, p.By, p.Force).QueryRow(func(row pgx.Row) error {
-		var err error
-		a, err = scanAction(row)
-		return err
-	})
-	err := db.SendBatch(ctx, b).Close()
-	if errors.Is(err, pgx.ErrNoRows) {
+	// says (in the same round trip).
+	a, err := ledger.ActionResolve(ctx, db, r)
+	if errors.Is(err, ledger.ErrNotFound) {
 		cur, gerr := get(ctx, db, p.Tenant, p.Key)
 		if gerr != nil {
 			return nil, gerr
@@ -92,7 +78,7 @@ func resolve(ctx context.Context, db DBTX, p ResolveParams) (*Action, error) {
 	if err != nil {
 		return nil, fmt.Errorf("executor: resolve: %w", err)
 	}
-	return a, nil
+	return actionOf(a), nil
 }
 
 // ToolLister is implemented by tool sources that can list their tools
@@ -123,24 +109,16 @@ type taken struct {
 
 func (e *Executor) reconcileOnce(ctx context.Context) (ReconcileResult, error) {
 	var res ReconcileResult
-	var batch []taken
+	var leases *[]ledger.TakenLease
 	err := e.planned(ctx, func(b *pgx.Batch) {
-		b.Queue(ActionReconcileTake, e.cfg.ReconcileBatch, e.cfg.Owner, e.leaseMicros(), toolNames(e.cfg.Tools)).Query(func(rows pgx.Rows) error {
-			var (
-				t    taken
-				raw  []byte
-				secs float64
-			)
-			_, err := pgx.ForEachRow(rows, []any{&t.tenant, &t.key, &t.attempt, &raw, &secs}, func() error {
-				t.prev, t.age = decodeFailure(raw), seconds(secs)
-				batch = append(batch, t)
-				return nil
-			})
-			return err
-		})
+		leases = ledger.QueueReconcileTake(b, e.cfg.ReconcileBatch, e.cfg.Owner, e.cfg.Lease, toolNames(e.cfg.Tools))
 	})
 	if err != nil {
 		return res, fmt.Errorf("executor: reconcile: %w", err)
+	}
+	var batch []taken
+	for _, l := range *leases {
+		batch = append(batch, taken{tenant: l.Tenant, key: l.Key, attempt: l.Attempt, prev: decodeFailure(l.Error), age: l.Age})
 	}
 	res.TakenOver = len(batch)
 	if len(batch) > 0 {
@@ -185,28 +163,23 @@ func (e *Executor) reconcileOnce(ctx context.Context) (ReconcileResult, error) {
 	return res, nil
 }
 
-// intentsOf reads the intent of each taken action (IntentGetByKeyMany).
+// intentsOf reads the intent of each taken action, in one statement
+// (ledger.QueueIntentsByKey).
 func (e *Executor) intentsOf(ctx context.Context, batch []taken) error {
 	ts, ks := make([]string, len(batch)), make([]string, len(batch))
 	for i, t := range batch {
 		ts[i], ks[i] = t.tenant, t.key
 	}
-	return e.planned(ctx, func(b *pgx.Batch) {
-		b.Queue(IntentGetByKeyMany, ts, ks).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var pos int64
-				in, err := intent.Scan(rows, &pos)
-				if err != nil {
-					return err
-				}
-				if pos < 1 || pos > int64(len(batch)) {
-					return fmt.Errorf("executor: intent position %d out of range", pos)
-				}
-				batch[pos-1].in = in
-			}
-			return rows.Err()
-		})
-	})
+	var ins []*ledger.Intent
+	if err := e.planned(ctx, func(b *pgx.Batch) { ins = ledger.QueueIntentsByKey(b, ts, ks) }); err != nil {
+		return err
+	}
+	for i, in := range ins {
+		if in != nil {
+			batch[i].in = intentOf(in)
+		}
+	}
+	return nil
 }
 
 // settle drives one taken-over action: Lookup first where the tool can,

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/retrysafe/retrysafe/internal/ledger"
 )
 
 // Retention bounds.
@@ -21,35 +23,6 @@ const (
 	// DefaultPurgeBatch is PurgeParams.Batch when zero.
 	DefaultPurgeBatch = 1000
 )
-
-// ActionPurgeSize reads the size of actions in blocks and the planner's
-// estimate of rows per block (0 before the first ANALYZE).
-const ActionPurgeSize = `SELECT pg_relation_size('actions'::regclass) / current_setting('block_size')::bigint,
-	coalesce((SELECT (reltuples / nullif(relpages, 0))::bigint FROM pg_class
-		WHERE oid = 'actions'::regclass AND reltuples > 0), 0)`
-
-// ActionPurge deletes up to $4 settled actions finished more than $3
-// microseconds ago (database clock) among the heap blocks [$1, $2), and the
-// intents frozen under their keys, in one statement. The TID range bounds
-// the scan; FOR UPDATE SKIP LOCKED leaves rows a live transaction holds;
-// ctid = ANY(ARRAY(...)) keeps the delete a TID scan (ctid IN (SELECT ...)
-// may be planned as a join over the whole table).
-const ActionPurge = `WITH victims AS (
-	SELECT ctid FROM actions
-	WHERE ctid >= format('(%s,0)', $1::bigint)::tid AND ctid < format('(%s,0)', $2::bigint)::tid
-		AND status IN ('completed', 'failed')
-		AND finished_at < now() - $3::bigint * interval '1 microsecond'
-	LIMIT $4
-	FOR UPDATE SKIP LOCKED
-), gone AS (
-	DELETE FROM actions WHERE ctid = ANY (ARRAY(SELECT ctid FROM victims))
-	RETURNING tenant_id, idem_key
-), gone_intents AS (
-	DELETE FROM intents i USING gone g
-	WHERE i.tenant_id = g.tenant_id AND i.idem_key = g.idem_key
-	RETURNING 1
-)
-SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM gone_intents)`
 
 // PurgeParams tunes Purge. Zero fields take the defaults.
 type PurgeParams struct {
@@ -98,20 +71,18 @@ func Purge(ctx context.Context, db DBTX, p PurgeParams) (PurgeResult, error) {
 	case p.Batch < 1 || p.Pause < 0:
 		return res, fmt.Errorf("%w: Batch must be positive and Pause not negative", ErrConfig)
 	}
-	var blocks, perBlock int64
-	if err := db.QueryRow(ctx, ActionPurgeSize).Scan(&blocks, &perBlock); err != nil {
+	blocks, perBlock, err := ledger.ActionPurgeSize(ctx, db)
+	if err != nil {
 		return res, fmt.Errorf("executor: purge: table size: %w", err)
 	}
 	// A range holds about one batch of rows, at least 8 blocks.
 	step := max(8, int64(p.Batch)/max(perBlock, 1))
-	retention := p.Retention.Microseconds()
 	conflicts := 0
 	for from := int64(0); from < blocks; {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		var actions, intents int64
-		err := db.QueryRow(ctx, ActionPurge, from, from+step, retention, p.Batch).Scan(&actions, &intents)
+		actions, intents, err := ledger.ActionPurge(ctx, db, from, from+step, p.Retention, p.Batch)
 		if err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001") && conflicts < 3 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools"
@@ -78,8 +79,8 @@ func TestPurge(t *testing.T) {
 		if _, err := e.store.Freeze(ctx, e.pool, extractParams("t1", ref, extraction(0, c))); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.pool.Exec(ctx, executor.ActionClaim, "t1", ref, tools.PixChargeName, "worker-x", time.Hour.Microseconds()); err != nil {
-			t.Fatal(err)
+		if ok, err := executortest.Claim(ctx, e.pool, "t1", ref, tools.PixChargeName, "worker-x", time.Hour); err != nil || !ok {
+			t.Fatal(ok, err)
 		}
 	}
 	if _, err := e.pool.Exec(ctx, `UPDATE actions SET status = 'review', lease_owner = NULL, lease_until = NULL WHERE intent_ref = 'old-review'`); err != nil {

@@ -8,14 +8,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
-	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/dbconf"
+	"github.com/retrysafe/retrysafe/internal/ledger"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools"
@@ -28,7 +29,7 @@ type tracer struct {
 	queries, batches atomic.Int64
 
 	mu  sync.Mutex
-	sql map[string]int // statements sent in batches, by text
+	sql map[string]int // ledger statements sent in batches, by name
 }
 
 func (t *tracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
@@ -46,7 +47,7 @@ func (t *tracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatc
 	if t.sql == nil {
 		t.sql = map[string]int{}
 	}
-	t.sql[d.SQL]++
+	t.sql[ledger.Name(d.SQL)]++
 }
 func (t *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
@@ -57,11 +58,12 @@ func (t *tracer) take() (q, b int64) {
 	return t.queries.Swap(0), t.batches.Swap(0)
 }
 
-// sent is how many times statement sql went out in a batch since take.
-func (t *tracer) sent(sql string) int {
+// sent is how many times the ledger's statement name went out in a batch
+// since take.
+func (t *tracer) sent(name string) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.sql[sql]
+	return t.sql[name]
 }
 
 // envPool is another pool on e's schema, of at most conns connections,
@@ -159,15 +161,16 @@ func TestRoundTripsAndCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	bt := &pgx.Batch{}
-	args, _ := intent.FreezeManyArgs([]*intent.Extraction{x})
-	bt.Queue(executor.IntentActionClaimNewMany, append(args, "someone", int64(1e6))...)
-	pf := e.store.QueueFreeze(bt, x)
-	bt.Queue(executor.ActionClaim, "t1", "inv-rt", x.Action, "someone", int64(1e6))
+	id := ledger.ID{Tenant: x.Tenant, Ref: x.Ref, Action: x.Action}
+	row := &ledger.NewIntent{ID: id, Version: x.Result.Version, Payload: x.Result.Payload, Key: x.Result.Key}
+	fresh := ledger.QueueFreshClaims(bt, []*ledger.NewIntent{row}, "someone", time.Second)
+	fz := ledger.QueueFreeze(bt, id, row)
+	lc := ledger.QueueClaim(bt, id, "someone", time.Second)
 	if err := tx.SendBatch(ctx, bt).Close(); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := pf.Result(); err != nil || r.Created {
-		t.Fatal(r, err)
+	if fresh[0].Inserted || fz.Inserted || fz.Intent == nil || lc.Claimed {
+		t.Fatal(fresh, fz, lc)
 	}
 	var xid *int64
 	if err := tx.QueryRow(ctx, `SELECT txid_current_if_assigned()`).Scan(&xid); err != nil {
@@ -231,9 +234,9 @@ func TestCompletionCommit(t *testing.T) {
 		sync bool
 		want string
 	}{
-		{"pix, default", pixCall("t1", "inv-cc-1", extraction(0, testutil.CPF(81))), false, executor.ActionCompleteAsync},
-		{"pix, SyncCompletion", pixCall("t1", "inv-cc-2", extraction(1, testutil.CPF(82))), true, executor.ActionComplete},
-		{"no key, no lookup", executor.Call{Tenant: "t1", Ref: "sms-1", Action: "sms.send", Fields: map[string]any{"to": "ana"}}, false, executor.ActionComplete},
+		{"pix, default", pixCall("t1", "inv-cc-1", extraction(0, testutil.CPF(81))), false, "actionCompleteAsync"},
+		{"pix, SyncCompletion", pixCall("t1", "inv-cc-2", extraction(1, testutil.CPF(82))), true, "actionComplete"},
+		{"no key, no lookup", executor.Call{Tenant: "t1", Ref: "sms-1", Action: "sms.send", Fields: map[string]any{"to": "ana"}}, false, "actionComplete"},
 	} {
 		ex := e.another(t, "cc-"+string(rune('a'+i)), func(c *executor.Config) { c.DB = pool; c.SyncCompletion = tc.sync })
 		tr.take()
@@ -243,8 +246,8 @@ func TestCompletionCommit(t *testing.T) {
 		}
 		var sent []string
 		for _, q := range tr.take() {
-			if strings.HasPrefix(q, "UPDATE actions\nSET status = $5") {
-				sent = append(sent, q)
+			if n := ledger.Name(q); strings.HasPrefix(n, "actionComplete") {
+				sent = append(sent, n)
 			}
 		}
 		if len(sent) != 1 || sent[0] != tc.want {
@@ -269,9 +272,12 @@ func TestCompletionCommit(t *testing.T) {
 		WHERE tenant_id = 't1' AND intent_ref = 'inv-cc-1' RETURNING idem_key, attempt`).Scan(&key, &attempt); err != nil {
 		t.Fatal(err)
 	}
-	ct, err := tx.Exec(ctx, executor.ActionCompleteAsync, "t1", key, "again", attempt, executor.RowCompleted, `{}`, nil)
-	if err != nil || ct.RowsAffected() != 1 {
-		t.Fatal(ct, err)
+	b := &pgx.Batch{}
+	resp := `{}`
+	c := &ledger.Completion{Tenant: "t1", Key: key, Attempt: int32(attempt), Status: executor.RowCompleted, Response: &resp}
+	ledger.QueueComplete(b, c, "again", true)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil || !c.Matched {
+		t.Fatal(c, err)
 	}
 	var inTx string
 	if err := tx.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&inTx); err != nil || inTx != "off" {
@@ -304,10 +310,10 @@ func TestReconcilerReadsIntentsOnce(t *testing.T) {
 	if err != nil || res.TakenOver != n || res.Completed != n {
 		t.Fatalf("%+v %v", res, err)
 	}
-	if got := tr.sent(executor.IntentGetByKeyMany); got != 1 {
+	if got := tr.sent("intentGetByKeyMany"); got != 1 {
 		t.Fatalf("the intents of %d leases took %d batch reads, want 1", n, got)
 	}
-	if got := tr.sent(intent.IntentGetByKey); got != 0 {
+	if got := tr.sent("intentGetByKey"); got != 0 {
 		t.Fatalf("%d reads of one intent by key", got)
 	}
 	if c := countStatus(t, e.pool, "completed"); c != n {

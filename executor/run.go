@@ -2,23 +2,20 @@ package executor
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/backoff"
+	"github.com/retrysafe/retrysafe/internal/ledger"
 	"github.com/retrysafe/retrysafe/tools"
 )
+
+// Execute and ExecuteKey: the freeze and claim (see batch.go), then the
+// state table (drive), then the attempts (attempt.go).
 
 // writeTimeout bounds the bookkeeping writes that follow a provider call.
 // They run detached from the caller's context: once the provider answered,
@@ -29,180 +26,11 @@ func writeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 }
 
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-func (systemClock) Sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func defaultOwner() string {
-	host, _ := os.Hostname()
-	if host == "" {
-		host = "worker"
-	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
-}
-
-func (c Config) validate() (Config, error) {
-	bad := func(format string, args ...any) (Config, error) {
-		return Config{}, fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
-	}
-	if c.DB == nil {
-		return bad("DB is required")
-	}
-	if _, isTx := c.DB.(pgx.Tx); isTx {
-		return bad("DB must be a pool, not a transaction: the claim must commit before the provider is called")
-	}
-	if c.Intents == nil {
-		return bad("Intents is required")
-	}
-	if c.Tools == nil {
-		return bad("Tools is required")
-	}
-	if c.Owner == "" {
-		c.Owner = defaultOwner()
-	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	def(&c.Lease, DefaultLease)
-	def(&c.Timeout, DefaultTimeout)
-	def(&c.LeaseMargin, DefaultLeaseMargin)
-	def(&c.BackoffBase, DefaultBackoffBase)
-	def(&c.BackoffMax, DefaultBackoffMax)
-	def(&c.RetryHorizon, DefaultRetryHorizon)
-	def(&c.ReconcileInterval, DefaultReconcileInterval)
-	if c.ReconcileBatch == 0 {
-		c.ReconcileBatch = DefaultReconcileBatch
-	}
-	if c.GroupCommit == 0 {
-		c.GroupCommit = DefaultGroupCommit
-	}
-	if c.GroupCommitConns == 0 {
-		c.GroupCommitConns = DefaultGroupCommitConns
-	}
-	if c.Clock == nil {
-		c.Clock = systemClock{}
-	}
-	c.defaultHooks()
-	switch {
-	case c.Lease < 0 || c.Timeout < 0 || c.LeaseMargin < 0 || c.Heartbeat < 0 || c.BackoffBase < 0 || c.BackoffMax < 0 || c.ReconcileInterval < 0 || c.RetryHorizon < 0:
-		return bad("durations must not be negative")
-	case c.MaxAttempts < 0:
-		return bad("MaxAttempts must not be negative (0: no limit but RetryHorizon)")
-	case c.ReconcileBatch < 1:
-		return bad("ReconcileBatch must be at least 1")
-	case c.GroupCommit < 1:
-		return bad("GroupCommit must be at least 1 (1 turns grouping off)")
-	case c.GroupCommitConns < 1:
-		return bad("GroupCommitConns must be at least 1")
-	case c.BackoffBase > c.BackoffMax:
-		return bad("BackoffBase %s exceeds BackoffMax %s", c.BackoffBase, c.BackoffMax)
-	case c.Lease.Microseconds() < 1:
-		return bad("Lease must be at least 1µs")
-	case c.Heartbeat == 0 && c.Lease <= c.Timeout+c.LeaseMargin:
-		// Otherwise a taker could call the provider while this worker's
-		// call is still running.
-		return bad("Lease %s must exceed Timeout %s + LeaseMargin %s", c.Lease, c.Timeout, c.LeaseMargin)
-	case c.Heartbeat > 0 && c.Lease <= 2*c.Heartbeat+c.LeaseMargin:
-		// One missed beat must not lose the lease.
-		return bad("with Heartbeat %s, Lease %s must exceed 2*Heartbeat + LeaseMargin %s", c.Heartbeat, c.Lease, c.LeaseMargin)
-	}
-	return c, nil
-}
-
-func (e *Executor) leaseMicros() int64 { return e.cfg.Lease.Microseconds() }
-
 // backoff is the delay after a transient failure at attempt n: exponential,
 // capped, with the upper half random so that callers that failed together do
 // not come back together.
 func (e *Executor) backoff(n int) time.Duration {
 	return backoff.UpperHalf(backoff.Exponential(e.cfg.BackoffBase, e.cfg.BackoffMax, n))
-}
-
-// scanAction scans an action row; lead are destinations for columns the
-// query puts before actionColumns (ActionGetForIntentMany's position).
-func scanAction(row pgx.Row, lead ...any) (*Action, error) {
-	var (
-		a          Action
-		left       float64
-		resp, fail []byte
-	)
-	if err := row.Scan(append(lead, &a.Tenant, &a.Key, &a.Ref, &a.Action, &a.Status, &a.Attempt, &a.LeaseOwner, &a.LeaseUntil,
-		&a.Expired, &left, &resp, &fail, &a.CreatedAt, &a.UpdatedAt, &a.FinishedAt)...); err != nil {
-		return nil, err
-	}
-	a.LeaseLeft = time.Duration(left * float64(time.Second))
-	if len(resp) > 0 {
-		a.Response = json.RawMessage(resp)
-	}
-	a.Failure = decodeFailure(fail)
-	return &a, nil
-}
-
-func decodeFailure(raw []byte) *ToolFailure {
-	if len(raw) == 0 {
-		return nil
-	}
-	var f ToolFailure
-	if json.Unmarshal(raw, &f) != nil {
-		return nil
-	}
-	return &f
-}
-
-// prevUncertain reports whether the attempt before a takeover may have
-// acted. Only a failure recorded by that very attempt as transient (the
-// request never left) proves it did not; a worker that died mid-call left
-// no record.
-func prevUncertain(prev *ToolFailure, newAttempt int) bool {
-	return !(prev != nil && prev.Attempt == newAttempt-1 && prev.Class == tools.ClassTransient)
-}
-
-func statusOf(row string) Status {
-	switch row {
-	case RowCompleted:
-		return StatusCompleted
-	case RowFailed:
-		return StatusFailed
-	case RowReview:
-		return StatusReview
-	}
-	return StatusInFlight
-}
-
-// fromRow fills out from a stored row that this call did not settle.
-func fromRow(out *Outcome, a *Action) *Outcome {
-	out.Status = statusOf(a.Status)
-	out.Key = a.Key
-	out.Attempt = a.Attempt
-	out.Replayed = a.Status != RowStarted
-	out.Response = a.Response
-	out.Failure = a.Failure
-	out.RetryAfter = 0
-	if a.Status == RowStarted {
-		out.RetryAfter = a.LeaseLeft
-		if out.RetryAfter <= 0 {
-			out.RetryAfter = time.Millisecond
-		}
-	}
-	return out
 }
 
 // claim is what the freeze+claim batch found.
@@ -213,25 +41,6 @@ type claim struct {
 	claimKey string
 	attempt  int
 	act      *Action
-}
-
-func (e *Executor) queueClaim(b *pgx.Batch, tenant, ref, action string, c *claim) {
-	b.Queue(ActionClaim, tenant, ref, action, e.cfg.Owner, e.leaseMicros()).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&c.claimKey, &c.attempt)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		c.claimed = err == nil
-		return err
-	})
-	b.Queue(ActionGetForIntent, tenant, ref, action).QueryRow(func(row pgx.Row) error {
-		a, err := scanAction(row)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		c.act = a
-		return err
-	})
 }
 
 // maxRaces bounds how often Execute starts over after racing an amendment.
@@ -255,7 +64,7 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 	}
 	order := call.Tenant + "\x00" + call.Ref + "\x00" + call.Action
 	for i := range maxRaces {
-		cu := &claimUnit{x: x, tenant: call.Tenant, ref: call.Ref, action: call.Action}
+		cu := newClaimUnit(x)
 		switch {
 		case i > 0: // racing an amendment: the full freeze and claim
 		case e.claims.readOnly.Load():
@@ -273,17 +82,18 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 				return nil, refused(fmt.Errorf("executor: freeze and claim: %w", err))
 			}
 		}
-		if cu.c == nil {
+		fz, c, created := cu.settle()
+		if c == nil {
 			// One round trip, one implicit transaction (shared with the
 			// calls grouped with this one): freeze, read back, claim,
 			// read the action. Four statements, four snapshots.
 			if err := e.grouped(ctx, e.claims, order, func(b *pgx.Batch) { e.queueOne(b, cu) }, cu); err != nil {
 				return nil, refused(fmt.Errorf("executor: freeze and claim: %w", err))
 			}
+			fz, c, _ = cu.settle()
 		}
-		c, pf := cu.c, cu.pf
-		c.fr, c.frErr = pf.Result()
-		if cu.created && c.frErr == nil {
+		c.fr, c.frErr = e.cfg.Intents.Outcome(x, intentOf(fz.Intent), fz.Inserted)
+		if created && c.frErr == nil {
 			c.fr.Created = true // the fresh claim inserted it
 		}
 		e.noteClaim(c.claimed || (c.frErr == nil && c.fr.Created))
@@ -315,11 +125,13 @@ func (e *Executor) executeKey(ctx context.Context, tenant, key string, opts *Opt
 		if !ok {
 			return nil, fmt.Errorf("%w: %q", ErrUnknownTool, in.Action)
 		}
-		c := &claim{}
-		// Under GroupPlans: its plans, and its synchronous commit.
-		if err := e.planned(ctx, func(b *pgx.Batch) { e.queueClaim(b, tenant, in.Ref, in.Action, c) }); err != nil {
+		var lc *ledger.Claim
+		id := ledger.ID{Tenant: tenant, Ref: in.Ref, Action: in.Action}
+		// Under the plan settings: their plans, and their synchronous commit.
+		if err := e.planned(ctx, func(b *pgx.Batch) { lc = ledger.QueueClaim(b, id, e.cfg.Owner, e.cfg.Lease) }); err != nil {
 			return nil, refused(fmt.Errorf("executor: claim: %w", err))
 		}
+		c := &claim{claimed: lc.Claimed, claimKey: lc.Key, attempt: lc.Attempt, act: actionOf(lc.Action)}
 		out := &Outcome{Tenant: tenant, Ref: in.Ref, Action: in.Action, Key: in.Key}
 		res, err, again := e.drive(ctx, tool, in, c, out, opts)
 		if !again {
@@ -372,27 +184,6 @@ func (e *Executor) drive(ctx context.Context, tool tools.Tool, in *intent.Intent
 	return res, err, false
 }
 
-func (e *Executor) takeover(ctx context.Context, tenant, key string, seen int) (attempt int, prev *ToolFailure, age time.Duration, won bool, err error) {
-	var (
-		raw  []byte
-		secs float64
-	)
-	err = e.planned(ctx, func(b *pgx.Batch) {
-		b.Queue(ActionTakeover, tenant, key, seen, e.cfg.Owner, e.leaseMicros()).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&attempt, &raw, &secs)
-		})
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil, 0, false, nil
-	}
-	if err != nil {
-		return 0, nil, 0, false, fmt.Errorf("executor: takeover: %w", err)
-	}
-	return attempt, decodeFailure(raw), seconds(secs), true, nil
-}
-
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-
 // current re-reads the action and reports it as stored.
 func (e *Executor) current(ctx context.Context, out *Outcome) (*Outcome, error) {
 	rctx, cancel := writeCtx(ctx)
@@ -402,376 +193,4 @@ func (e *Executor) current(ctx context.Context, out *Outcome) (*Outcome, error) 
 		return nil, err
 	}
 	return fromRow(out, a), nil
-}
-
-// work holds the lease at attempt and drives it to an end: completed,
-// failed, review, or (transient, NoWait) released for a later attempt.
-// age is how long ago the action was first claimed (database clock);
-// prevMayHaveActed says an earlier attempt may have reached the provider.
-func (e *Executor) work(ctx context.Context, tool tools.Tool, in *intent.Intent, attempt int, age time.Duration, prevMayHaveActed bool, opts *Opts, out *Outcome) (*Outcome, error) {
-	looker, canLookup := tools.CanLookup(tool)
-	h := held{tenant: in.Tenant, key: in.Key, action: in.Action,
-		relearnable: !e.cfg.SyncCompletion && (tool.Idempotent() || canLookup)}
-	for {
-		h.attempt = attempt
-		out.Attempt = attempt
-		var fail *tools.Error
-		called := false
-		if prevMayHaveActed && canLookup {
-			resp, err := e.lookup(ctx, looker, h)
-			switch {
-			case err == nil:
-				return e.finish(ctx, h, RowCompleted, resp, nil, out)
-			case errors.Is(err, tools.ErrNotFound):
-				prevMayHaveActed = false
-			default:
-				// The provider could not be asked: this attempt fails
-				// without calling, and the doubt remains.
-				fail = tools.Classify(err)
-				if fail.Class == tools.ClassDefinitive {
-					fail = &tools.Error{Class: tools.ClassUncertain, Code: "lookup_" + fail.Code, Message: "lookup refused"}
-				}
-			}
-		}
-		if fail == nil && prevMayHaveActed && !tool.Idempotent() {
-			return e.finish(ctx, h, RowReview, nil, &ToolFailure{
-				Class: tools.ClassUncertain, Code: "uncertain_without_key", Attempt: attempt,
-				Message: "an earlier attempt may have acted; the tool takes no idempotency key and cannot be asked, so it is not called twice",
-			}, out)
-		}
-		if fail == nil && e.pastBudget(attempt, age) {
-			// Taken over beyond the budget: no new call. A Lookup above
-			// has already settled the doubt where the tool can be asked.
-			return e.giveUp(ctx, h, prevMayHaveActed, &ToolFailure{
-				Class: tools.ClassUncertain, Code: "attempts_exhausted", Attempt: attempt,
-				Message: e.budgetText(attempt, age),
-			}, out)
-		}
-		if fail == nil {
-			called = true
-			resp, err := e.call(ctx, tool, in, h)
-			if err == nil {
-				if len(resp) == 0 || !json.Valid(resp) {
-					resp = json.RawMessage(`null`)
-				}
-				return e.finish(ctx, h, RowCompleted, resp, nil, out)
-			}
-			fail = tools.Classify(err)
-		}
-		tf := &ToolFailure{Class: fail.Class, Code: fail.Code, Status: fail.Status, Message: fail.Message, Attempt: attempt}
-		if fail.Class == tools.ClassDefinitive {
-			return e.finish(ctx, h, RowFailed, nil, tf, out)
-		}
-		mayHaveActed := prevMayHaveActed || (called && fail.Class == tools.ClassUncertain)
-		if mayHaveActed && !tool.Idempotent() && !canLookup {
-			return e.finish(ctx, h, RowReview, nil, tf, out)
-		}
-		delay := e.backoff(attempt)
-		if e.lastTry(attempt, age, delay) {
-			if mayHaveActed && canLookup {
-				resp, err := e.lookup(ctx, looker, h)
-				switch {
-				case err == nil:
-					return e.finish(ctx, h, RowCompleted, resp, nil, out)
-				case errors.Is(err, tools.ErrNotFound):
-					mayHaveActed = false // the provider has nothing under the key
-				}
-			}
-			return e.giveUp(ctx, h, mayHaveActed, tf, out)
-		}
-		if err := e.release(ctx, h, delay, tf); err != nil {
-			if errors.Is(err, ErrLeaseLost) {
-				res, cerr := e.current(ctx, out)
-				if cerr != nil {
-					return nil, cerr
-				}
-				return res, err
-			}
-			return nil, err
-		}
-		e.cfg.Logger.Info("executor: transient failure, retrying with the same key",
-			"tenant", h.tenant, "action", h.action, "attempt", attempt, "class", string(fail.Class), "code", fail.Code)
-		out.Status, out.Failure, out.RetryAfter, out.Replayed = StatusInFlight, tf, delay, false
-		if opts != nil && opts.NoWait {
-			return out, nil
-		}
-		if err := e.cfg.Clock.Sleep(ctx, delay); err != nil {
-			return out, err
-		}
-		next, nextAge, won, err := e.retake(ctx, h)
-		if err != nil {
-			return nil, err
-		}
-		if !won {
-			return e.current(ctx, out)
-		}
-		attempt, age = next, nextAge
-		out.RetryAfter = 0
-		prevMayHaveActed = mayHaveActed
-	}
-}
-
-// held is a lease this worker holds.
-type held struct {
-	tenant, key, action string
-	attempt             int
-	// relearnable: the provider can tell the outcome again by the key, so
-	// a completion need not wait for its WAL flush.
-	relearnable bool
-}
-
-func (e *Executor) lookup(ctx context.Context, l tools.Looker, h held) (resp json.RawMessage, err error) {
-	cctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
-	defer cancel()
-	defer e.looked(h, e.start(), &err)
-	defer func() {
-		if r := recover(); r != nil {
-			resp, err = nil, tools.Uncertain("panic", "tool lookup panicked", nil)
-		}
-	}()
-	resp, err = l.Lookup(cctx, h.key)
-	if err == nil && (len(resp) == 0 || !json.Valid(resp)) {
-		resp = json.RawMessage(`null`)
-	}
-	return resp, err
-}
-
-// call runs the tool with the frozen key under the call timeout, with the
-// heartbeat when configured. No transaction is open here.
-func (e *Executor) call(ctx context.Context, tool tools.Tool, in *intent.Intent, h held) (resp json.RawMessage, err error) {
-	cctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
-	defer cancel()
-	if e.cfg.Heartbeat > 0 {
-		hctx, hcancel := context.WithCancelCause(cctx)
-		defer hcancel(nil)
-		done := make(chan struct{})
-		defer func() { close(done) }()
-		go e.heartbeat(hctx, hcancel, done, h)
-		cctx = hctx
-	}
-	defer e.called(h, e.calling(h), &err)
-	defer func() {
-		if r := recover(); r != nil {
-			resp, err = nil, tools.Uncertain("panic", "tool panicked", nil)
-		}
-	}()
-	return tool.Execute(cctx, in.Key, in.Payload)
-}
-
-// heartbeat extends the lease every Heartbeat. When the lease is lost, or
-// cannot be extended before it would run out, the call is canceled: a taker
-// may be about to act.
-func (e *Executor) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, done <-chan struct{}, h held) {
-	t := time.NewTicker(e.cfg.Heartbeat)
-	defer t.Stop()
-	deadline := time.Now().Add(e.cfg.Lease - e.cfg.LeaseMargin)
-	for {
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		bctx, bcancel := context.WithTimeout(ctx, e.cfg.Heartbeat)
-		var n int64
-		err := e.planned(bctx, func(b *pgx.Batch) {
-			b.Queue(ActionHeartbeat, h.tenant, h.key, e.cfg.Owner, h.attempt, e.leaseMicros()).Exec(func(ct pgconn.CommandTag) error {
-				n = ct.RowsAffected()
-				return nil
-			})
-		})
-		bcancel()
-		switch {
-		case err == nil && n == 1:
-			deadline = time.Now().Add(e.cfg.Lease - e.cfg.LeaseMargin)
-		case err == nil:
-			cancel(ErrLeaseLost)
-			return
-		case time.Now().After(deadline):
-			cancel(fmt.Errorf("%w: heartbeat failed: %w", ErrLeaseLost, err))
-			return
-		}
-	}
-}
-
-func (e *Executor) release(ctx context.Context, h held, delay time.Duration, f *ToolFailure) error {
-	wctx, cancel := writeCtx(ctx)
-	defer cancel()
-	fj, _ := json.Marshal(f)
-	us := delay.Microseconds()
-	if us < 1 {
-		us = 1
-	}
-	var n int64
-	err := e.planned(wctx, func(b *pgx.Batch) {
-		b.Queue(ActionRelease, h.tenant, h.key, e.cfg.Owner, h.attempt, us, string(fj)).Exec(func(ct pgconn.CommandTag) error {
-			n = ct.RowsAffected()
-			return nil
-		})
-	})
-	if err != nil {
-		return fmt.Errorf("executor: release: %w", err)
-	}
-	if n != 1 {
-		return fmt.Errorf("%w (attempt %d)", ErrLeaseLost, h.attempt)
-	}
-	return nil
-}
-
-func (e *Executor) retake(ctx context.Context, h held) (int, time.Duration, bool, error) {
-	var (
-		next int
-		raw  []byte
-		secs float64
-	)
-	err := e.planned(ctx, func(b *pgx.Batch) {
-		b.Queue(ActionRetake, h.tenant, h.key, h.attempt, e.cfg.Owner, e.leaseMicros()).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&next, &raw, &secs)
-		})
-	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, 0, false, nil
-	}
-	if err != nil {
-		return 0, 0, false, fmt.Errorf("executor: retake: %w", err)
-	}
-	return next, seconds(secs), true, nil
-}
-
-// pastBudget reports whether attempt, taken over age after the action was
-// first claimed, is beyond the retry budget: past RetryHorizon, or beyond
-// MaxAttempts when that is set.
-func (e *Executor) pastBudget(attempt int, age time.Duration) bool {
-	return age > e.cfg.RetryHorizon || (e.cfg.MaxAttempts > 0 && attempt > e.cfg.MaxAttempts)
-}
-
-// lastTry reports whether attempt, which failed, is the last: the next
-// one, after delay, would start past RetryHorizon, or MaxAttempts (when
-// set) is reached.
-func (e *Executor) lastTry(attempt int, age, delay time.Duration) bool {
-	return age+delay > e.cfg.RetryHorizon || (e.cfg.MaxAttempts > 0 && attempt >= e.cfg.MaxAttempts)
-}
-
-func (e *Executor) budgetText(attempt int, age time.Duration) string {
-	if e.cfg.MaxAttempts > 0 && attempt > e.cfg.MaxAttempts {
-		return fmt.Sprintf("taken over after %d attempts", e.cfg.MaxAttempts)
-	}
-	return fmt.Sprintf("attempt %d would start %s after the first claim, past the retry horizon of %s", attempt, age.Round(time.Millisecond), e.cfg.RetryHorizon)
-}
-
-// giveUp ends an action whose retries are spent. When nothing can have
-// acted (every attempt failed before reaching the provider, or the
-// provider, asked by key, has nothing) that is certain, and the action
-// fails: a new try needs a new intent_ref. Otherwise nobody can tell
-// whether it acted, and it goes to review with its last failure.
-func (e *Executor) giveUp(ctx context.Context, h held, mayHaveActed bool, last *ToolFailure, out *Outcome) (*Outcome, error) {
-	if mayHaveActed {
-		return e.finish(ctx, h, RowReview, nil, last, out)
-	}
-	return e.finish(ctx, h, RowFailed, nil, &ToolFailure{
-		Class: tools.ClassDefinitive, Code: "retries_exhausted", Status: last.Status, Attempt: h.attempt,
-		Message: fmt.Sprintf("retries spent and the provider never acted (last failure: %s %s)", last.Class, last.Code),
-	}, out)
-}
-
-// finish writes the outcome, fenced by owner and attempt.
-func (e *Executor) finish(ctx context.Context, h held, status string, resp json.RawMessage, f *ToolFailure, out *Outcome) (*Outcome, error) {
-	wctx, cancel := writeCtx(ctx)
-	defer cancel()
-	cu := &completeUnit{tenant: h.tenant, key: h.key, attempt: int32(h.attempt), status: status}
-	if resp != nil {
-		s := string(resp)
-		cu.resp = &s
-	}
-	if f != nil {
-		fj, _ := json.Marshal(f)
-		s := string(fj)
-		cu.fail = &s
-	}
-	query, g := ActionComplete, e.completions
-	if h.relearnable && status == RowCompleted {
-		// Its own groups: the setting it turns off for its transaction
-		// would hold for every completion grouped with it.
-		query, g = ActionCompleteAsync, e.completionsAsync
-	}
-	queue := func(b *pgx.Batch) { e.queueComplete(b, query, cu) }
-	if err := e.grouped(wctx, g, h.tenant+"\x00"+h.key, queue, cu); err != nil {
-		return nil, fmt.Errorf("executor: complete: %w", err)
-	}
-	if cu.rows != 1 {
-		e.cfg.Logger.Warn("executor: lease lost, result dropped",
-			"tenant", h.tenant, "action", h.action, "attempt", h.attempt, "status", status)
-		res, cerr := e.current(ctx, out)
-		if cerr != nil {
-			return nil, cerr
-		}
-		return res, fmt.Errorf("%w (attempt %d)", ErrLeaseLost, h.attempt)
-	}
-	out.Status = statusOf(status)
-	out.Replayed = false
-	out.Response = resp
-	out.Failure = f
-	out.Attempt = h.attempt
-	out.RetryAfter = 0
-	e.logOutcome(out, false)
-	return out, nil
-}
-
-// queueComplete queues cu's own completion statement (query:
-// ActionComplete or ActionCompleteAsync).
-func (e *Executor) queueComplete(b *pgx.Batch, query string, cu *completeUnit) {
-	cu.rows = 0
-	b.Queue(query, cu.tenant, cu.key, e.cfg.Owner, cu.attempt, cu.status, cu.resp, cu.fail).
-		Exec(func(ct pgconn.CommandTag) error {
-			cu.rows = ct.RowsAffected()
-			return nil
-		})
-}
-
-func (e *Executor) logOutcome(o *Outcome, replay bool) {
-	if replay {
-		e.cfg.Logger.Debug("executor: stored outcome", "tenant", o.Tenant, "action", o.Action, "status", string(o.Status), "attempt", o.Attempt)
-		return
-	}
-	e.cfg.Logger.Info("executor: action settled", "tenant", o.Tenant, "action", o.Action, "status", string(o.Status), "attempt", o.Attempt)
-}
-
-// refused marks a database refusal of the call's own data (SQLSTATE class
-// 22: a NUL, invalid UTF-8, a value out of range; class 54: a value too
-// large for an index entry) as ErrRefused: nothing
-// of the call committed, and the same call would be refused again.
-// intent.Storable keeps such values from reaching the database; this is
-// the backstop, so that no caller is told to retry what cannot succeed.
-func refused(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "54")) {
-		// The code only: the server's message may quote the value.
-		return fmt.Errorf("%w (SQLSTATE %s)", ErrRefused, pgErr.Code)
-	}
-	return err
-}
-
-func isRetryable(err error) bool {
-	switch {
-	case err == nil:
-		return false
-	case errors.Is(err, ErrInFlight), errors.Is(err, ErrLeaseLost):
-		return true
-	case errors.Is(err, ErrNeedsReview), errors.Is(err, ErrFailed):
-		return false
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300":
-			return true
-		}
-		return strings.HasPrefix(pgErr.Code, "08")
-	}
-	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne)
 }

@@ -48,10 +48,10 @@
 // By, amends anyway and records the override in the revision (overrode).
 //
 // Every write commits synchronously whatever the server, database, role or
-// session says (SyncCommitOn, in IntentDurable: one more statement in the
-// same round trip or transaction; the executor puts the expression in the
-// statement its batches open with). A frozen intent whose key a provider
-// has seen must survive a crash.
+// session says (one more statement in the same round trip or transaction;
+// the executor's batches carry the same setting in the statement they open
+// with). A frozen intent whose key a provider has seen must survive a
+// crash.
 //
 // Values PostgreSQL refuses (a NUL, invalid UTF-8: Storable) are refused
 // before anything is sent: in the ids as ErrInvalid, in the normalized
@@ -59,7 +59,17 @@
 //
 // Every read is scoped by tenant: a key alone never finds a row.
 //
+// # The ledger
+//
+// The store's SQL is not here: the statements on intents, intent_revisions
+// and actions (the amendment's tombstone) live in internal/ledger, with
+// the executor's, and the store calls its functions. The executor freezes
+// with its own batches (the freeze and the claim in one round trip): it
+// asks the store for the Extraction (Extract) and, once the ledger has
+// found the frozen row, for the FreezeResult (Outcome), the same
+// comparison Freeze makes. Nothing else of the store is plumbing.
+//
 // # Imports
 //
-// intent imports derive and pgx only.
+// intent imports derive, internal/ledger and pgx only.
 package intent

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/retrysafe/retrysafe/derive"
+	"github.com/retrysafe/retrysafe/internal/ledger"
 )
 
 // DBTX is what every data function needs: *pgxpool.Pool, *pgx.Conn and
@@ -71,7 +72,7 @@ func (e *CompletedError) Is(target error) bool { return target == ErrCompleted }
 
 // SupersededClass is the error class of the tombstone action Amend writes
 // under a replaced key.
-const SupersededClass = "superseded"
+const SupersededClass = ledger.SupersededClass
 
 // Config configures a Store.
 type Config struct {
@@ -123,6 +124,8 @@ type Intent struct {
 	Revision  int            // 0 until amended
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// The fields are the ledger row's (internal/ledger.Intent), in its
+	// order: the store and the executor convert one into the other.
 }
 
 // Revision is one amendment of an intent.
@@ -138,6 +141,7 @@ type Revision struct {
 	// went past by operator override ("completed"), "" when none.
 	Overrode  string
 	CreatedAt time.Time
+	// The fields are the ledger row's (internal/ledger.Revision).
 }
 
 // FreezeParams is one extraction to freeze.
@@ -188,65 +192,15 @@ func (s *Store) Freeze(ctx context.Context, db DBTX, p FreezeParams) (*FreezeRes
 	return s.freeze(ctx, db, p)
 }
 
-// PendingFreeze is a freeze queued on a caller's batch (see QueueFreeze).
-type PendingFreeze struct{ p *pending }
-
-// QueueFreeze queues x's insert and its read-back (two statements) on b, so
-// that a caller can pipeline more statements behind them in the same round
-// trip and implicit transaction (the executor queues its claim). Read the
-// outcome with Result after the batch results are closed.
-func (s *Store) QueueFreeze(b *pgx.Batch, x *Extraction) *PendingFreeze {
-	return s.queueFreeze(b, x)
+// Outcome is the FreezeResult of x for a caller that froze it with
+// statements of its own (the executor, which freezes and claims in one
+// batch): in is the intent found under x's tenant, ref and action once x's
+// insert ran (nil when none), created whether that insert made it. It
+// compares x with in as Freeze does: the divergent fields are named, and
+// x's values dropped.
+func (s *Store) Outcome(x *Extraction, in *Intent, created bool) (*FreezeResult, error) {
+	return s.outcome(x, in, created)
 }
-
-// QueueFreezeMany is QueueFreeze for a group of extractions in two
-// statements (one insert, one read-back) instead of two each. Each
-// extraction's outcome is what QueueFreeze would have given it, with one
-// exception: of extractions for the same intent, only the first can be
-// Created.
-func (s *Store) QueueFreezeMany(b *pgx.Batch, xs []*Extraction) []*PendingFreeze {
-	return s.queueFreezeMany(b, xs)
-}
-
-// Result returns the freeze's outcome once the batch results are closed.
-func (p *PendingFreeze) Result() (*FreezeResult, error) { return p.p.result() }
-
-// Frozen is the freeze x would have had on finding in already frozen
-// under x's tenant, ref and action: nothing inserted, in read back, with
-// x's divergence from it. It lets a caller that read in itself (the
-// executor's read-first replays, see Columns) skip the insert that could
-// only have conflicted.
-func (s *Store) Frozen(x *Extraction, in *Intent) *PendingFreeze {
-	return &PendingFreeze{p: &pending{s: s, x: x, found: true, in: in}}
-}
-
-// Inserted is the freeze x had when a caller's own statement inserted in
-// with FreezeManyInsert: created, nothing to compare.
-func (s *Store) Inserted(x *Extraction, in *Intent) *PendingFreeze {
-	return &PendingFreeze{p: &pending{s: s, x: x, found: true, in: in, inserted: true}}
-}
-
-// InsertedAt is Inserted for a caller whose statement returned only the
-// inserted row's created_at: the rest of the row is what FreezeManyArgs
-// wrote for x, so it is built from x rather than read back (x must have no
-// field error).
-func (s *Store) InsertedAt(x *Extraction, createdAt time.Time) *PendingFreeze {
-	return s.Inserted(x, insertedIntent(x, createdAt))
-}
-
-// FreezeManyArgs is FreezeManyInsert's seven parameters for the
-// extractions of xs without a field error (those are left out, since
-// nothing of theirs can be frozen); ok is false when there is none.
-func FreezeManyArgs(xs []*Extraction) (args []any, ok bool) { return freezeManyArgs(xs) }
-
-// Columns is an intent's select list, for a statement of another package
-// that reads intents (FROM intents, unaliased) together with its own rows
-// and scans them with Scan.
-const Columns = intentColumns
-
-// Scan reads an intent selected as Columns from row, after lead
-// destinations.
-func Scan(row pgx.Row, lead ...any) (*Intent, error) { return scanIntent(row, lead...) }
 
 // Get reads the intent (tenant, ref, action).
 func Get(ctx context.Context, db DBTX, tenant, ref, action string) (*Intent, error) {
@@ -257,6 +211,14 @@ func Get(ctx context.Context, db DBTX, tenant, ref, action string) (*Intent, err
 // key finds nothing.
 func GetByKey(ctx context.Context, db DBTX, tenant, key string) (*Intent, error) {
 	return getByKey(ctx, db, tenant, key)
+}
+
+// RefsByKeyPrefix returns the intent_refs of the tenant's intents of action
+// whose key starts with prefix, at most two: enough for a caller that must
+// act on exactly one (a Pix txid is the first characters of its charge's
+// key) to tell one from several.
+func RefsByKeyPrefix(ctx context.Context, db DBTX, tenant, action, prefix string) ([]string, error) {
+	return refsByKeyPrefix(ctx, db, tenant, action, prefix)
 }
 
 // Revisions lists an intent's amendments, oldest first.

@@ -196,20 +196,21 @@
 // Other packages read them through exported functions (GetOrder,
 // GetNotification, the List functions, Purge; EffectsOfOrder and
 // CountDuplicates for the console, CountVerdicts for the lab). The order
-// lookups that read the ledger's tables (intents, actions) are in
-// ledgerreads.go until the ledger exposes them; the conversation lookup
+// lookups in the ledger's tables go through its owners (intent.GetByKey,
+// intent.RefsByKeyPrefix, executor.RefByPayment); the conversation lookup
 // is the agent's (agent.ConversationByInvoice). Every statement's generic
 // plan is checked (plans_test.go) but the listings and purges named
 // there.
 //
 // # Imports
 //
-// webhook imports pgx, River, intent (freezing the notification),
-// executor and tools (the relay and the default notifier's tool names),
-// agent (the conversation of an order's invoice), internal/outbox (the
-// relay and its worker), internal/riverretry (RetryPolicy),
-// internal/confcheck (Config's required fields), internal/pairs (the
-// provider=value lists), derive (classifying
-// freeze errors), internal/failpoint, and tools/apipix (the cob action's
-// name) for the Pix callback.
+// webhook imports pgx, River, intent (freezing the notification; the
+// intent behind a charge's key or txid), executor and tools (the relay and
+// the default notifier's tool names; the action whose response names a
+// payment), agent (the conversation of an order's invoice),
+// internal/outbox (the relay and its worker), internal/riverretry
+// (RetryPolicy), internal/confcheck (Config's required fields),
+// internal/pairs (the provider=value lists), derive (classifying freeze
+// errors), internal/failpoint, and tools/apipix (the cob action's name)
+// for the Pix callback.
 package webhook

@@ -20,6 +20,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/outbox/outboxtest"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
@@ -342,7 +343,7 @@ func (s *stack) conversation(waID, customer, invoice string) {
 // elapse stands for the time a crashed worker's lease takes to expire.
 func (h *harness) elapse() {
 	h.t.Helper()
-	if _, err := h.pool.Exec(h.ctx, `UPDATE actions SET lease_until = now() WHERE status = 'started' AND lease_until > now()`); err != nil {
+	if _, err := executortest.ExpireLeases(h.ctx, h.pool); err != nil {
 		h.t.Fatal(err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/tools/apipix"
 )
 
@@ -510,9 +511,10 @@ func (ph *PixHandler) deliverOne(ctx context.Context, provider string, pp PixPro
 }
 
 // orderOf returns the intent_ref behind txid, or "" when there is none
-// (or, impossibly for 26+ hex digits, two).
+// (or, impossibly for 26+ hex digits, two): the tenant's intent of the cob
+// action whose key starts with the txid.
 func (ph *PixHandler) orderOf(ctx context.Context, p PixProvider, txid string) (string, error) {
-	refs, err := intentRefsOfTxID(ctx, ph.h.cfg.DB, p.Tenant, p.CobAction, txid)
+	refs, err := intent.RefsByKeyPrefix(ctx, ph.h.cfg.DB, p.Tenant, p.CobAction, txid)
 	if err != nil {
 		return "", err
 	}

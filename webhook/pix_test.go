@@ -14,6 +14,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/internal/pixspec"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	sandboxpix "github.com/retrysafe/retrysafe/sandbox/apipix"
@@ -425,7 +426,7 @@ func (t *naiveTool) Execute(ctx context.Context, _ string, p derive.Payload) (js
 
 func (h *pixHarness) elapse() {
 	h.t.Helper()
-	if _, err := h.pool.Exec(h.ctx, `UPDATE actions SET lease_until = now() WHERE status = 'started' AND lease_until > now()`); err != nil {
+	if _, err := executortest.ExpireLeases(h.ctx, h.pool); err != nil {
 		h.t.Fatal(err)
 	}
 }

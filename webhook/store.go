@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/retrysafe/retrysafe/derive"
+	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
 )
 
@@ -159,8 +160,12 @@ func (h *Handler) resolveOrder(ctx context.Context, tx pgx.Tx, p Provider, res *
 		if key == "" || !validRef(key) {
 			continue
 		}
-		if ref, err := orderOfKey(ctx, tx, res.Tenant, key); ref != "" || err != nil {
-			return ref, "idempotency_key", err
+		in, err := intent.GetByKey(ctx, tx, res.Tenant, key)
+		if err == nil {
+			return in.Ref, "idempotency_key", nil
+		}
+		if !errors.Is(err, intent.ErrNotFound) {
+			return "", "idempotency_key", err
 		}
 	}
 	if !o.NamesPayment() {
@@ -170,8 +175,12 @@ func (h *Handler) resolveOrder(ctx context.Context, tx pgx.Tx, p Provider, res *
 	if ref, err := orderOfPayment(ctx, tx, res.Tenant, pay, charge); ref != "" || err != nil {
 		return ref, "payment", err
 	}
-	if ref, err := orderOfAction(ctx, tx, res.Tenant, pay, charge); ref != "" || err != nil {
-		return ref, "action", err
+	ref, err := executor.RefByPayment(ctx, tx, res.Tenant, pay, charge)
+	switch {
+	case err == nil:
+		return ref, "action", nil
+	case !errors.Is(err, executor.ErrNotFound):
+		return "", "action", err
 	}
 	return "", "", nil
 }

@@ -16,6 +16,7 @@ import (
 	stripewebhook "github.com/stripe/stripe-go/v82/webhook"
 
 	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/tools"
 	stripetool "github.com/retrysafe/retrysafe/tools/stripe"
@@ -300,9 +301,10 @@ func TestStripeOrderFromRetrysafeCharge(t *testing.T) {
 	// A charge whose payment_intent.succeeded never arrived: its refund
 	// finds the order through the action retrysafe recorded when it made
 	// the charge (the stripe.payment tool's response names both).
-	if _, err := h.pool.Exec(h.ctx, `INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, response, finished_at)
-		VALUES ($1, $2, 'ord-act', 'stripe.payment', 'completed', $3, now())`, tenant, strings.Repeat("a", 64),
-		`{"payment_intent":"pi_act","latest_charge":"ch_act","status":"succeeded"}`); err != nil {
+	if err := executortest.InsertCompleted(h.ctx, h.pool, executortest.Completed{
+		Tenant: tenant, Key: strings.Repeat("a", 64), Ref: "ord-act", Action: "stripe.payment",
+		Response: json.RawMessage(`{"payment_intent":"pi_act","latest_charge":"ch_act","status":"succeeded"}`),
+	}); err != nil {
 		t.Fatal(err)
 	}
 	ch := fixture(t, "charge", obj{"id": "ch_act", "payment_intent": nil, "amount": 18000, "amount_refunded": 18000, "refunded": true})

@@ -19,6 +19,8 @@ import (
 
 	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/agent/agenttest"
+	"github.com/retrysafe/retrysafe/executor/executortest"
+	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/dbconf"
 	"github.com/retrysafe/retrysafe/internal/pgembed"
 	"github.com/retrysafe/retrysafe/internal/riverschema"
@@ -411,26 +413,27 @@ type FrozenIntent struct {
 
 // Intent reads the frozen intent of ref and action (nil when none).
 func (s *Stack) Intent(ctx context.Context, ref, action string) (*FrozenIntent, error) {
-	var fi FrozenIntent
-	err := s.Pool.QueryRow(ctx, `SELECT payload, idem_key, rules_version FROM intents WHERE tenant_id = $1 AND intent_ref = $2 AND action = $3`,
-		s.Cfg.Tenant, ref, action).Scan(&fi.Payload, &fi.Key, &fi.Version)
-	if errors.Is(err, pgx.ErrNoRows) {
+	in, err := intent.Get(ctx, s.Pool, s.Cfg.Tenant, ref, action)
+	if errors.Is(err, intent.ErrNotFound) {
 		return nil, nil
 	}
-	return &fi, err
+	if err != nil {
+		return nil, err
+	}
+	return &FrozenIntent{Payload: in.Payload.Map(), Key: in.Key, Version: in.Version}, nil
 }
 
 // Actions lists the action rows of an action name.
 func (s *Stack) Actions(ctx context.Context, action string) ([]ActionState, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT idem_key, status, attempt FROM actions WHERE tenant_id = $1 AND action = $2 ORDER BY created_at`, s.Cfg.Tenant, action)
+	as, err := executortest.Actions(ctx, s.Pool, executortest.Filter{Tenant: s.Cfg.Tenant, Action: action})
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ActionState, error) {
-		var a ActionState
-		err := r.Scan(&a.Key, &a.Status, &a.Attempt)
-		return a, err
-	})
+	out := make([]ActionState, len(as))
+	for i, a := range as {
+		out[i] = ActionState{Key: a.Key, Status: a.Status, Attempt: a.Attempt}
+	}
+	return out, nil
 }
 
 // WaitFor polls cond until it holds or the deadline passes.

@@ -13,12 +13,13 @@
 //	1 adapters    tools and tools/* (provider clients), internal/dbconf,
 //	              internal/riverretry, internal/riverschema, internal/tokens,
 //	              idempotency
-//	2 ledger      intent
+//	2 ledger      internal/ledger (the SQL of intents, intent_revisions and
+//	              actions), intent
 //	3 engine      executor
 //	4 edges       agent, webhook, server/* (sidecar, metrics, whatsapp, mcp,
 //	              console, internal/edge: what the sidecar and mcp share)
 //	5 lab         sandbox/* (stand-ins of providers, their fault injector), internal/harness,
-//	              internal/restarttest, agent/agenttest, tools/toolstest,
+//	              internal/restarttest, agent/agenttest, executor/executortest, tools/toolstest,
 //	              internal/pgtest, internal/testutil, internal/problemdocs,
 //	              internal/pixspec, server/internal/edgetest (test machinery)
 //	6 commands    internal/cli (the engine's commands and the shared flags)
@@ -34,6 +35,11 @@
 // machinery: no package below layer 5 imports them outside its tests, and a
 // package the table does not place fails the test, so that every new
 // package is placed deliberately.
+//
+// A package may also be reserved to named importers (ImportedOnlyBy in
+// rule.go): only intent and executor, the ledger's owners, and the
+// executor's test API import internal/ledger, so that every other package
+// reaches those tables through their Go API.
 //
 // The production commands (Production in rule.go) link no lab package at
 // all, directly or through another package.

@@ -77,6 +77,9 @@ func TestImportRule(t *testing.T) {
 					continue // reported as its own package
 				}
 				pair := [2]string{rel, irel}
+				if only, ok := ImportedOnlyBy[irel]; ok && !slices.Contains(only, rel) {
+					problems = append(problems, rel+" imports "+irel+", which only "+strings.Join(only, ", ")+" may import (ImportedOnlyBy)")
+				}
 				switch {
 				case il < layer:
 				case test && (il == LabLayer || il == layer):
@@ -131,6 +134,11 @@ func TestImportRule(t *testing.T) {
 			problems = append(problems, "AllowedInTests "+pair[0]+" → "+pair[1]+" gives no reason")
 		}
 	}
+	for imported, only := range ImportedOnlyBy {
+		if _, ok := LayerOf(imported); !ok || len(only) == 0 {
+			problems = append(problems, "ImportedOnlyBy "+imported+": not placed in a layer, or no importer named")
+		}
+	}
 	for pair, why := range Allowed {
 		if why == "" {
 			problems = append(problems, "Allowed "+pair[0]+" → "+pair[1]+" gives no reason")
@@ -147,7 +155,7 @@ func TestImportRule(t *testing.T) {
 func TestLayerOf(t *testing.T) {
 	t.Parallel()
 	for rel, want := range map[string]int{
-		"derive": 0, "tools": 1, "tools/apipix": 1, "intent": 2, "executor": 3,
+		"derive": 0, "tools": 1, "tools/apipix": 1, "internal/ledger": 2, "intent": 2, "executor": 3, "executor/executortest": LabLayer,
 		"executor/internal/sandboxcheck": 3, "server/sidecar": 4, "sandbox/psp": LabLayer,
 		"tools/toolstest": LabLayer, "internal/cli": 6, "internal/labcli": 7, "cmd/retrysafe": 8,
 	} {

@@ -33,7 +33,8 @@ var layers = map[string]int{
 	"internal/tokens":      1,
 	"idempotency":          1,
 
-	"intent": 2,
+	"internal/ledger": 2,
+	"intent":          2,
 
 	"executor":   3,
 	"executor/*": 3,
@@ -57,6 +58,7 @@ var layers = map[string]int{
 	"internal/problemdocs": 5,
 	"internal/pixspec":     5,
 
+	"executor/executortest":    5, // the executor's test API
 	"server/internal/edgetest": 5, // the engine behind the edges' tests
 
 	"internal/outbox/outboxtest": 5,
@@ -104,6 +106,18 @@ var Allowed = map[[2]string]string{
 	{"webhook", "agent"}:                                "the default notifier finds the customer's conversation by its open invoice (agent.ConversationByInvoice)",
 	{"server/console", "agent"}:                         "the console shows the agent's turns and model calls behind an action, and its spend",
 	{"server/console", "webhook"}:                       "the console shows the payment webhook's effects and receipts behind an action",
+
+	{"intent", "internal/ledger"}:                     "the intent store keeps its rows in the ledger, which holds their SQL",
+	{"internal/harness", "executor/executortest"}:     "the harness reads the ledger's rows through the executor's test API",
+	{"internal/restarttest", "executor/executortest"}: "the restart test's report reads the ledger's rows through the executor's test API",
+}
+
+// ImportedOnlyBy lists packages that only the named packages may import,
+// in their code or their tests (a package's own tests always may): the
+// ledger's SQL has two owners above it, intent and executor, and the
+// executor's test API stands in for them in other packages' tests.
+var ImportedOnlyBy = map[string][]string{
+	"internal/ledger": {"intent", "executor", "executor/executortest"},
 }
 
 // AllowedInTests lists test imports of a higher layer, importer →

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/internal/harness"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/apipix"
@@ -134,21 +135,14 @@ func (t *tester) payAll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	keys := map[string]bool{}
-	rows, err := t.stack.Pool.Query(ctx, `SELECT left(idem_key, $3) FROM intents WHERE tenant_id = $1 AND action = $2`,
-		t.stack.Cfg.Tenant, apipix.CobName, apipix.IDLength)
+	keys := map[string]bool{} // the txids of our charges: their keys' first characters
+	ins, err := executortest.Intents(ctx, t.stack.Pool, t.stack.Cfg.Tenant, apipix.CobName)
 	if err != nil {
 		return err
 	}
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			rows.Close()
-			return err
-		}
-		keys[k] = true
+	for _, in := range ins {
+		keys[in.Key[:min(len(in.Key), apipix.IDLength)]] = true
 	}
-	rows.Close()
 	paid, ours := 0, 0
 	for _, c := range cobs {
 		if c.Status != "ATIVA" {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/agent"
+	"github.com/retrysafe/retrysafe/executor/executortest"
 )
 
 // RunResult is what became of one run.
@@ -109,43 +110,30 @@ func (t *tester) collect(ctx context.Context) (*Report, error) {
 		payload map[string]string
 	}
 	intents := map[string]frozen{}
-	rows, err = pool.Query(ctx, `SELECT intent_ref, idem_key, payload FROM intents WHERE tenant_id = $1 AND action = $2`, tenant, t.chargeAction())
+	ins, err := executortest.Intents(ctx, pool, tenant, t.chargeAction())
 	if err != nil {
 		return nil, err
 	}
-	for rows.Next() {
-		var ref string
-		var f frozen
-		if err := rows.Scan(&ref, &f.key, &f.payload); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		intents[ref] = f
+	for _, in := range ins {
+		intents[in.Ref] = frozen{key: in.Key, payload: in.Payload}
 	}
-	rows.Close()
 
 	actionStatus := map[string]string{} // pix.charge key → status
 	startedByRef := map[string]int{}    // intent_ref → actions left started (any action)
-	rows, err = pool.Query(ctx, `SELECT idem_key, intent_ref, action, status FROM actions WHERE tenant_id = $1`, tenant)
+	actions, err := executortest.Actions(ctx, pool, executortest.Filter{Tenant: tenant})
 	if err != nil {
 		return nil, err
 	}
 	totalStarted := 0
-	for rows.Next() {
-		var key, ref, action, status string
-		if err := rows.Scan(&key, &ref, &action, &status); err != nil {
-			rows.Close()
-			return nil, err
+	for _, a := range actions {
+		if a.Action == t.chargeAction() {
+			actionStatus[a.Key] = a.Status
 		}
-		if action == t.chargeAction() {
-			actionStatus[key] = status
-		}
-		if status == "started" {
-			startedByRef[ref]++
+		if a.Status == "started" {
+			startedByRef[a.Ref]++
 			totalStarted++
 		}
 	}
-	rows.Close()
 
 	modelCalls, err := agent.CountModelCallsBySource(ctx, pool, tenant)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/retrysafe/retrysafe/agent"
+	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/internal/harness"
 )
 
@@ -162,8 +163,8 @@ func (t *tester) redeliver(ctx context.Context) error {
 			t.progress.Settled = n
 			t.mu.Unlock()
 			if n == len(t.runs) {
-				var started int
-				if err := t.stack.Pool.QueryRow(ctx, `SELECT count(*) FROM actions WHERE tenant_id = $1 AND status = 'started'`, t.stack.Cfg.Tenant).Scan(&started); err == nil && started == 0 {
+				started, err := executortest.Count(ctx, t.stack.Pool, executortest.Filter{Tenant: t.stack.Cfg.Tenant, Status: "started"})
+				if err == nil && started == 0 {
 					// While the workers run: a leader that stops resigns.
 					t.leader = t.riverLeader(ctx)
 					return nil

@@ -141,7 +141,8 @@
 //
 // internal/harness (processes), agent (failpoint names, job kinds, and the
 // turns, messages and model calls it counts, through agent's functions),
-// webhook (the payment effects and receipts it waits for), tools,
-// tools/apipix (the txid), pgx. Not sandbox/ (its tests do, to check the
+// webhook (the payment effects and receipts it waits for),
+// executor/executortest (what the ledger's tables hold, for the verdict),
+// tools, tools/apipix (the txid), pgx. Not sandbox/ (its tests do, to check the
 // corpus reads right).
 package restarttest

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/internal/harness"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/apipix"
@@ -158,9 +159,7 @@ func (t *tester) refundPhase(ctx context.Context) error {
 	}
 	defer w.proc.Stop(5 * time.Second)
 	if err := harness.WaitFor(ctx, t.cfg.SettleTimeout, func() (bool, error) {
-		var started int
-		err := t.stack.Pool.QueryRow(ctx, `SELECT count(*) FROM actions WHERE tenant_id = $1 AND action = $2 AND status = 'started'`,
-			t.stack.Cfg.Tenant, apipix.RefundName).Scan(&started)
+		started, err := executortest.Count(ctx, t.stack.Pool, executortest.Filter{Tenant: t.stack.Cfg.Tenant, Action: apipix.RefundName, Status: "started"})
 		return started == 0, err
 	}); err != nil {
 		t.problem("refunds not settled within %s: %v", t.cfg.SettleTimeout, err)
@@ -346,13 +345,11 @@ func (t *tester) recordRefundKill(ctx context.Context, p CrashPoint, w *worker, 
 
 // refundsStarted counts the refunds of refs left started.
 func (t *tester) refundsStarted(ctx context.Context, refs []string) int {
-	var n int
-	err := t.stack.Pool.QueryRow(ctx, `SELECT count(*) FROM actions WHERE tenant_id = $1 AND action = $2 AND intent_ref = ANY($3) AND status = 'started'`,
-		t.stack.Cfg.Tenant, apipix.RefundName, refs).Scan(&n)
+	n, err := executortest.Count(ctx, t.stack.Pool, executortest.Filter{Tenant: t.stack.Cfg.Tenant, Action: apipix.RefundName, Refs: refs, Status: "started"})
 	if err != nil {
 		return -1
 	}
-	return n
+	return int(n)
 }
 
 // refundsHeldBy lists the refunds of refs left started under owner.
@@ -360,20 +357,12 @@ func (t *tester) refundsHeldBy(ctx context.Context, refs []string, owner string)
 	var out []string
 	err := retryQuery(ctx, func() error {
 		out = out[:0]
-		rows, err := t.stack.Pool.Query(ctx, `SELECT intent_ref FROM actions WHERE tenant_id = $1 AND action = $2 AND intent_ref = ANY($3)
-			AND status = 'started' AND lease_owner = $4`, t.stack.Cfg.Tenant, apipix.RefundName, refs, owner)
-		if err != nil {
-			return err
+		as, err := executortest.Actions(ctx, t.stack.Pool, executortest.Filter{
+			Tenant: t.stack.Cfg.Tenant, Action: apipix.RefundName, Refs: refs, Status: "started", Owner: owner})
+		for _, a := range as {
+			out = append(out, a.Ref)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var ref string
-			if err := rows.Scan(&ref); err != nil {
-				return err
-			}
-			out = append(out, ref)
-		}
-		return rows.Err()
+		return err
 	})
 	if err != nil {
 		t.problem("list the refunds %s held: %v", owner, err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/tools/apipix"
 )
 
@@ -25,21 +26,11 @@ func (t *tester) collectRefunds(ctx context.Context, rep *Report) {
 	keys := map[string]string{}   // intent_ref → frozen key
 	status := map[string]string{} // intent_ref → action status
 	err := retryQuery(ctx, func() error {
-		rows, err := t.stack.Pool.Query(ctx, `SELECT i.intent_ref, i.idem_key, coalesce(a.status, '') FROM intents i
-			LEFT JOIN actions a ON a.tenant_id = i.tenant_id AND a.idem_key = i.idem_key
-			WHERE i.tenant_id = $1 AND i.action = $2`, tenant, apipix.RefundName)
-		if err != nil {
-			return err
+		ins, err := executortest.Intents(ctx, t.stack.Pool, tenant, apipix.RefundName)
+		for _, in := range ins {
+			keys[in.Ref], status[in.Ref] = in.Key, in.Status
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var ref, key, st string
-			if err := rows.Scan(&ref, &key, &st); err != nil {
-				return err
-			}
-			keys[ref], status[ref] = key, st
-		}
-		return rows.Err()
+		return err
 	})
 	if err != nil {
 		fail = append(fail, "read the refund intents: "+err.Error())

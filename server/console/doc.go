@@ -57,11 +57,12 @@
 // # Whose SQL
 //
 // The console owns console_operators, console_sessions and console_audit
-// (migration 012). The webhook's and the agent's tables it reads through
-// their owners (webhook.EffectsOfOrder, agent.TurnsOfKey, ...). It still
-// reads actions and intents where their owners expose no such read yet;
-// that SQL is in queries.go, each statement naming its owner, to be moved
-// there.
+// (migration 012). The ledger's tables (actions, intents) it reads
+// through the executor's API (ListReview, ListByKey, ListByRef,
+// ListByReference, CountRecent), with a statement of its own for the
+// console's latest lookup of each queued key; the webhook's and the
+// agent's tables through their owners (webhook.EffectsOfOrder,
+// agent.TurnsOfKey, ...).
 //
 // This package imports derive, intent, executor, tools, agent, webhook,
 // internal/tokens, pgx, govalues/decimal and the standard library. Its assets (templates, CSS, a few lines of

@@ -84,41 +84,48 @@ type tenantQueue struct {
 	Items  []queueItem
 }
 
+// loadQueue reads the tenant's actions in review (the executor's), then
+// the console's latest lookup of each key.
 func (h *Handler) loadQueue(ctx context.Context, tenant string) ([]queueItem, error) {
-	rows, err := h.cfg.DB.Query(ctx, queueSQL, tenant, h.cfg.QueueLimit)
+	waiting, err := executor.ListReview(ctx, h.cfg.DB, tenant, h.cfg.QueueLimit)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (queueItem, error) {
-		var (
-			it         queueItem
-			errJSON    []byte
-			age        float64
-			lookOp     *string
-			lookDetail []byte
-			lookAt     *time.Time
-		)
-		if err := row.Scan(&it.Tenant, &it.Key, &it.Ref, &it.Action, &it.Attempt, &errJSON, &it.CreatedAt, &it.UpdatedAt, &age, &lookOp, &lookDetail, &lookAt); err != nil {
-			return it, err
+	items := make([]queueItem, len(waiting))
+	keys := make([]string, len(waiting))
+	for i, wa := range waiting {
+		a := wa.Row
+		items[i] = queueItem{Tenant: a.Tenant, Key: a.Key, Ref: a.Ref, Action: a.Action, Attempt: a.Attempt,
+			Failure: a.Failure, CreatedAt: a.CreatedAt, UpdatedAt: a.UpdatedAt, Age: wa.Age}
+		keys[i] = a.Key
+		if t, ok := h.cfg.Tools.Tool(a.Action); ok {
+			_, items[i].CanLookup = tools.CanLookup(t)
 		}
-		it.Age = time.Duration(age * float64(time.Second))
-		if len(errJSON) > 0 {
-			var f executor.ToolFailure
-			if json.Unmarshal(errJSON, &f) == nil {
-				it.Failure = &f
-			}
+	}
+	if len(keys) == 0 {
+		return items, nil
+	}
+	rows, err := h.cfg.DB.Query(ctx, auditLatestLookupSQL, tenant, keys)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		pos    int64
+		op     string
+		detail []byte
+		at     time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&pos, &op, &detail, &at}, func() error {
+		if pos < 1 || pos > int64(len(items)) {
+			return fmt.Errorf("console: lookup position %d out of range", pos)
 		}
-		if lookOp != nil {
-			var lv lookupView
-			_ = json.Unmarshal(lookDetail, &lv)
-			lv.Operator, lv.At, lv.Response = *lookOp, *lookAt, nil
-			it.Lookup = &lv
-		}
-		if t, ok := h.cfg.Tools.Tool(it.Action); ok {
-			_, it.CanLookup = tools.CanLookup(t)
-		}
-		return it, nil
+		var lv lookupView
+		_ = json.Unmarshal(detail, &lv)
+		lv.Operator, lv.At, lv.Response = op, at, nil
+		items[pos-1].Lookup = &lv
+		return nil
 	})
+	return items, err
 }
 
 func (h *Handler) queue(w http.ResponseWriter, r *http.Request, s *session) {
@@ -334,30 +341,21 @@ func (h *Handler) search(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	var hits []hit
-	add := func(sql, why string) error {
-		rows, err := h.cfg.DB.Query(r.Context(), sql, tenant, q)
-		if err != nil {
-			return err
-		}
-		got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (hit, error) {
-			var x hit
-			err := row.Scan(&x.Ref, &x.Action, &x.Key, &x.Status, &x.At)
-			x.Why = why
-			return x, err
-		})
-		for _, g := range got {
-			if !slices.ContainsFunc(hits, func(o hit) bool { return o.Key == g.Key }) {
-				hits = append(hits, g)
-			}
-		}
-		return err
-	}
-	for _, st := range []struct{ sql, why string }{
-		{searchKeySQL, "key"}, {actionByRefSQL, "intent ref"}, {searchReferenceSQL, "provider reference"},
+	for _, st := range []struct {
+		find func(context.Context, executor.DBTX, string, string) ([]executor.Summary, error)
+		why  string
+	}{
+		{executor.ListByKey, "key"}, {executor.ListByRef, "intent ref"}, {executor.ListByReference, "provider reference"},
 	} {
-		if err := add(st.sql, st.why); err != nil {
+		got, err := st.find(r.Context(), h.cfg.DB, tenant, q)
+		if err != nil {
 			h.dbFail(w, r, s, "search", err)
 			return
+		}
+		for _, g := range got {
+			if !slices.ContainsFunc(hits, func(o hit) bool { return o.Key == g.Key }) {
+				hits = append(hits, hit{Ref: g.Ref, Action: g.Action, Key: g.Key, Status: g.Status, At: g.CreatedAt, Why: st.why})
+			}
 		}
 	}
 	if len(hits) == 1 {
@@ -387,11 +385,13 @@ func (h *Handler) now(w http.ResponseWriter, r *http.Request, s *session) {
 	ctx := r.Context()
 	var out []tenantNow
 	for _, t := range s.Tenants {
-		var a [13]int64
-		if err := h.cfg.DB.QueryRow(ctx, nowActionsSQL, t).Scan(&a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7], &a[8], &a[9], &a[10], &a[11], &a[12]); err != nil {
+		c, err := executor.CountRecent(ctx, h.cfg.DB, t)
+		if err != nil {
 			h.dbFail(w, r, s, "counts", err)
 			return
 		}
+		a := [13]int64{c.ClaimedHour, c.ClaimedDay, c.CompletedHour, c.CompletedDay, c.FailedHour, c.FailedDay,
+			c.RetriedHour, c.RetriedDay, c.ReviewHour, c.ReviewDay, c.InReview, c.ResolvedHour, c.ResolvedDay}
 		ag, err := agent.CountTools(ctx, h.cfg.DB, t)
 		if err != nil {
 			h.dbFail(w, r, s, "counts", err)

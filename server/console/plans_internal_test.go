@@ -7,14 +7,9 @@ import (
 )
 
 // The console's statements that look rows up by key keep doing so in the
-// plan a pooled connection caches on new tables. Left out, because they
-// read more than their rows by design (an operator's page, not a hot
-// path; each is bounded and named in queries.go for its owner to index):
-// queueSQL (a tenant's actions in review, all of them, through
-// actions_review_idx), searchReferenceSQL (a tenant's actions, by a
-// reference no index holds) and nowActionsSQL (a tenant's last day). The
-// reads of the webhook's and the agent's tables are their owners' and
-// checked there.
+// plan a pooled connection caches on new tables. The reads of the
+// ledger's, the webhook's and the agent's tables are their owners' and
+// checked there (internal/ledger, webhook, agent).
 func TestGenericPlansReadWhatTheyName(t *testing.T) {
 	t.Parallel()
 	pgtest.CheckGenericPlans(t, pgtest.PlanCheck{
@@ -27,8 +22,7 @@ func TestGenericPlansReadWhatTheyName(t *testing.T) {
 			{Name: "sessionPurge", SQL: sessionPurgeSQL},
 			{Name: "sessionDelete", SQL: sessionDeleteSQL},
 			{Name: "auditByKey", SQL: auditByKeySQL},
-			{Name: "searchKey", SQL: searchKeySQL},
-			{Name: "actionByRef", SQL: actionByRefSQL},
+			{Name: "auditLatestLookup", SQL: auditLatestLookupSQL},
 		},
 		// sessionPurge runs after plansOff; the others do not need it.
 		Settings: []string{plansOff},
@@ -39,8 +33,7 @@ func TestGenericPlansReadWhatTheyName(t *testing.T) {
 			{Name: "operatorByToken", SQL: operatorByTokenSQL},
 			{Name: "sessionGet", SQL: sessionGetSQL},
 			{Name: "auditByKey", SQL: auditByKeySQL},
-			{Name: "searchKey", SQL: searchKeySQL},
-			{Name: "actionByRef", SQL: actionByRefSQL},
+			{Name: "auditLatestLookup", SQL: auditLatestLookupSQL},
 		},
 	})
 }

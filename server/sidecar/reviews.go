@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/server/metrics"
 )
 
@@ -19,9 +20,6 @@ type reviewCollector struct {
 	desc    *prometheus.Desc
 }
 
-// reviewCount uses the partial index actions_review_idx.
-const reviewCount = `SELECT tenant_id, action, count(*) FROM actions WHERE status = 'review' GROUP BY tenant_id, action`
-
 func newReviewCollector(db DB, timeout time.Duration) *reviewCollector {
 	return &reviewCollector{db: db, timeout: timeout, desc: prometheus.NewDesc(
 		metrics.Namespace+"_actions_in_review",
@@ -34,22 +32,12 @@ func (c *reviewCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 func (c *reviewCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	rows, err := c.db.Query(ctx, reviewCount)
+	counts, err := executor.CountReview(ctx, c.db)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.desc, err)
 		return
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var tenant, action string
-		var n int64
-		if err := rows.Scan(&tenant, &action, &n); err != nil {
-			ch <- prometheus.NewInvalidMetric(c.desc, err)
-			return
-		}
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), tenant, action)
-	}
-	if err := rows.Err(); err != nil {
-		ch <- prometheus.NewInvalidMetric(c.desc, err)
+	for _, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n.N), n.Tenant, n.Action)
 	}
 }

@@ -1,0 +1,91 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/retrysafe/retrysafe/internal/ledger"
+)
+
+// The lease: taken over when expired, extended while a call runs,
+// released to a backoff after a transient failure, retaken at its end.
+
+func (e *Executor) takeover(ctx context.Context, tenant, key string, seen int) (attempt int, prev *ToolFailure, age time.Duration, won bool, err error) {
+	var t *ledger.Taken
+	err = e.planned(ctx, func(b *pgx.Batch) {
+		t = ledger.QueueTakeover(b, tenant, key, seen, e.cfg.Owner, e.cfg.Lease)
+	})
+	if err != nil {
+		return 0, nil, 0, false, fmt.Errorf("executor: takeover: %w", err)
+	}
+	if !t.Won {
+		return 0, nil, 0, false, nil
+	}
+	return t.Attempt, decodeFailure(t.Error), t.Age, true, nil
+}
+
+// heartbeat extends the lease every Heartbeat. When the lease is lost, or
+// cannot be extended before it would run out, the call is canceled: a taker
+// may be about to act.
+func (e *Executor) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, done <-chan struct{}, h held) {
+	t := time.NewTicker(e.cfg.Heartbeat)
+	defer t.Stop()
+	deadline := time.Now().Add(e.cfg.Lease - e.cfg.LeaseMargin)
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		bctx, bcancel := context.WithTimeout(ctx, e.cfg.Heartbeat)
+		var f *ledger.Fenced
+		err := e.planned(bctx, func(b *pgx.Batch) {
+			f = ledger.QueueHeartbeat(b, h.tenant, h.key, e.cfg.Owner, h.attempt, e.cfg.Lease)
+		})
+		bcancel()
+		switch {
+		case err == nil && f.Matched:
+			deadline = time.Now().Add(e.cfg.Lease - e.cfg.LeaseMargin)
+		case err == nil:
+			cancel(ErrLeaseLost)
+			return
+		case time.Now().After(deadline):
+			cancel(fmt.Errorf("%w: heartbeat failed: %w", ErrLeaseLost, err))
+			return
+		}
+	}
+}
+
+func (e *Executor) release(ctx context.Context, h held, delay time.Duration, f *ToolFailure) error {
+	wctx, cancel := writeCtx(ctx)
+	defer cancel()
+	fj, _ := json.Marshal(f)
+	var fenced *ledger.Fenced
+	err := e.planned(wctx, func(b *pgx.Batch) {
+		fenced = ledger.QueueRelease(b, h.tenant, h.key, e.cfg.Owner, h.attempt, delay, string(fj))
+	})
+	if err != nil {
+		return fmt.Errorf("executor: release: %w", err)
+	}
+	if !fenced.Matched {
+		return fmt.Errorf("%w (attempt %d)", ErrLeaseLost, h.attempt)
+	}
+	return nil
+}
+
+func (e *Executor) retake(ctx context.Context, h held) (int, time.Duration, bool, error) {
+	var t *ledger.Taken
+	err := e.planned(ctx, func(b *pgx.Batch) {
+		t = ledger.QueueRetake(b, h.tenant, h.key, h.attempt, e.cfg.Owner, e.cfg.Lease)
+	})
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("executor: retake: %w", err)
+	}
+	return t.Attempt, t.Age, t.Won, nil
+}

@@ -1,0 +1,86 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/retrysafe/retrysafe/internal/ledger"
+	"github.com/retrysafe/retrysafe/tools"
+)
+
+// The end of an action: the fenced completion, grouped, and its log.
+
+// giveUp ends an action whose retries are spent. When nothing can have
+// acted (every attempt failed before reaching the provider, or the
+// provider, asked by key, has nothing) that is certain, and the action
+// fails: a new try needs a new intent_ref. Otherwise nobody can tell
+// whether it acted, and it goes to review with its last failure.
+func (e *Executor) giveUp(ctx context.Context, h held, mayHaveActed bool, last *ToolFailure, out *Outcome) (*Outcome, error) {
+	if mayHaveActed {
+		return e.finish(ctx, h, RowReview, nil, last, out)
+	}
+	return e.finish(ctx, h, RowFailed, nil, &ToolFailure{
+		Class: tools.ClassDefinitive, Code: "retries_exhausted", Status: last.Status, Attempt: h.attempt,
+		Message: fmt.Sprintf("retries spent and the provider never acted (last failure: %s %s)", last.Class, last.Code),
+	}, out)
+}
+
+// finish writes the outcome, fenced by owner and attempt.
+func (e *Executor) finish(ctx context.Context, h held, status string, resp json.RawMessage, f *ToolFailure, out *Outcome) (*Outcome, error) {
+	wctx, cancel := writeCtx(ctx)
+	defer cancel()
+	cu := &completeUnit{Completion: ledger.Completion{Tenant: h.tenant, Key: h.key, Attempt: int32(h.attempt), Status: status}}
+	if resp != nil {
+		s := string(resp)
+		cu.Response = &s
+	}
+	if f != nil {
+		fj, _ := json.Marshal(f)
+		s := string(fj)
+		cu.Error = &s
+	}
+	async, g := false, e.completions
+	if h.relearnable && status == RowCompleted {
+		// Its own groups: the setting it turns off for its transaction
+		// would hold for every completion grouped with it.
+		async, g = true, e.completionsAsync
+	}
+	queue := func(b *pgx.Batch) { e.queueComplete(b, async, cu) }
+	if err := e.grouped(wctx, g, h.tenant+"\x00"+h.key, queue, cu); err != nil {
+		return nil, fmt.Errorf("executor: complete: %w", err)
+	}
+	if !cu.Matched {
+		e.cfg.Logger.Warn("executor: lease lost, result dropped",
+			"tenant", h.tenant, "action", h.action, "attempt", h.attempt, "status", status)
+		res, cerr := e.current(ctx, out)
+		if cerr != nil {
+			return nil, cerr
+		}
+		return res, fmt.Errorf("%w (attempt %d)", ErrLeaseLost, h.attempt)
+	}
+	out.Status = statusOf(status)
+	out.Replayed = false
+	out.Response = resp
+	out.Failure = f
+	out.Attempt = h.attempt
+	out.RetryAfter = 0
+	e.logOutcome(out, false)
+	return out, nil
+}
+
+// queueComplete queues cu's own completion statement, asynchronous or
+// not (see ledger.QueueComplete).
+func (e *Executor) queueComplete(b *pgx.Batch, async bool, cu *completeUnit) {
+	ledger.QueueComplete(b, &cu.Completion, e.cfg.Owner, async)
+}
+
+func (e *Executor) logOutcome(o *Outcome, replay bool) {
+	if replay {
+		e.cfg.Logger.Debug("executor: stored outcome", "tenant", o.Tenant, "action", o.Action, "status", string(o.Status), "attempt", o.Attempt)
+		return
+	}
+	e.cfg.Logger.Info("executor: action settled", "tenant", o.Tenant, "action", o.Action, "status", string(o.Status), "attempt", o.Attempt)
+}
