@@ -55,7 +55,8 @@
 // the owner's Go API. TestSQLOwnership reads every string literal of the
 // module's non-test code that reads as SQL and fails on a table named
 // outside its owner, and on an exported constant or variable holding SQL.
-// River's tables are reached through River's API.
+// River's tables are reached through River's API, but for the crash
+// test's reads of River's own state (SQLAllowed, each with its reason).
 //
 // # Sizes
 //
