@@ -13,14 +13,14 @@ import (
 	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/agent/agenttest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
-	sandboxwa "github.com/retrysafe/retrysafe/sandbox/whatsapp"
+	"github.com/retrysafe/retrysafe/sandbox/cloudapi"
 )
 
 // newSandboxHarness is the harness with replies going to the sandbox
 // WhatsApp Cloud API (which emits status webhooks as Meta documents them).
-func newSandboxHarness(t *testing.T, mut func(*agent.Config)) (*harness, *sandboxwa.Server) {
+func newSandboxHarness(t *testing.T, mut func(*agent.Config)) (*harness, *cloudapi.Server) {
 	t.Helper()
-	ws, err := sandboxwa.New(sandboxwa.Config{Token: "wa-token", Logger: testutil.Logger(t)})
+	ws, err := cloudapi.New(cloudapi.Config{Token: "wa-token", Logger: testutil.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestFailedReplyResentOnceWithTheSameKey(t *testing.T) {
 	if turn.ReplyWamid != first[0].ID {
 		t.Fatalf("turn's wamid %q, sent %q", turn.ReplyWamid, first[0].ID)
 	}
-	failed, err := ws.Status(first[0].ID, sandboxwa.StatusFailed, 131000, phoneID)
+	failed, err := ws.Status(first[0].ID, cloudapi.StatusFailed, 131000, phoneID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestFailedReplyResentOnceWithTheSameKey(t *testing.T) {
 	if rec := h.deliver(failed); rec.Code != http.StatusOK { // the first attempt's failure, late
 		t.Fatal(rec.Code)
 	}
-	for _, st := range []string{sandboxwa.StatusRead, sandboxwa.StatusSent, sandboxwa.StatusDelivered, sandboxwa.StatusFailed} {
+	for _, st := range []string{cloudapi.StatusRead, cloudapi.StatusSent, cloudapi.StatusDelivered, cloudapi.StatusFailed} {
 		body, err := ws.Status(sent[1].ID, st, 131000, phoneID)
 		if err != nil {
 			t.Fatal(err)
@@ -154,7 +154,7 @@ func TestFailedReplyByErrorCode(t *testing.T) {
 	t.Parallel()
 	h, ws := newSandboxHarness(t, nil)
 	h.answer("wamid.u1", time.Time{})
-	body, err := ws.Status(ws.Messages()[0].ID, sandboxwa.StatusFailed, 131026, phoneID)
+	body, err := ws.Status(ws.Messages()[0].ID, cloudapi.StatusFailed, 131026, phoneID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestFailedReplyByErrorCode(t *testing.T) {
 	}
 
 	h.answer("wamid.u2", time.Time{})
-	body, err = ws.Status(ws.Messages()[1].ID, sandboxwa.StatusFailed, agent.CodePairRateLimit, phoneID)
+	body, err = ws.Status(ws.Messages()[1].ID, cloudapi.StatusFailed, agent.CodePairRateLimit, phoneID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,9 +22,9 @@ import (
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/riverschema"
 	"github.com/retrysafe/retrysafe/internal/testutil"
-	"github.com/retrysafe/retrysafe/server/whatsapp"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/toolstest"
+	"github.com/retrysafe/retrysafe/whatsapp"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

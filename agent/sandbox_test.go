@@ -8,8 +8,8 @@ import (
 	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/agent/agenttest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
+	"github.com/retrysafe/retrysafe/sandbox/cloudapi"
 	sandboxmodel "github.com/retrysafe/retrysafe/sandbox/model"
-	sandboxwa "github.com/retrysafe/retrysafe/sandbox/whatsapp"
 )
 
 // TestWithSandboxServices runs the agent against the sandbox model (its own
@@ -23,7 +23,7 @@ func TestWithSandboxServices(t *testing.T) {
 	}
 	modelSrv := httptest.NewServer(ms)
 	defer modelSrv.Close()
-	ws, err := sandboxwa.New(sandboxwa.Config{Token: "wa-token", Logger: testutil.Logger(t)})
+	ws, err := cloudapi.New(cloudapi.Config{Token: "wa-token", Logger: testutil.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestWithSandboxServices(t *testing.T) {
 	}
 }
 
-func firstText(ms []sandboxwa.Message) string {
+func firstText(ms []cloudapi.Message) string {
 	if len(ms) == 0 {
 		return ""
 	}

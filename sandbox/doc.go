@@ -10,7 +10,7 @@
 //     --flavour v1`).
 //   - sandbox/model: an OpenAI-compatible chat model playing a billing
 //     assistant, non-deterministic on purpose (`retrysafe sandbox model`).
-//   - sandbox/whatsapp: a WhatsApp Cloud API that deduplicates sends by
+//   - sandbox/cloudapi: a WhatsApp Cloud API that deduplicates sends by
 //     Idempotency-Key (`retrysafe sandbox whatsapp`).
 //   - sandbox/fault: fault injection shared by every sandbox service.
 //   - sandbox/internal/standin: the HTTP plumbing the stand-ins share (the

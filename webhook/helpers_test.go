@@ -26,7 +26,7 @@ import (
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/riverschema"
 	"github.com/retrysafe/retrysafe/internal/testutil"
-	sandboxwa "github.com/retrysafe/retrysafe/sandbox/whatsapp"
+	"github.com/retrysafe/retrysafe/sandbox/cloudapi"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/toolstest"
 	"github.com/retrysafe/retrysafe/webhook"
@@ -105,7 +105,7 @@ func newStack(tb testing.TB, maxConns int32, reg *tools.Registry, src executor.T
 type harness struct {
 	*stack
 	t      testing.TB
-	wa     *sandboxwa.Server
+	wa     *cloudapi.Server
 	waURL  string
 	mail   *toolstest.Provider
 	reg    *tools.Registry
@@ -135,7 +135,7 @@ func newHarness(t testing.TB, o *harnessOpts) *harness {
 	}
 	h := &harness{t: t, now: t0}
 	var err error
-	if h.wa, err = sandboxwa.New(sandboxwa.Config{Token: waToken, Logger: quiet()}); err != nil {
+	if h.wa, err = cloudapi.New(cloudapi.Config{Token: waToken, Logger: quiet()}); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(h.wa)
@@ -349,7 +349,7 @@ func (h *harness) elapse() {
 }
 
 // messages are the stand-in's accepted messages.
-func (h *harness) messages() []sandboxwa.Message { return h.wa.Messages() }
+func (h *harness) messages() []cloudapi.Message { return h.wa.Messages() }
 
 // failProviderAnswered is hit after the provider answered, before the
 // executor records the answer (on every stack's executor's Failpoints).

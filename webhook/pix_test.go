@@ -18,7 +18,7 @@ import (
 	"github.com/retrysafe/retrysafe/internal/pixspec"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	sandboxpix "github.com/retrysafe/retrysafe/sandbox/apipix"
-	sandboxwa "github.com/retrysafe/retrysafe/sandbox/whatsapp"
+	"github.com/retrysafe/retrysafe/sandbox/cloudapi"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/apipix"
 	"github.com/retrysafe/retrysafe/webhook"
@@ -38,7 +38,7 @@ type pixHarness struct {
 	*stack
 	t      *testing.T
 	psp    *sandboxpix.Server
-	wa     *sandboxwa.Server
+	wa     *cloudapi.Server
 	hook   *webhook.PixHandler
 	spec   *pixspec.Spec
 	faults *pixFaults
@@ -84,7 +84,7 @@ func newPixHarness(t *testing.T) *pixHarness {
 	}
 	pspSrv := httptest.NewServer(h.psp.Handler())
 	t.Cleanup(pspSrv.Close)
-	if h.wa, err = sandboxwa.New(sandboxwa.Config{Token: waToken, Logger: quiet()}); err != nil {
+	if h.wa, err = cloudapi.New(cloudapi.Config{Token: waToken, Logger: quiet()}); err != nil {
 		t.Fatal(err)
 	}
 	waSrv := httptest.NewServer(h.wa)

@@ -9,7 +9,7 @@ package main
 
 import (
 	"github.com/retrysafe/retrysafe/internal/cli"
-	_ "github.com/retrysafe/retrysafe/internal/labcli" // registers the lab's commands
+	_ "github.com/retrysafe/retrysafe/internal/lab/labcli" // registers the lab's commands
 )
 
 func main() { cli.Main() }

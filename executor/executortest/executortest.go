@@ -1,7 +1,7 @@
 // Package executortest is the executor's test API: what tests of other
 // packages do to the ledger's tables (intents, intent_revisions, actions)
 // in the place of time or of an earlier run, and what tests and the lab's
-// reports (internal/harness, internal/restarttest) read of them, through
+// reports (internal/lab/harness, internal/lab/restarttest) read of them, through
 // the ledger's own statements, so that no test writes SQL against tables
 // it does not own.
 //

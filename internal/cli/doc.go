@@ -6,7 +6,7 @@
 //
 // Two binaries run it. cmd/retrysafe links only this package's commands:
 // it is what a deployment runs. cmd/retrysafe-lab also links package
-// internal/labcli, whose commands (demo, sandbox, restart-test, soak)
+// internal/lab/labcli, whose commands (demo, sandbox, restart-test, soak)
 // start the sandbox stand-ins and the process harness; it registers them
 // into this package's table with Register. No package here imports the
 // lab (internal/importrule checks it).

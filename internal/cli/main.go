@@ -21,8 +21,8 @@ import (
 	"github.com/retrysafe/retrysafe/server/console"
 	"github.com/retrysafe/retrysafe/server/mcpserver"
 	"github.com/retrysafe/retrysafe/server/sidecar"
-	"github.com/retrysafe/retrysafe/server/whatsapp"
 	"github.com/retrysafe/retrysafe/webhook"
+	"github.com/retrysafe/retrysafe/whatsapp"
 )
 
 // Command is one subcommand. Each lives in its own file and registers itself

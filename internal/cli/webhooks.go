@@ -10,8 +10,8 @@ import (
 
 	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/intent"
-	"github.com/retrysafe/retrysafe/server/whatsapp"
 	"github.com/retrysafe/retrysafe/webhook"
+	"github.com/retrysafe/retrysafe/whatsapp"
 )
 
 // webhookFlags configure the inbound webhooks of `serve`: WhatsApp

@@ -16,14 +16,16 @@
 //	2 ledger      internal/ledger (the SQL of intents, intent_revisions and
 //	              actions), intent
 //	3 engine      executor
-//	4 edges       agent, webhook, server/* (sidecar, metrics, whatsapp, mcp,
-//	              console, internal/edge: what the sidecar and mcp share)
-//	5 lab         sandbox/* (stand-ins of providers, their fault injector), internal/harness,
-//	              internal/restarttest, agent/agenttest, executor/executortest, tools/toolstest,
+//	4 edges       agent, webhook (inbound payments), whatsapp (inbound
+//	              WhatsApp), server/* (sidecar, metrics, mcpserver, console,
+//	              internal/edge: what the sidecar and mcpserver share)
+//	5 lab         sandbox/* (stand-ins of providers, their fault injector),
+//	              internal/lab/harness, internal/lab/restarttest,
+//	              agent/agenttest, executor/executortest, tools/toolstest,
 //	              internal/pgtest, internal/testutil, internal/problemdocs,
 //	              internal/pixspec, server/internal/edgetest (test machinery)
 //	6 commands    internal/cli (the engine's commands and the shared flags)
-//	7 lab cmds    internal/labcli (demo, sandbox, restart-test, soak)
+//	7 lab cmds    internal/lab/labcli (demo, sandbox, restart-test, soak)
 //	8 binaries    cmd/retrysafe (the engine's commands only) and
 //	              cmd/retrysafe-lab (with the lab's)
 //

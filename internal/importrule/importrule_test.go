@@ -157,7 +157,7 @@ func TestLayerOf(t *testing.T) {
 	for rel, want := range map[string]int{
 		"derive": 0, "tools": 1, "tools/apipix": 1, "internal/ledger": 2, "intent": 2, "executor": 3, "executor/executortest": LabLayer,
 		"executor/internal/sandboxcheck": 3, "server/sidecar": 4, "sandbox/psp": LabLayer,
-		"tools/toolstest": LabLayer, "internal/cli": 6, "internal/labcli": 7, "cmd/retrysafe": 8,
+		"tools/toolstest": LabLayer, "internal/cli": 6, "internal/lab/labcli": 7, "cmd/retrysafe": 8,
 	} {
 		if got, ok := LayerOf(rel); !ok || got != want {
 			t.Errorf("LayerOf(%q) = %d, %v; want %d", rel, got, ok, want)

@@ -44,19 +44,20 @@ var layers = map[string]int{
 	"agent":     4,
 	"webhook":   4,
 	"webhook/*": 4,
+	"whatsapp":  4,
 	"server/*":  4,
 
 	"server/internal/edge": 4, // what the sidecar and the MCP server share
 
-	"sandbox/*":            5,
-	"internal/harness":     5,
-	"internal/restarttest": 5,
-	"agent/agenttest":      5,
-	"tools/toolstest":      5,
-	"internal/pgtest":      5,
-	"internal/testutil":    5,
-	"internal/problemdocs": 5,
-	"internal/pixspec":     5,
+	"sandbox/*":                5,
+	"internal/lab/harness":     5,
+	"internal/lab/restarttest": 5,
+	"agent/agenttest":          5,
+	"tools/toolstest":          5,
+	"internal/pgtest":          5,
+	"internal/testutil":        5,
+	"internal/problemdocs":     5,
+	"internal/pixspec":         5,
 
 	"executor/executortest":    5, // the executor's test API
 	"server/internal/edgetest": 5, // the engine behind the edges' tests
@@ -65,12 +66,12 @@ var layers = map[string]int{
 
 	"internal/cli": 6,
 
-	"internal/labcli": 7,
+	"internal/lab/labcli": 7,
 
 	"cmd/*": 8,
 }
 
-// LabLayer is the layer of test and demo machinery. internal/labcli
+// LabLayer is the layer of test and demo machinery. internal/lab/labcli
 // (layer 7), the lab's commands, imports it too; cmd/retrysafe does not
 // (Production).
 const LabLayer = 5
@@ -81,19 +82,19 @@ var Allowed = map[[2]string]string{
 	{"sandbox/psp", "sandbox/internal/standin"}:      "stand-ins' request logs share the status recorder",
 	{"sandbox/apipix", "sandbox/internal/standin"}:   "stand-ins' request logs share the status recorder",
 	{"sandbox/model", "sandbox/internal/standin"}:    "stand-ins answer JSON and their health check alike",
-	{"sandbox/whatsapp", "sandbox/internal/standin"}: "stand-ins answer JSON and their health check alike",
+	{"sandbox/cloudapi", "sandbox/internal/standin"}: "stand-ins answer JSON and their health check alike",
 
-	{"server/mcpserver", "server/metrics"}:       "the MCP server counts the calls it answers without an outcome (invalid, error)",
-	{"server/sidecar", "server/metrics"}:         "the sidecar serves the metrics and counts the requests it answers without an outcome",
-	{"server/whatsapp", "agent"}:                 "the WhatsApp webhook enqueues the agent's inbox jobs",
-	{"tools/apipix", "tools"}:                    "a provider client implements the Tool interface",
-	{"tools/stripe", "tools"}:                    "a provider client implements the Tool interface",
-	{"sandbox/psp", "sandbox/fault"}:             "stand-ins share the fault injector",
-	{"sandbox/whatsapp", "sandbox/fault"}:        "stand-ins share the fault injector",
-	{"sandbox/model", "sandbox/fault"}:           "stand-ins share the fault injector",
-	{"sandbox/apipix", "sandbox/fault"}:          "stand-ins share the fault injector",
-	{"internal/restarttest", "internal/harness"}: "the restart test drives the process harness",
-	{"internal/harness", "agent/agenttest"}:      "the harness starts the sandbox model the agent tests use",
+	{"server/mcpserver", "server/metrics"}:               "the MCP server counts the calls it answers without an outcome (invalid, error)",
+	{"server/sidecar", "server/metrics"}:                 "the sidecar serves the metrics and counts the requests it answers without an outcome",
+	{"whatsapp", "agent"}:                                "the WhatsApp webhook enqueues the agent's inbox jobs",
+	{"tools/apipix", "tools"}:                            "a provider client implements the Tool interface",
+	{"tools/stripe", "tools"}:                            "a provider client implements the Tool interface",
+	{"sandbox/psp", "sandbox/fault"}:                     "stand-ins share the fault injector",
+	{"sandbox/cloudapi", "sandbox/fault"}:                "stand-ins share the fault injector",
+	{"sandbox/model", "sandbox/fault"}:                   "stand-ins share the fault injector",
+	{"sandbox/apipix", "sandbox/fault"}:                  "stand-ins share the fault injector",
+	{"internal/lab/restarttest", "internal/lab/harness"}: "the restart test drives the process harness",
+	{"internal/lab/harness", "agent/agenttest"}:          "the harness starts the sandbox model the agent tests use",
 
 	{"server/sidecar", "server/internal/edge"}:        "the sidecar answers a tool call with the pieces it shares with the MCP server",
 	{"server/mcpserver", "server/internal/edge"}:      "the MCP server answers a tool call with the pieces it shares with the sidecar",
@@ -107,9 +108,9 @@ var Allowed = map[[2]string]string{
 	{"server/console", "agent"}:                         "the console shows the agent's turns and model calls behind an action, and its spend",
 	{"server/console", "webhook"}:                       "the console shows the payment webhook's effects and receipts behind an action",
 
-	{"intent", "internal/ledger"}:                     "the intent store keeps its rows in the ledger, which holds their SQL",
-	{"internal/harness", "executor/executortest"}:     "the harness reads the ledger's rows through the executor's test API",
-	{"internal/restarttest", "executor/executortest"}: "the restart test's report reads the ledger's rows through the executor's test API",
+	{"intent", "internal/ledger"}:                         "the intent store keeps its rows in the ledger, which holds their SQL",
+	{"internal/lab/harness", "executor/executortest"}:     "the harness reads the ledger's rows through the executor's test API",
+	{"internal/lab/restarttest", "executor/executortest"}: "the restart test's report reads the ledger's rows through the executor's test API",
 }
 
 // ImportedOnlyBy lists packages that only the named packages may import,

@@ -37,8 +37,8 @@ var Owners = map[string]string{
 // available, rescued or snoozed, and which process River elected leader
 // after a database fault), which River's API does not expose.
 var SQLAllowed = map[[2]string]string{
-	{"internal/restarttest", "river_job"}:    "the crash test reads and nudges River's jobs by state, attempt, errors and snoozes, as River stores them",
-	{"internal/restarttest", "river_leader"}: "the crash test checks that River elected a leader after the last database fault; River has no API for it",
+	{"internal/lab/restarttest", "river_job"}:    "the crash test reads and nudges River's jobs by state, attempt, errors and snoozes, as River stores them",
+	{"internal/lab/restarttest", "river_leader"}: "the crash test checks that River elected a leader after the last database fault; River has no API for it",
 }
 
 // SQLPending lists packages that hold SQL naming a table they do not own

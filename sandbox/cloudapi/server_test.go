@@ -1,4 +1,4 @@
-package whatsapp_test
+package cloudapi_test
 
 import (
 	"context"
@@ -13,14 +13,14 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/derive"
+	"github.com/retrysafe/retrysafe/sandbox/cloudapi"
 	"github.com/retrysafe/retrysafe/sandbox/fault"
-	"github.com/retrysafe/retrysafe/sandbox/whatsapp"
 	"github.com/retrysafe/retrysafe/tools"
 )
 
-func start(t *testing.T, cfg whatsapp.Config) (*whatsapp.Server, string) {
+func start(t *testing.T, cfg cloudapi.Config) (*cloudapi.Server, string) {
 	t.Helper()
-	s, err := whatsapp.New(cfg)
+	s, err := cloudapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,10 +43,10 @@ func payload(to, template string) derive.Payload {
 }
 
 type listed struct {
-	Data []whatsapp.Message `json:"data"`
+	Data []cloudapi.Message `json:"data"`
 }
 
-func list(t *testing.T, base, query string) []whatsapp.Message {
+func list(t *testing.T, base, query string) []cloudapi.Message {
 	t.Helper()
 	resp, err := http.Get(base + "/_sandbox/messages" + query)
 	if err != nil {
@@ -93,7 +93,7 @@ func do(t *testing.T, method, url, token, key, body string, hdr ...string) (answ
 
 func TestToolMessagesAreDeduplicated(t *testing.T) {
 	t.Parallel()
-	_, base := start(t, whatsapp.Config{Token: "tok"})
+	_, base := start(t, cloudapi.Config{Token: "tok"})
 	wa := tool(t, base, "tok")
 	ctx := context.Background()
 	key := strings.Repeat("ab", 32)
@@ -155,7 +155,7 @@ func TestToolMessagesAreDeduplicated(t *testing.T) {
 
 func TestReplayHeaderAndScopes(t *testing.T) {
 	t.Parallel()
-	_, base := start(t, whatsapp.Config{})
+	_, base := start(t, cloudapi.Config{})
 	body := `{"to":"+5511987654321","template":"pagamento_confirmado","language":"pt_BR"}`
 	a, err := do(t, "POST", base+"/v1/messages", "acct-a", "k1", body)
 	if err != nil || a.status != 200 || a.header.Get("Idempotent-Replayed") != "" {
@@ -198,7 +198,7 @@ func TestReplayHeaderAndScopes(t *testing.T) {
 
 func TestCloudAPIShape(t *testing.T) {
 	t.Parallel()
-	s, base := start(t, whatsapp.Config{Token: "EAAG"})
+	s, base := start(t, cloudapi.Config{Token: "EAAG"})
 	url := base + "/v21.0/106540352242922/messages"
 	tmpl := `{"messaging_product":"whatsapp","recipient_type":"individual","to":"5511987654321","type":"template",
 		"template":{"name":"pagamento_confirmado","language":{"code":"pt_BR"},
@@ -246,7 +246,7 @@ func TestCloudAPIShape(t *testing.T) {
 
 func TestConcurrentDuplicatesSendOnce(t *testing.T) {
 	t.Parallel()
-	s, base := start(t, whatsapp.Config{})
+	s, base := start(t, cloudapi.Config{})
 	wa := tool(t, base, "tok")
 	var wg sync.WaitGroup
 	bodies := make([]string, 32)
@@ -272,7 +272,7 @@ func TestConcurrentDuplicatesSendOnce(t *testing.T) {
 
 func TestFaults(t *testing.T) {
 	t.Parallel()
-	s, base := start(t, whatsapp.Config{})
+	s, base := start(t, cloudapi.Config{})
 	body := `{"to":"+5511987654321","template":"pagamento_confirmado","language":"pt_BR"}`
 	post := func(key string, hdr ...string) (answer, error) {
 		return do(t, "POST", base+"/v1/messages", "tok", key, body, hdr...)
@@ -318,7 +318,7 @@ func TestFaults(t *testing.T) {
 
 func TestProcessFault(t *testing.T) {
 	t.Parallel()
-	s, base := start(t, whatsapp.Config{Fault: fault.Spec{FailAfter: true}})
+	s, base := start(t, cloudapi.Config{Fault: fault.Spec{FailAfter: true}})
 	wa := tool(t, base, "tok")
 	_, err := wa.Execute(context.Background(), "k", payload("+5511987654321", "pagamento_confirmado"))
 	var te *tools.Error
@@ -336,7 +336,7 @@ func TestProcessFault(t *testing.T) {
 	if a, err := do(t, "DELETE", base+"/_sandbox/messages", "", "", ""); err != nil || a.status != 204 || len(s.Messages()) != 0 {
 		t.Fatalf("reset %+v %v", a, err)
 	}
-	if _, err := whatsapp.New(whatsapp.Config{FaultRate: 1.5}); err == nil {
+	if _, err := cloudapi.New(cloudapi.Config{FaultRate: 1.5}); err == nil {
 		t.Fatal("FaultRate 1.5 accepted")
 	}
 }
@@ -364,7 +364,7 @@ func sendCloud(t *testing.T, base, key, body string) (int, []byte) {
 // so the same key sends again, and only then.
 func TestStatusWebhooksAndRecipients(t *testing.T) {
 	t.Parallel()
-	s, base := start(t, whatsapp.Config{})
+	s, base := start(t, cloudapi.Config{})
 	const text = `{"messaging_product":"whatsapp","recipient_type":"individual","recipient":"US.13491208655302741918","type":"text","text":{"body":"oi"},"biz_opaque_callback_data":"K1"}`
 	code, body := sendCloud(t, base, "K1", text)
 	if code != 200 {
@@ -380,7 +380,7 @@ func TestStatusWebhooksAndRecipients(t *testing.T) {
 	if m.UserID != "US.13491208655302741918" || m.CallbackData != "K1" || s.Messages()[1].GroupID != "G1" {
 		t.Fatalf("stored %+v", s.Messages())
 	}
-	wh, err := s.Status(m.ID, whatsapp.StatusFailed, 131000, "")
+	wh, err := s.Status(m.ID, cloudapi.StatusFailed, 131000, "")
 	if err != nil {
 		t.Fatal(err)
 	}

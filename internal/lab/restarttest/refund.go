@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/executor/executortest"
-	"github.com/retrysafe/retrysafe/internal/harness"
+	"github.com/retrysafe/retrysafe/internal/lab/harness"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/apipix"
 	"github.com/retrysafe/retrysafe/webhook"

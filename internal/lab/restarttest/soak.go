@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/executor/executortest"
-	"github.com/retrysafe/retrysafe/internal/harness"
+	"github.com/retrysafe/retrysafe/internal/lab/harness"
 )
 
 // StatsDirEnv names the directory where a retrysafe process started with

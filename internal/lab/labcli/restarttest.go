@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/internal/cli"
-	"github.com/retrysafe/retrysafe/internal/restarttest"
+	"github.com/retrysafe/retrysafe/internal/lab/restarttest"
 )
 
 func init() {

@@ -1,4 +1,4 @@
-// Package whatsapp is the sandbox WhatsApp Cloud API: a local stand-in
+// Package cloudapi is the sandbox WhatsApp Cloud API: a local stand-in
 // that accepts the messages retrysafe's whatsapp.send_template tool sends,
 // deduplicates them by Idempotency-Key, and fails on request, so that the
 // agent's replies and the outbox relay can be tested for "sent once".
@@ -69,4 +69,4 @@
 // answers), sandbox/internal/standin (the JSON answer the stand-ins share)
 // and the standard library. Nothing from server/sidecar, agent or
 // cmd; nothing but cmd/ and tests imports this package.
-package whatsapp
+package cloudapi

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retrysafe/retrysafe/internal/harness"
+	"github.com/retrysafe/retrysafe/internal/lab/harness"
 )
 
 // The steps both demo stories (the v1 PSP and API Pix) take the same way.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/internal/cli"
-	"github.com/retrysafe/retrysafe/internal/harness"
+	"github.com/retrysafe/retrysafe/internal/lab/harness"
 )
 
 func init() {

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/retrysafe/retrysafe/internal/cli"
-	"github.com/retrysafe/retrysafe/sandbox/whatsapp"
+	"github.com/retrysafe/retrysafe/sandbox/cloudapi"
 )
 
 // sandboxWhatsAppHelp is `retrysafe sandbox whatsapp --help`'s text.
@@ -39,7 +39,7 @@ func runSandboxWhatsApp(ctx context.Context, e *cli.Env, args []string) error {
 	fs := cli.NewFlagSet(e, "sandbox whatsapp", "sandbox whatsapp [--addr HOST:PORT] [--fault SPEC] [flags]", sandboxWhatsAppHelp)
 	var (
 		sf  standinFlags
-		cfg whatsapp.Config
+		cfg cloudapi.Config
 	)
 	sf.register(fs, e, "RETRYSAFE_WHATSAPP_ADDR", "127.0.0.1:8093", "POST", &cfg.FaultRate)
 	fs.StringVar(&cfg.Token, "token", "", "accept only this bearer token (default: any)")
@@ -47,7 +47,7 @@ func runSandboxWhatsApp(ctx context.Context, e *cli.Env, args []string) error {
 		return err
 	}
 	cfg.Fault, cfg.Logger = sf.fault, sf.log
-	srv, err := whatsapp.New(cfg)
+	srv, err := cloudapi.New(cfg)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ import (
 	"github.com/retrysafe/retrysafe/agent/agenttest"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/riverschema"
-	"github.com/retrysafe/retrysafe/server/whatsapp"
+	"github.com/retrysafe/retrysafe/whatsapp"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

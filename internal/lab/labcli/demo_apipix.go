@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/internal/cli"
-	"github.com/retrysafe/retrysafe/internal/harness"
+	"github.com/retrysafe/retrysafe/internal/lab/harness"
 	"github.com/retrysafe/retrysafe/tools/apipix"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/agent"
-	"github.com/retrysafe/retrysafe/internal/harness"
+	"github.com/retrysafe/retrysafe/internal/lab/harness"
 )
 
 // killDeadline bounds how long an armed worker may live: a failpoint that

@@ -139,7 +139,7 @@
 //
 // # Imports
 //
-// internal/harness (processes), agent (failpoint names, job kinds, and the
+// internal/lab/harness (processes), agent (failpoint names, job kinds, and the
 // turns, messages and model calls it counts, through agent's functions),
 // webhook (the payment effects and receipts it waits for),
 // executor/executortest (what the ledger's tables hold, for the verdict),

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/retrysafe/retrysafe/internal/harness"
+	"github.com/retrysafe/retrysafe/internal/lab/harness"
 )
 
 // databaseFault does a pg-* fault to the test's own cluster and counts it.

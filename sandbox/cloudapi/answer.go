@@ -1,4 +1,4 @@
-package whatsapp
+package cloudapi
 
 import (
 	"net/http"

@@ -6,7 +6,7 @@
 //
 // A command here parses its flags and hands the work to the package that
 // does it: the stand-ins to sandbox/*, the restart test and the soak to
-// internal/restarttest, the demo's deployment to internal/harness. The
+// internal/lab/restarttest, the demo's deployment to internal/lab/harness. The
 // demo's two stories (the v1 PSP and API Pix) share their steps
 // (demo_steps.go): delivering the message twice, waiting for the armed
 // worker's crash and for the conversation to settle, reading the outcome,
@@ -16,8 +16,8 @@
 //
 // # Imports
 //
-// internal/cli (the command table and the shared flags), internal/harness,
-// internal/restarttest, sandbox/apipix, sandbox/fault, sandbox/model,
-// sandbox/psp, sandbox/whatsapp, idempotency (the PSP's policy in its
+// internal/cli (the command table and the shared flags), internal/lab/harness,
+// internal/lab/restarttest, sandbox/apipix, sandbox/fault, sandbox/model,
+// sandbox/psp, sandbox/cloudapi, idempotency (the PSP's policy in its
 // help) and tools/apipix. Only cmd/retrysafe-lab imports it.
 package labcli

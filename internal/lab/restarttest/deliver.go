@@ -12,7 +12,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/executor/executortest"
-	"github.com/retrysafe/retrysafe/internal/harness"
+	"github.com/retrysafe/retrysafe/internal/lab/harness"
 )
 
 // deliverRuns posts every message of chunk to the server's webhook, the

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/retrysafe/retrysafe/agent"
-	"github.com/retrysafe/retrysafe/internal/harness"
+	"github.com/retrysafe/retrysafe/internal/lab/harness"
 )
 
 // failpointsEnv arms a worker: the crash point (if any) and, in naive
