@@ -2,11 +2,13 @@ package riverschema
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
@@ -41,8 +43,17 @@ func Migrate(ctx context.Context, db Beginner, schema string) ([]int, error) {
 	// holds a single connection (a session lock on one connection while
 	// migrating on another would deadlock a small pool).
 	var applied []int
-	for {
+	for raced := 0; ; {
 		v, err := step(ctx, db, m, schema)
+		if err != nil && raced < 3 && lostRace(err) {
+			// Another migrator applied this version while this one waited
+			// for the lock: a session hears of catalog changes when a
+			// transaction starts or it locks a relation, not when it
+			// takes an advisory lock, so River's "does river_migration
+			// exist" could read a stale cache. A new transaction sees it.
+			raced++
+			continue
+		}
 		if err != nil {
 			return applied, err
 		}
@@ -51,6 +62,20 @@ func Migrate(ctx context.Context, db Beginner, schema string) ([]int, error) {
 		}
 		applied = append(applied, v)
 	}
+}
+
+// lostRace reports an error of a version applied concurrently: its table
+// or type already exists, or its row in river_migration does.
+func lostRace(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code {
+	case "42P07", "42710", "23505": // duplicate_table, duplicate_object, unique_violation
+		return true
+	}
+	return false
 }
 
 // migrator is River's migrator for schema, on no pool: every call passes

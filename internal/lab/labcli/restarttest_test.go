@@ -180,7 +180,7 @@ func buildRetrysafe(t *testing.T) string {
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command(goBin, append(args, "../../cmd/retrysafe-lab")...)
+	cmd := exec.Command(goBin, append(args, "../../../cmd/retrysafe-lab")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
