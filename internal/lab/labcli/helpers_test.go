@@ -20,7 +20,7 @@ func testEnv(stdin io.Reader, vars map[string]string) (*cli.Env, *bytes.Buffer, 
 
 // buildBinary builds cmd/retrysafe-lab, the binary whose commands these
 // are.
-func buildBinary(t *testing.T) string { return testutil.BuildBinary(t, "../../cmd/retrysafe-lab") }
+func buildBinary(t *testing.T) string { return testutil.BuildBinary(t, "../../../cmd/retrysafe-lab") }
 
 // lockedBuffer collects what a command writes while the test reads it.
 type lockedBuffer = testutil.LockedBuffer

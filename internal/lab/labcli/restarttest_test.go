@@ -93,7 +93,7 @@ func TestRestartTest(t *testing.T) {
 		// budget before review) can happen to one action.
 		rep, code, took := execRestartTest(t, bin, "--runs", "60", "--seed", "20260601",
 			"--max-attempts", "10",
-			"--corpus", filepath.Join("..", "..", "testdata", "restart", "messages.jsonl"))
+			"--corpus", filepath.Join("..", "..", "..", "testdata", "restart", "messages.jsonl"))
 		t.Logf("%s (%s)", rep.Verdict, took)
 		if code != 0 || !rep.Pass {
 			var bad []string
@@ -180,7 +180,7 @@ func buildRetrysafe(t *testing.T) string {
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command(goBin, append(args, "../../cmd/retrysafe-lab")...)
+	cmd := exec.Command(goBin, append(args, "../../../cmd/retrysafe-lab")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

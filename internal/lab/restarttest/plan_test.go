@@ -15,7 +15,7 @@ import (
 // corpus is the templates shipped in testdata/restart.
 func corpus(t *testing.T) []Template {
 	t.Helper()
-	f, err := os.Open("../../testdata/restart/messages.jsonl")
+	f, err := os.Open("../../../testdata/restart/messages.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
