@@ -153,6 +153,7 @@
 // agent imports tools, intent, executor, derive (field errors),
 // internal/outbox (the relay and the job workers), internal/riverretry
 // (the jobs' retry policy), internal/confcheck (Config's required fields),
-// internal/tokens (the ledger's rows), internal/failpoint, River and its
+// internal/tokens (the ledger's rows), internal/backoff (waiting out a
+// Retry-After), internal/failpoint, River and its
 // pgx driver, go-openai and pgx.
 package agent

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/retrysafe/retrysafe/internal/backoff"
 )
 
 // RetryAfterTransport is an http.RoundTripper for the model API that
@@ -52,7 +54,7 @@ func (t *RetryAfterTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	}
 	sleep := t.Sleep
 	if sleep == nil {
-		sleep = sleepCtx
+		sleep = backoff.Sleep
 	}
 	now := t.Now
 	if now == nil {
@@ -109,17 +111,6 @@ func RetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 		return max(at.Sub(now), 0), true
 	}
 	return 0, false
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // retryHint carries the last Retry-After the transport saw back to the

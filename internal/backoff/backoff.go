@@ -20,6 +20,7 @@
 package backoff
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
 )
@@ -50,4 +51,20 @@ func UpperHalf(d time.Duration) time.Duration {
 // uniformly in [d·(1-frac), d·(1+frac)].
 func Spread(d time.Duration, frac float64) time.Duration {
 	return d + time.Duration(float64(d)*frac*(2*rand.Float64()-1))
+}
+
+// Sleep waits d, or until ctx is done (returning its error): how every
+// retry loop here waits out a delay. A non-positive d does not wait.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
