@@ -275,7 +275,7 @@ func (c *soakClock) stop() {
 // cfg.CrashEvery and samples the processes; it returns how long the load
 // ran.
 func (s *soak) load(ctx context.Context) (time.Duration, error) {
-	t, stack, rep, rng := s.t, s.stack, s.rep, s.rng
+	t, rep, rng := s.t, s.rep, s.rng
 	s.loadStart = time.Now()
 	var deliveries sync.WaitGroup
 	clock := newSoakClock(s.cfg)
@@ -308,39 +308,7 @@ load:
 				continue // the last crash is still recovering
 			}
 			crashDone = make(chan struct{})
-			go func(done chan struct{}) {
-				defer close(done)
-				// The crash waits (up to 10 s) for a moment with a job
-				// running and an action claimed, not completed: a crash
-				// between two messages would test little. What it finds
-				// in flight is counted.
-				var jobs, started int
-				for wait := time.Now(); time.Since(wait) < 10*time.Second; time.Sleep(20 * time.Millisecond) {
-					err := stack.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'running'`).Scan(&jobs)
-					if err == nil && jobs > 0 {
-						// The ledger's rows through the executor's test
-						// API, a moment after the jobs: the crash comes a
-						// moment after both reads either way.
-						var n int64
-						n, err = executortest.Count(ctx, stack.Pool, executortest.Filter{Status: "started"})
-						started = int(n)
-					}
-					if err == nil && jobs > 0 && started > 0 {
-						break
-					}
-				}
-				d, err := stack.CrashDatabase(ctx)
-				if err != nil {
-					t.problem("crash PostgreSQL: %v", err)
-					return
-				}
-				t.mu.Lock()
-				s.crashes++
-				s.crashDown = max(s.crashDown, d)
-				rep.CrashJobsRunning += jobs
-				rep.CrashActionsStarted += started
-				t.mu.Unlock()
-			}(crashDone)
+			go s.crash(ctx, crashDone)
 		case <-clock.sample.C:
 			if err := s.sampleAndRestart(ctx); err != nil {
 				return 0, err
@@ -354,6 +322,42 @@ load:
 	t.runs = t.runs[:s.next] // the runs never delivered are not part of the verdict
 	t.byScen[s.scen.name] = t.runs
 	return loadTook, nil
+}
+
+// crash crashes the database once, when it finds work in flight, and
+// counts what it hit; done is closed once it is over.
+func (s *soak) crash(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	t, stack, rep := s.t, s.stack, s.rep
+	// The crash waits (up to 10 s) for a moment with a job running and an
+	// action claimed, not completed: a crash between two messages would
+	// test little. What it finds in flight is counted.
+	var jobs, started int
+	for wait := time.Now(); time.Since(wait) < 10*time.Second; time.Sleep(20 * time.Millisecond) {
+		err := stack.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'running'`).Scan(&jobs)
+		if err == nil && jobs > 0 {
+			// The ledger's rows through the executor's test API, a moment
+			// after the jobs: the crash comes a moment after both reads
+			// either way.
+			var n int64
+			n, err = executortest.Count(ctx, stack.Pool, executortest.Filter{Status: "started"})
+			started = int(n)
+		}
+		if err == nil && jobs > 0 && started > 0 {
+			break
+		}
+	}
+	d, err := stack.CrashDatabase(ctx)
+	if err != nil {
+		t.problem("crash PostgreSQL: %v", err)
+		return
+	}
+	t.mu.Lock()
+	s.crashes++
+	s.crashDown = max(s.crashDown, d)
+	rep.CrashJobsRunning += jobs
+	rep.CrashActionsStarted += started
+	t.mu.Unlock()
 }
 
 // sampleAndRestart takes a sample of every process and restarts a worker
