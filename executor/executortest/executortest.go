@@ -101,14 +101,14 @@ func Count(ctx context.Context, db DBTX, f Filter) (int64, error) {
 // Intent is a frozen intent with the status of the action under its key
 // ("" when there is none).
 type Intent struct {
-	Ref, Key string
+	Ref, Action, Key string
 	Payload  map[string]string
 	Version  int
 	Status   string
 }
 
-// Intents lists the tenant's intents of action, oldest first, each with
-// its action's status.
+// Intents lists the tenant's intents of action (every action's for ""),
+// oldest first, each with its action's status.
 func Intents(ctx context.Context, db DBTX, tenant, action string) ([]Intent, error) {
 	ss, err := ledger.IntentListWithStatus(ctx, db, tenant, action)
 	if err != nil {
@@ -116,7 +116,7 @@ func Intents(ctx context.Context, db DBTX, tenant, action string) ([]Intent, err
 	}
 	out := make([]Intent, len(ss))
 	for i, s := range ss {
-		out[i] = Intent{Ref: s.Ref, Key: s.Key, Payload: s.Payload.Map(), Version: s.Version, Status: s.Status}
+		out[i] = Intent{Ref: s.Ref, Action: s.Action, Key: s.Key, Payload: s.Payload.Map(), Version: s.Version, Status: s.Status}
 	}
 	return out, nil
 }

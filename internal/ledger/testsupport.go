@@ -68,8 +68,8 @@ type Standing struct {
 	Status string
 }
 
-// IntentListWithStatus lists the tenant's intents of action, oldest first,
-// each with its action's status.
+// IntentListWithStatus lists the tenant's intents of action (every
+// action's for ""), oldest first, each with its action's status.
 func IntentListWithStatus(ctx context.Context, db DBTX, tenant, action string) ([]Standing, error) {
 	rows, err := db.Query(ctx, intentListWithStatus, tenant, action)
 	if err != nil {
@@ -80,11 +80,11 @@ func IntentListWithStatus(ctx context.Context, db DBTX, tenant, action string) (
 			s   Standing
 			raw []byte
 		)
-		if err := row.Scan(&s.Ref, &s.Key, &raw, &s.Version, &s.Status); err != nil {
+		if err := row.Scan(&s.Ref, &s.Action, &s.Key, &raw, &s.Version, &s.Status); err != nil {
 			return s, err
 		}
 		p, err := decodePayload(raw)
-		s.Tenant, s.Action, s.Payload = tenant, action, p
+		s.Tenant, s.Payload = tenant, p
 		return s, err
 	})
 }
