@@ -165,12 +165,12 @@ func TestEndToEndRedelivery(t *testing.T) {
 			}
 			// One intent per action, the charge in cents, the reply the
 			// recorded text.
-			charges, err := executortest.Intents(h.ctx, h.pool, tenant, "pix.charge")
+			chargeIntents, err := executortest.Intents(h.ctx, h.pool, tenant, "pix.charge")
 			if err != nil {
 				t.Fatal(err)
 			}
 			n := 0
-			for _, c := range charges {
+			for _, c := range chargeIntents {
 				if c.Ref == invoice {
 					n++
 				}

@@ -102,9 +102,9 @@ func Count(ctx context.Context, db DBTX, f Filter) (int64, error) {
 // ("" when there is none).
 type Intent struct {
 	Ref, Action, Key string
-	Payload  map[string]string
-	Version  int
-	Status   string
+	Payload          map[string]string
+	Version          int
+	Status           string
 }
 
 // Intents lists the tenant's intents of action (every action's for ""),

@@ -523,9 +523,9 @@ const actionCountFiltered = `SELECT count(*) FROM actions
 WHERE ($1 = '' OR tenant_id = $1) AND ($2 = '' OR action = $2) AND ($3 = '' OR status = $3)
 	AND ($4::text[] IS NULL OR intent_ref = ANY($4::text[])) AND ($5 = '' OR lease_owner = $5)`
 
-// intentListWithStatus lists a tenant's intents of an action (any action
-// for ''), each with the status of the action under its key (empty for
-// none), oldest first.
+// intentListWithStatus lists a tenant's intents of an action (of every
+// action for an empty one), each with the status of the action under its
+// key (empty for none), oldest first.
 const intentListWithStatus = `SELECT i.intent_ref, i.action, i.idem_key, i.payload, i.rules_version, coalesce(a.status, '') FROM intents i
 LEFT JOIN actions a ON a.tenant_id = i.tenant_id AND a.idem_key = i.idem_key
 WHERE i.tenant_id = $1 AND ($2 = '' OR i.action = $2)
