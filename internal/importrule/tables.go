@@ -61,6 +61,4 @@ var SQLPending = map[[2]string]string{
 	{"server/console", "model_calls"}:           "issue 19: console_test plants model calls",
 	{"server/console", "payment_notifications"}: "issue 19: console_test plants notifications",
 	{"server/console", "processed_effects"}:     "issue 19: console_test plants effects",
-	{"whatsapp", "messages"}:                    "issue 19: whatsapp_test reads stored messages",
-	{"whatsapp", "inbound_ignored"}:             "issue 19: whatsapp_test reads ignored messages",
 }
