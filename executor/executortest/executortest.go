@@ -120,3 +120,24 @@ func Intents(ctx context.Context, db DBTX, tenant, action string) ([]Intent, err
 	}
 	return out, nil
 }
+
+// Aged is an intent and its action as a run age ago left them.
+type Aged struct {
+	Tenant, Ref, Action, Key string
+	Status                   string // started, completed, failed, review
+	Age                      time.Duration
+}
+
+// SeedAged records a's intent (with an empty payload) and its action, both
+// created a.Age ago: settled ones finished then, a started one under a dead
+// worker's lease that ran out. It stands for time passed, for tests of
+// retention.
+func SeedAged(ctx context.Context, db DBTX, a Aged) error {
+	return ledger.ActionSeedAged(ctx, db, ledger.ID{Tenant: a.Tenant, Ref: a.Ref, Action: a.Action}, a.Key, a.Status, a.Age)
+}
+
+// Backdate moves every action's creation, and its finish when it has one,
+// to age ago: the actions a test just ran, aged past a retention.
+func Backdate(ctx context.Context, db DBTX, age time.Duration) error {
+	return ledger.ActionBackdateAll(ctx, db, age)
+}

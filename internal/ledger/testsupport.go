@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -21,6 +22,25 @@ func ActionLeaseExpireAll(ctx context.Context, db DBTX) (int64, error) {
 // action, as completed with response, without an intent.
 func ActionInsertCompleted(ctx context.Context, db DBTX, id ID, key string, response json.RawMessage) error {
 	_, err := db.Exec(ctx, actionInsertCompleted, id.Tenant, key, id.Ref, id.Action, string(response))
+	return err
+}
+
+// ActionSeedAged records id's intent (an empty payload) under key and its
+// action in status, both created age ago, as a run that long ago left
+// them: settled ones finished then, a started one under a lease that ran
+// out.
+func ActionSeedAged(ctx context.Context, db DBTX, id ID, key, status string, age time.Duration) error {
+	if _, err := db.Exec(ctx, intentInsertAged, id.Tenant, id.Ref, id.Action, age.Microseconds(), key); err != nil {
+		return err
+	}
+	_, err := db.Exec(ctx, actionInsertAged, id.Tenant, key, id.Ref, id.Action, status, age.Microseconds())
+	return err
+}
+
+// ActionBackdateAll moves every action's creation, and its finish when it
+// has one, to age ago.
+func ActionBackdateAll(ctx context.Context, db DBTX, age time.Duration) error {
+	_, err := db.Exec(ctx, actionBackdateAll, age.Microseconds())
 	return err
 }
 
