@@ -16,6 +16,7 @@ import (
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/webhook"
 )
 
 // purgeVars is all purge reads of the environment: a database and a schema.
@@ -235,9 +236,8 @@ func seedEffect(t *testing.T, pool *pgxpool.Pool, n int, notify string, age time
 
 func seedLog(t *testing.T, pool *pgxpool.Pool, eventID string, age time.Duration) {
 	t.Helper()
-	if _, err := pool.Exec(context.Background(), `INSERT INTO payment_webhook_log (tenant_id, provider, event_id, event_type, verdict, http_status, received_at)
-		VALUES ('tenant-a', 'sandbox', $1, 'charge.paid', 'processed', 200, now() - $2::bigint * interval '1 microsecond')`,
-		eventID, age.Microseconds()); err != nil {
+	if err := webhook.RecordDelivery(context.Background(), pool, webhook.Delivery{Tenant: "tenant-a", Provider: "sandbox", EventID: eventID,
+		EventType: "charge.paid", Verdict: webhook.VerdictProcessed, HTTPStatus: 200, ReceivedAt: time.Now().Add(-age)}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -254,12 +254,16 @@ func effectsLeft(t *testing.T, pool *pgxpool.Pool) string {
 
 func logLeft(t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
-	var s string
-	if err := pool.QueryRow(context.Background(),
-		`SELECT coalesce(string_agg(event_id, ',' ORDER BY event_id), '') FROM payment_webhook_log`).Scan(&s); err != nil {
+	ds, err := webhook.ListDeliveries(context.Background(), pool, webhook.ListParams{Tenant: "tenant-a"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	var ids []string
+	for _, d := range ds {
+		ids = append(ids, d.EventID)
+	}
+	slices.Sort(ids)
+	return strings.Join(ids, ",")
 }
 
 // Old delivery-log rows go; old effects go when their notification was sent

@@ -51,7 +51,6 @@ var SQLPending = map[[2]string]string{
 	{"internal/cli", "console_audit"}:           "issue 19: console_test counts settle records",
 	{"internal/cli", "console_operators"}:       "issue 19: console_test reads the stored token hash",
 	{"internal/cli", "payment_notifications"}:   "issue 19: purge_test plants old notifications",
-	{"internal/cli", "payment_webhook_log"}:     "issue 19: purge_test plants old deliveries",
 	{"internal/cli", "processed_effects"}:       "issue 19: purge_test plants old effects",
 	{"server/console", "agent_turns"}:           "issue 19: console_test plants turns",
 	{"server/console", "messages"}:              "issue 19: console_test plants messages",
