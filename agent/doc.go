@@ -140,7 +140,9 @@
 // LedgerModels), `retrysafe tokens` and the console's spend chart (Ledger,
 // which internal/tokens prices), the tests and the restart test
 // (CountModelCalls, CountModelCallsBySource, ListTurns, InboundIDs,
-// Answered). Every statement's generic plan is checked (plans_test.go);
+// Answered), and the inbound webhook's tests (ListInbound, ListIgnored);
+// tests that plant a ledger to measure or show write it with
+// RecordModelCall. Every statement's generic plan is checked (plans_test.go);
 // the scans named there are operators' pages and the lab's census.
 //
 // # Logs

@@ -10,6 +10,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/agent/agenttest"
+	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 )
 
@@ -164,7 +165,17 @@ func TestEndToEndRedelivery(t *testing.T) {
 			}
 			// One intent per action, the charge in cents, the reply the
 			// recorded text.
-			if n := h.count(`SELECT count(*) FROM intents WHERE tenant_id = $1 AND intent_ref = $2 AND action = 'pix.charge'`, tenant, invoice); n != 1 {
+			chargeIntents, err := executortest.Intents(h.ctx, h.pool, tenant, "pix.charge")
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, c := range chargeIntents {
+				if c.Ref == invoice {
+					n++
+				}
+			}
+			if n != 1 {
 				t.Errorf("%d pix.charge intents", n)
 			}
 			rec := h.psp.Records(chargeURL)[0]

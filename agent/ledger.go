@@ -22,6 +22,12 @@ const modelCallInsert = `INSERT INTO model_calls
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb)
 RETURNING id`
 
+// modelCallInsertAt writes one ledger row without an answer, dated $8
+// (now when NULL).
+const modelCallInsertAt = `INSERT INTO model_calls
+	(tenant_id, source_ref, step, model, prompt_tokens, completion_tokens, replayed, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8::timestamptz, now()))`
+
 // modelJournalInsert journals a call as the answer of (tenant, source, step)
 // unless another call was journaled first.
 const modelJournalInsert = `INSERT INTO model_journal (tenant_id, source_ref, step, call_id)
@@ -105,6 +111,21 @@ func insertModelCall(ctx context.Context, db DBTX, c ledgerCall) (int64, error) 
 	}
 	err := db.QueryRow(ctx, modelCallInsert, c.tenant, c.source, c.step, c.model, c.prompt, c.completion, c.replayed, answer).Scan(&id)
 	return id, err
+}
+
+// RecordModelCall writes c as a ledger row of the tenant's message
+// source, without an answer, dated c.At (now when zero): for tests and
+// tools that plant a ledger to measure or show. The agent records its own
+// calls as it makes them, with their answers.
+func RecordModelCall(ctx context.Context, db DBTX, tenant, source string, c ModelCall) error {
+	var at *time.Time
+	if !c.At.IsZero() {
+		at = &c.At
+	}
+	if _, err := db.Exec(ctx, modelCallInsertAt, tenant, source, c.Step, c.Model, c.Prompt, c.Completion, c.Replayed, at); err != nil {
+		return fmt.Errorf("agent: record model call: %w", err)
+	}
+	return nil
 }
 
 func insertJournal(ctx context.Context, db DBTX, tenant, source string, step int, callID int64) error {

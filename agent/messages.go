@@ -68,6 +68,16 @@ ORDER BY seq DESC LIMIT $4`
 // messageListInbound lists a tenant's inbound message ids.
 const messageListInbound = `SELECT message_id FROM messages WHERE tenant_id = $1 AND direction = 'in'`
 
+// messageListStored lists a tenant's inbound messages as they were
+// received, in arrival order.
+const messageListStored = `SELECT message_id, conversation_id, phone_number_id, body, sent_at, kind,
+	coalesce(sender_wa_id, ''), coalesce(sender_user_id, ''), coalesce(group_id, '') FROM messages
+WHERE tenant_id = $1 AND direction = 'in' ORDER BY seq`
+
+// ignoredList lists a tenant's ignored inbound messages by id.
+const ignoredList = `SELECT message_id, type, reason, phone_number_id FROM inbound_ignored
+WHERE tenant_id = $1 ORDER BY message_id`
+
 // ignoredInsert records an inbound message that is not answered, once.
 const ignoredInsert = `INSERT INTO inbound_ignored (tenant_id, message_id, type, reason, phone_number_id)
 VALUES ($1, $2, $3, $4, $5)
@@ -195,4 +205,46 @@ func insertIgnored(ctx context.Context, db DBTX, ig Ignored) (bool, error) {
 	}
 	tag, err := db.Exec(ctx, ignoredInsert, ig.Tenant, ig.MessageID, typ, ig.Reason, ig.PhoneNumberID)
 	return tag.RowsAffected() > 0, err
+}
+
+// ListInbound lists the tenant's stored inbound messages in arrival
+// order, as Receive stored them: for tests and tools that check what an
+// inbound webhook kept.
+func ListInbound(ctx context.Context, db DBTX, tenant string) ([]Inbound, error) {
+	rows, err := db.Query(ctx, messageListStored, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("agent: inbound messages: %w", err)
+	}
+	ms, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Inbound, error) {
+		m := Inbound{Tenant: tenant}
+		var sent *time.Time
+		err := row.Scan(&m.MessageID, &m.ConversationID, &m.PhoneNumberID, &m.Body, &sent, &m.Kind,
+			&m.SenderWaID, &m.SenderUserID, &m.GroupID)
+		if sent != nil {
+			m.SentAt = *sent
+		}
+		return m, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent: inbound messages: %w", err)
+	}
+	return ms, nil
+}
+
+// ListIgnored lists the tenant's inbound messages recorded and not
+// answered, by id: for tests and tools.
+func ListIgnored(ctx context.Context, db DBTX, tenant string) ([]Ignored, error) {
+	rows, err := db.Query(ctx, ignoredList, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("agent: ignored messages: %w", err)
+	}
+	igs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Ignored, error) {
+		ig := Ignored{Tenant: tenant}
+		err := row.Scan(&ig.MessageID, &ig.Type, &ig.Reason, &ig.PhoneNumberID)
+		return ig, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent: ignored messages: %w", err)
+	}
+	return igs, nil
 }

@@ -24,6 +24,8 @@ func TestGenericPlansReadWhatTheyName(t *testing.T) {
 			"turnList":               census,
 			"turnListAnswered":       "the restart test's poll of a batch of its messages",
 			"messageListInbound":     census,
+			"messageListStored":      "tests' read of what an inbound webhook kept",
+			"ignoredList":            "tests' read of what an inbound webhook ignored",
 			"modelCallCountBySource": census,
 			"modelCallCount":         "tests' and the lab's count of one message's calls: model_calls has no index on source_ref",
 			"modelCallListBySource":  "the console's page of one message's calls: no index on source_ref, bounded by the measure index's window",

@@ -7,6 +7,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/agent/agenttest"
+	"github.com/retrysafe/retrysafe/executor/executortest"
 )
 
 // receive stores one inbound message through the webhook.
@@ -54,11 +55,23 @@ func TestMalformedToolCallFreezesNothing(t *testing.T) {
 			t.Errorf("behavior %d: %d model calls, want 1 (no second step after a refused call)", tc.behavior, real)
 		}
 	}
-	if n := h.count(`SELECT count(*) FROM intents WHERE action <> $1`, agent.ReplyToolName); n != 0 {
-		t.Errorf("%d intents frozen from malformed calls", n)
+	intents, err := executortest.Intents(h.ctx, h.pool, tenant, "")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n := h.count(`SELECT count(*) FROM actions a JOIN intents i USING (tenant_id, idem_key) WHERE i.action <> $1`, agent.ReplyToolName); n != 0 {
-		t.Errorf("%d actions claimed from malformed calls", n)
+	for _, in := range intents {
+		if in.Action != agent.ReplyToolName {
+			t.Errorf("intent %s frozen from a malformed call", in.Action)
+		}
+	}
+	actions, err := executortest.Actions(h.ctx, h.pool, executortest.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range actions {
+		if a.Action != agent.ReplyToolName {
+			t.Errorf("action %s claimed from a malformed call", a.Action)
+		}
 	}
 	if h.psp.Requests() != 0 {
 		t.Errorf("the PSP got %d requests", h.psp.Requests())

@@ -18,6 +18,11 @@ const logInsert = `INSERT INTO payment_webhook_log
 	(tenant_id, provider, event_id, event_type, effect_key, verdict, reason, http_status)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
 
+// logInsertAt records one delivery attempt received at $9.
+const logInsertAt = `INSERT INTO payment_webhook_log
+	(tenant_id, provider, event_id, event_type, effect_key, verdict, reason, http_status, received_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+
 // logList lists a tenant's delivery attempts of one event ("" for all),
 // oldest first.
 const logList = `SELECT tenant_id, id, provider, coalesce(event_id, ''), coalesce(event_type, ''), coalesce(effect_key, ''),
@@ -62,6 +67,21 @@ func insertLog(ctx context.Context, db DBTX, d Delivery) error {
 	_, err := db.Exec(ctx, logInsert, d.Tenant, d.Provider, nullable(d.EventID), nullable(d.EventType), nullable(d.EffectKey),
 		d.Verdict, nullable(d.Reason), d.HTTPStatus)
 	return err
+}
+
+// RecordDelivery writes d as a delivery log row received at d.ReceivedAt
+// (now when zero): for tests and tools that plant a log to purge or show.
+// The handler logs its own deliveries as it answers them.
+func RecordDelivery(ctx context.Context, db DBTX, d Delivery) error {
+	if d.ReceivedAt.IsZero() {
+		return insertLog(ctx, db, d)
+	}
+	_, err := db.Exec(ctx, logInsertAt, d.Tenant, d.Provider, nullable(d.EventID), nullable(d.EventType), nullable(d.EffectKey),
+		d.Verdict, nullable(d.Reason), d.HTTPStatus, d.ReceivedAt)
+	if err != nil {
+		return fmt.Errorf("webhook: record delivery: %w", err)
+	}
+	return nil
 }
 
 // logResult writes the log row of a delivery answered 200.

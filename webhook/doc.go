@@ -195,7 +195,8 @@
 // caller's DBTX: a delivery's statements all run in its one transaction.
 // Other packages read them through exported functions (GetOrder,
 // GetNotification, the List functions, Purge; EffectsOfOrder and
-// CountDuplicates for the console, CountVerdicts for the lab). The order
+// CountDuplicates for the console, CountVerdicts for the lab); tests that
+// plant an old delivery log write it with RecordDelivery. The order
 // lookups in the ledger's tables go through its owners (intent.GetByKey,
 // intent.RefsByKeyPrefix, executor.RefByPayment); the conversation lookup
 // is the agent's (agent.ConversationByInvoice). Every statement's generic

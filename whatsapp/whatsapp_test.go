@@ -79,23 +79,47 @@ func (e *env) post(body []byte, sig string) *httptest.ResponseRecorder {
 	return rec
 }
 
+// inbound lists both tenants' stored messages, as agent keeps them.
+func (e *env) inbound() []agent.Inbound {
+	e.t.Helper()
+	var out []agent.Inbound
+	for _, tenant := range []string{tenantA, tenantB} {
+		ms, err := agent.ListInbound(context.Background(), e.pool, tenant)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, ms...)
+	}
+	return out
+}
+
+// ignoredOf lists both tenants' ignored messages, by id within each.
+func (e *env) ignoredOf() []agent.Ignored {
+	e.t.Helper()
+	var out []agent.Ignored
+	for _, tenant := range []string{tenantA, tenantB} {
+		igs, err := agent.ListIgnored(context.Background(), e.pool, tenant)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, igs...)
+	}
+	return out
+}
+
 // stored counts messages and inbox jobs.
 func (e *env) stored() (messages, jobs int) {
 	e.t.Helper()
-	if err := e.pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM river_job WHERE kind = $1)`,
-		agent.KindInbox).Scan(&messages, &jobs); err != nil {
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM river_job WHERE kind = $1`,
+		agent.KindInbox).Scan(&jobs); err != nil {
 		e.t.Fatal(err)
 	}
-	return messages, jobs
+	return len(e.inbound()), jobs
 }
 
 func (e *env) ignored() int {
 	e.t.Helper()
-	var n int
-	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM inbound_ignored`).Scan(&n); err != nil {
-		e.t.Fatal(err)
-	}
-	return n
+	return len(e.ignoredOf())
 }
 
 func msg(id string) agenttest.TextMessage {
@@ -248,16 +272,20 @@ func TestDuplicateDeliveries(t *testing.T) {
 		t.Fatal(rec.Code)
 	}
 	var tenants []string
-	rows, _ := e.pool.Query(context.Background(), `SELECT tenant_id FROM messages WHERE message_id = 'wamid.d1' ORDER BY 1`)
-	tenants, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil || len(tenants) != 2 || tenants[0] != tenantA || tenants[1] != tenantB {
-		t.Fatalf("tenants of wamid.d1: %v (%v)", tenants, err)
+	var d2 *agent.Inbound
+	for _, m := range e.inbound() {
+		if m.MessageID == "wamid.d1" {
+			tenants = append(tenants, m.Tenant)
+		}
+		if m.Tenant == tenantA && m.MessageID == "wamid.d2" {
+			d2 = &m
+		}
 	}
-	var conv, body1 string
-	var sent time.Time
-	if err := e.pool.QueryRow(context.Background(), `SELECT conversation_id, body, sent_at FROM messages WHERE tenant_id = $1 AND message_id = 'wamid.d2'`, tenantA).
-		Scan(&conv, &body1, &sent); err != nil || conv != wa || body1 != "quero pagar" || !sent.Equal(time.Unix(1732900000, 0)) {
-		t.Fatalf("stored %q %q %v (%v)", conv, body1, sent, err)
+	if len(tenants) != 2 || tenants[0] != tenantA || tenants[1] != tenantB {
+		t.Fatalf("tenants of wamid.d1: %v", tenants)
+	}
+	if d2 == nil || d2.ConversationID != wa || d2.Body != "quero pagar" || !d2.SentAt.Equal(time.Unix(1732900000, 0)) {
+		t.Fatalf("stored %+v", d2)
 	}
 }
 
@@ -336,21 +364,10 @@ type storedMsg struct {
 
 func (e *env) messages() map[string]storedMsg {
 	e.t.Helper()
-	rows, err := e.pool.Query(context.Background(), `SELECT message_id, conversation_id, body, kind,
-		coalesce(sender_wa_id, ''), coalesce(sender_user_id, ''), coalesce(group_id, '') FROM messages`)
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	out := map[string]storedMsg{}
-	for rows.Next() {
-		var m storedMsg
-		if err := rows.Scan(&m.id, &m.conversation, &m.body, &m.kind, &m.waID, &m.userID, &m.groupID); err != nil {
-			e.t.Fatal(err)
-		}
-		out[m.id] = m
-	}
-	if err := rows.Err(); err != nil {
-		e.t.Fatal(err)
+	for _, m := range e.inbound() {
+		out[m.MessageID] = storedMsg{id: m.MessageID, conversation: m.ConversationID, body: m.Body, kind: m.Kind,
+			waID: m.SenderWaID, userID: m.SenderUserID, groupID: m.GroupID}
 	}
 	return out
 }
@@ -417,17 +434,9 @@ func TestEveryMessageShape(t *testing.T) {
 			t.Errorf("%s stored as %+v, want kind %q body %q", id, m, w[0], w[1])
 		}
 	}
-	rows, err := e.pool.Query(context.Background(), `SELECT message_id, type FROM inbound_ignored ORDER BY message_id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ignored, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
-		var id, typ string
-		err := r.Scan(&id, &typ)
-		return id + "=" + typ, err
-	})
-	if err != nil {
-		t.Fatal(err)
+	var ignored []string
+	for _, ig := range e.ignoredOf() {
+		ignored = append(ignored, ig.MessageID+"="+ig.Type)
 	}
 	wantIgnored := []string{"wamid.shape.audio=audio", "wamid.shape.image_nocaption=image", "wamid.shape.reaction=reaction", "wamid.shape.unsupported=unsupported"}
 	if strings.Join(ignored, ",") != strings.Join(wantIgnored, ",") {

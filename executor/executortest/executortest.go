@@ -101,14 +101,14 @@ func Count(ctx context.Context, db DBTX, f Filter) (int64, error) {
 // Intent is a frozen intent with the status of the action under its key
 // ("" when there is none).
 type Intent struct {
-	Ref, Key string
-	Payload  map[string]string
-	Version  int
-	Status   string
+	Ref, Action, Key string
+	Payload          map[string]string
+	Version          int
+	Status           string
 }
 
-// Intents lists the tenant's intents of action, oldest first, each with
-// its action's status.
+// Intents lists the tenant's intents of action (every action's for ""),
+// oldest first, each with its action's status.
 func Intents(ctx context.Context, db DBTX, tenant, action string) ([]Intent, error) {
 	ss, err := ledger.IntentListWithStatus(ctx, db, tenant, action)
 	if err != nil {
@@ -116,7 +116,28 @@ func Intents(ctx context.Context, db DBTX, tenant, action string) ([]Intent, err
 	}
 	out := make([]Intent, len(ss))
 	for i, s := range ss {
-		out[i] = Intent{Ref: s.Ref, Key: s.Key, Payload: s.Payload.Map(), Version: s.Version, Status: s.Status}
+		out[i] = Intent{Ref: s.Ref, Action: s.Action, Key: s.Key, Payload: s.Payload.Map(), Version: s.Version, Status: s.Status}
 	}
 	return out, nil
+}
+
+// Aged is an intent and its action as a run age ago left them.
+type Aged struct {
+	Tenant, Ref, Action, Key string
+	Status                   string // started, completed, failed, review
+	Age                      time.Duration
+}
+
+// SeedAged records a's intent (with an empty payload) and its action, both
+// created a.Age ago: settled ones finished then, a started one under a dead
+// worker's lease that ran out. It stands for time passed, for tests of
+// retention.
+func SeedAged(ctx context.Context, db DBTX, a Aged) error {
+	return ledger.ActionSeedAged(ctx, db, ledger.ID{Tenant: a.Tenant, Ref: a.Ref, Action: a.Action}, a.Key, a.Status, a.Age)
+}
+
+// Backdate moves every action's creation, and its finish when it has one,
+// to age ago: the actions a test just ran, aged past a retention.
+func Backdate(ctx context.Context, db DBTX, age time.Duration) error {
+	return ledger.ActionBackdateAll(ctx, db, age)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/internal/dbconf"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
@@ -115,13 +116,6 @@ func TestServeAPIPixBlackBox(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	count := func(q string) int {
-		var n int
-		if err := pool.QueryRow(context.Background(), q).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
 	stats := func() map[string]int {
 		_, b := call(http.MethodGet, psp.URL+"/sandbox/stats", "", "")
 		var st map[string]int
@@ -175,8 +169,8 @@ func TestServeAPIPixBlackBox(t *testing.T) {
 	if err != nil || !strings.Contains(string(out.Response), `"txid":"`+txid+`"`) {
 		t.Fatalf("response %s does not carry txid %s (%v)", out.Response, txid, err)
 	}
-	if _, err := pool.Exec(context.Background(), `INSERT INTO conversations (tenant_id, conversation_id, customer_id, invoice_ref, amount_due_cents)
-		VALUES ('tenant-a', '5511987654321', 'C-42', 'NF-2026-000123', 18000)`); err != nil {
+	if err := agent.UpsertConversation(context.Background(), pool, agent.Conversation{Tenant: "tenant-a", ID: "5511987654321",
+		CustomerID: "C-42", InvoiceRef: "NF-2026-000123", AmountDueCents: 18000}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -194,16 +188,26 @@ func TestServeAPIPixBlackBox(t *testing.T) {
 	}
 	waitFor("the redelivered callback", func() bool { return stats()["callbacks"] >= 2 })
 	final := stats()
-	effects := count(`SELECT count(*) FROM processed_effects WHERE transition = 'order.paid'`)
-	owed := count(`SELECT count(*) FROM payment_notifications`)
-	dup := count(`SELECT count(*) FROM payment_webhook_log WHERE verdict = 'duplicate'`)
+	ctx := context.Background()
+	paid, err := webhook.CountEffects(ctx, pool, "tenant-a", webhook.OrderPaid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes, err := webhook.ListNotifications(ctx, pool, webhook.ListParams{Tenant: "tenant-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts, err := webhook.CountVerdicts(ctx, pool, "tenant-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	effects, owed, dup := paid.Effects, len(notes), verdicts[webhook.VerdictDuplicate]
 	t.Logf("psp: cob_created=%d cob_puts=%d cob_overwritten=%d callbacks=%d; serve: effects=%d receipts_owed=%d duplicates=%d",
 		final["cob_created"], final["cob_puts"], final["cob_overwritten"], final["callbacks"], effects, owed, dup)
 	if final["cob_created"] != 1 || final["cob_overwritten"] != 0 || final["callback_fails"] != 0 || effects != 1 || owed != 1 || dup != 1 {
 		t.Fatalf("psp %v, effects %d, receipts owed %d, duplicates %d", final, effects, owed, dup)
 	}
-	var status string
-	if err := pool.QueryRow(context.Background(), `SELECT status FROM orders WHERE order_ref = 'NF-2026-000123'`).Scan(&status); err != nil || status != "paid" {
-		t.Fatalf("order: %q %v", status, err)
+	if o, err := webhook.GetOrder(ctx, pool, "tenant-a", "NF-2026-000123"); err != nil || o.Status != "paid" {
+		t.Fatalf("order: %+v %v", o, err)
 	}
 }

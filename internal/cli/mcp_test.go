@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/internal/dbconf"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
@@ -102,7 +104,7 @@ func TestMCPProcesses(t *testing.T) {
 		if cs := x.charges(t); len(cs) != 1 || cs[0]["idempotency_key"] != first.IdempotencyKey {
 			t.Fatalf("PSP charges %v", cs)
 		}
-		if n := x.rows(t, "intents"); n != 1 {
+		if n := len(x.intents(t)); n != 1 {
 			t.Fatalf("%d intents; the refused call must write none", n)
 		}
 		logs := stderr.String()
@@ -392,23 +394,38 @@ func (x *mcpEnv) query(t *testing.T, sql string, dst any) error {
 	return pool.QueryRow(ctx, sql).Scan(dst)
 }
 
-func (x *mcpEnv) rows(t *testing.T, table string) int {
+// ledger opens the schema for a read through the ledger's test API.
+func (x *mcpEnv) ledger(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	var n int
-	if err := x.query(t, "SELECT count(*) FROM "+table, &n); err != nil {
+	pool, err := dbconf.Open(context.Background(), x.dbURL, x.schema, 1)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return pool
+}
+
+// intents are the intents frozen for the server's tenant.
+func (x *mcpEnv) intents(t *testing.T) []executortest.Intent {
+	t.Helper()
+	pool := x.ledger(t)
+	defer pool.Close()
+	is, err := executortest.Intents(context.Background(), pool, "tenant-a", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return is
 }
 
 // actionStatus is the status of the schema's one action row.
 func (x *mcpEnv) actionStatus(t *testing.T) string {
 	t.Helper()
-	var s string
-	if err := x.query(t, "SELECT status FROM actions", &s); err != nil {
-		t.Fatal(err)
+	pool := x.ledger(t)
+	defer pool.Close()
+	as, err := executortest.Actions(context.Background(), pool, executortest.Filter{})
+	if err != nil || len(as) != 1 {
+		t.Fatalf("actions %+v (%v), want one", as, err)
 	}
-	return s
+	return as[0].Status
 }
 
 func connectCommand(t *testing.T, cmd *exec.Cmd) *mcp.ClientSession {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/webhook"
 )
 
 // purgeVars is all purge reads of the environment: a database and a schema.
@@ -32,33 +35,42 @@ func runPurgeCmd(ctx context.Context, vars map[string]string, args ...string) (c
 // was created (and, when settled, finished) age ago.
 func seedAction(t *testing.T, pool *pgxpool.Pool, tenant, ref, status string, age time.Duration) {
 	t.Helper()
-	key := "k-" + ref
-	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `INSERT INTO intents (tenant_id, intent_ref, action, rules_version, payload, idem_key, created_at, updated_at)
-		VALUES ($1, $2, 'pix.charge', 1, '{}', $3, now() - $4::bigint * interval '1 microsecond', now() - $4::bigint * interval '1 microsecond')`,
-		tenant, ref, key, age.Microseconds()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, lease_owner, lease_until, created_at, updated_at, finished_at)
-		VALUES ($1, $2, $3, 'pix.charge', $4,
-			CASE WHEN $4 = 'started' THEN 'dead-worker' END,
-			CASE WHEN $4 = 'started' THEN now() - $5::bigint * interval '1 microsecond' + interval '30 seconds' END,
-			now() - $5::bigint * interval '1 microsecond', now() - $5::bigint * interval '1 microsecond',
-			CASE WHEN $4 IN ('completed', 'failed') THEN now() - $5::bigint * interval '1 microsecond' END)`,
-		tenant, key, ref, status, age.Microseconds()); err != nil {
+	if err := executortest.SeedAged(context.Background(), pool, executortest.Aged{Tenant: tenant, Ref: ref, Action: "pix.charge",
+		Key: "k-" + ref, Status: status, Age: age}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// refs lists the intent_refs left in a table, sorted.
+// refs lists the intent_refs left in the ledger's table ("actions" or
+// "intents") of the tests' tenants, sorted.
 func refs(t *testing.T, pool *pgxpool.Pool, table string) string {
 	t.Helper()
-	var s string
-	if err := pool.QueryRow(context.Background(),
-		`SELECT coalesce(string_agg(intent_ref, ',' ORDER BY intent_ref), '') FROM `+table).Scan(&s); err != nil {
-		t.Fatal(err)
+	ctx := context.Background()
+	var out []string
+	switch table {
+	case "actions":
+		as, err := executortest.Actions(ctx, pool, executortest.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range as {
+			out = append(out, a.Ref)
+		}
+	case "intents":
+		for _, tenant := range []string{"tenant-a", "tenant-b"} {
+			is, err := executortest.Intents(ctx, pool, tenant, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, in := range is {
+				out = append(out, in.Ref)
+			}
+		}
+	default:
+		t.Fatalf("refs of %s", table)
 	}
-	return s
+	slices.Sort(out)
+	return strings.Join(out, ",")
 }
 
 var purgeLine = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ purge: actions (\d+), intents (\d+) \(\d+ batch(es)?\), webhook log (\d+), webhook effects (\d+), [0-9.]+(ms|s|µs)\n$`)
@@ -79,8 +91,7 @@ func TestPurgeActions(t *testing.T) {
 		}
 		oldKeys = append(oldKeys, o.Key)
 	}
-	if _, err := f.pool.Exec(context.Background(),
-		`UPDATE actions SET finished_at = now() - interval '8 days', created_at = now() - interval '8 days'`); err != nil {
+	if err := executortest.Backdate(context.Background(), f.pool, 8*day); err != nil {
 		t.Fatal(err)
 	}
 	if o := f.charge("tenant-a", "inv-recent"); o.Status != executor.StatusCompleted {
@@ -225,9 +236,8 @@ func seedEffect(t *testing.T, pool *pgxpool.Pool, n int, notify string, age time
 
 func seedLog(t *testing.T, pool *pgxpool.Pool, eventID string, age time.Duration) {
 	t.Helper()
-	if _, err := pool.Exec(context.Background(), `INSERT INTO payment_webhook_log (tenant_id, provider, event_id, event_type, verdict, http_status, received_at)
-		VALUES ('tenant-a', 'sandbox', $1, 'charge.paid', 'processed', 200, now() - $2::bigint * interval '1 microsecond')`,
-		eventID, age.Microseconds()); err != nil {
+	if err := webhook.RecordDelivery(context.Background(), pool, webhook.Delivery{Tenant: "tenant-a", Provider: "sandbox", EventID: eventID,
+		EventType: "charge.paid", Verdict: webhook.VerdictProcessed, HTTPStatus: 200, ReceivedAt: time.Now().Add(-age)}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -244,12 +254,16 @@ func effectsLeft(t *testing.T, pool *pgxpool.Pool) string {
 
 func logLeft(t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
-	var s string
-	if err := pool.QueryRow(context.Background(),
-		`SELECT coalesce(string_agg(event_id, ',' ORDER BY event_id), '') FROM payment_webhook_log`).Scan(&s); err != nil {
+	ds, err := webhook.ListDeliveries(context.Background(), pool, webhook.ListParams{Tenant: "tenant-a"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	var ids []string
+	for _, d := range ds {
+		ids = append(ids, d.EventID)
+	}
+	slices.Sort(ids)
+	return strings.Join(ids, ",")
 }
 
 // Old delivery-log rows go; old effects go when their notification was sent

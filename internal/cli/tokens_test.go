@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 )
 
@@ -68,8 +69,8 @@ func TestTokensMeasureCommand(t *testing.T) {
 	ctx := context.Background()
 	day := time.Date(2026, 11, 3, 12, 0, 0, 0, time.UTC)
 	for i, replayed := range []bool{false, false, false, true} {
-		if _, err := pool.Exec(ctx, `INSERT INTO model_calls (tenant_id, source_ref, step, model, prompt_tokens, completion_tokens, replayed, created_at)
-			VALUES ('shop', 'wamid.1', 0, 'gpt-x', 8000, 600, $1, $2)`, replayed, day.Add(time.Duration(i)*time.Minute)); err != nil {
+		if err := agent.RecordModelCall(ctx, pool, "shop", "wamid.1", agent.ModelCall{Step: 0, Model: "gpt-x", Prompt: 8000, Completion: 600,
+			Replayed: replayed, At: day.Add(time.Duration(i) * time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -55,10 +55,15 @@
 // Each table of the schema has one owning package (Owners in tables.go),
 // which alone holds SQL naming it, unexported; every other package calls
 // the owner's Go API. TestSQLOwnership reads every string literal of the
-// module's non-test code that reads as SQL and fails on a table named
-// outside its owner, and on an exported constant or variable holding SQL.
-// River's tables are reached through River's API, but for the crash
-// test's reads of River's own state (SQLAllowed, each with its reason).
+// module's code, tests included, that reads as SQL and fails on a table
+// named outside its owner, and on an exported constant or variable of
+// non-test code holding SQL. Tests use the owner's API or test API
+// (executor/executortest for the ledger); the tests of the ledger's faces
+// (intent, executor, executortest, internal/ledger) may check the
+// ledger's tables directly, and this package's own sample SQL is exempt.
+// River's tables are reached through River's API, but for tests and the
+// crash test's reads of River's own state (SQLAllowed, each with its
+// reason).
 //
 // # Sizes
 //

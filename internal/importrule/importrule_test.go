@@ -16,6 +16,8 @@ type listed struct {
 	ImportPath   string
 	Dir          string
 	GoFiles      []string
+	TestGoFiles  []string
+	XTestGoFiles []string
 	Imports      []string
 	TestImports  []string
 	XTestImports []string

@@ -50,6 +50,9 @@ var statements = map[string]string{
 	actionListFiltered:       "actionListFiltered",
 	actionCountFiltered:      "actionCountFiltered",
 	intentListWithStatus:     "intentListWithStatus",
+	intentInsertAged:         "intentInsertAged",
+	actionInsertAged:         "actionInsertAged",
+	actionBackdateAll:        "actionBackdateAll",
 }
 
 // Name returns the name of the ledger's statement whose text is sql (its

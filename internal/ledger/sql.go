@@ -504,6 +504,26 @@ SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM gone_intents)`
 // in for that wait.
 const actionLeaseExpireAll = `UPDATE actions SET lease_until = now() WHERE status = 'started' AND lease_until > now()`
 
+// intentInsertAged records an intent with an empty payload, created
+// $4 microseconds ago.
+const intentInsertAged = `INSERT INTO intents (tenant_id, intent_ref, action, rules_version, payload, idem_key, created_at, updated_at)
+VALUES ($1, $2, $3, 1, '{}', $5, now() - $4::bigint * interval '1 microsecond', now() - $4::bigint * interval '1 microsecond')`
+
+// actionInsertAged records an action in status $5, created (and, when
+// settled, finished) $6 microseconds ago; a started one under a dead
+// worker's lease that ran out 30 seconds after it began.
+const actionInsertAged = `INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, lease_owner, lease_until, created_at, updated_at, finished_at)
+VALUES ($1, $2, $3, $4, $5,
+	CASE WHEN $5 = 'started' THEN 'dead-worker' END,
+	CASE WHEN $5 = 'started' THEN now() - $6::bigint * interval '1 microsecond' + interval '30 seconds' END,
+	now() - $6::bigint * interval '1 microsecond', now() - $6::bigint * interval '1 microsecond',
+	CASE WHEN $5 IN ('completed', 'failed') THEN now() - $6::bigint * interval '1 microsecond' END)`
+
+// actionBackdateAll moves every action's creation, and its finish when it
+// has one, to $1 microseconds ago.
+const actionBackdateAll = `UPDATE actions SET created_at = now() - $1::bigint * interval '1 microsecond',
+	finished_at = CASE WHEN finished_at IS NOT NULL THEN now() - $1::bigint * interval '1 microsecond' END`
+
 // actionInsertCompleted records an action completed with a response, with
 // no intent behind it: what the tables hold of a charge made before the
 // test looks for it.
@@ -523,9 +543,10 @@ const actionCountFiltered = `SELECT count(*) FROM actions
 WHERE ($1 = '' OR tenant_id = $1) AND ($2 = '' OR action = $2) AND ($3 = '' OR status = $3)
 	AND ($4::text[] IS NULL OR intent_ref = ANY($4::text[])) AND ($5 = '' OR lease_owner = $5)`
 
-// intentListWithStatus lists a tenant's intents of an action, each with
-// the status of the action under its key (empty for none), oldest first.
-const intentListWithStatus = `SELECT i.intent_ref, i.idem_key, i.payload, i.rules_version, coalesce(a.status, '') FROM intents i
+// intentListWithStatus lists a tenant's intents of an action (of every
+// action for an empty one), each with the status of the action under its
+// key (empty for none), oldest first.
+const intentListWithStatus = `SELECT i.intent_ref, i.action, i.idem_key, i.payload, i.rules_version, coalesce(a.status, '') FROM intents i
 LEFT JOIN actions a ON a.tenant_id = i.tenant_id AND a.idem_key = i.idem_key
-WHERE i.tenant_id = $1 AND i.action = $2
+WHERE i.tenant_id = $1 AND ($2 = '' OR i.action = $2)
 ORDER BY i.created_at, i.intent_ref`

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -21,6 +22,25 @@ func ActionLeaseExpireAll(ctx context.Context, db DBTX) (int64, error) {
 // action, as completed with response, without an intent.
 func ActionInsertCompleted(ctx context.Context, db DBTX, id ID, key string, response json.RawMessage) error {
 	_, err := db.Exec(ctx, actionInsertCompleted, id.Tenant, key, id.Ref, id.Action, string(response))
+	return err
+}
+
+// ActionSeedAged records id's intent (an empty payload) under key and its
+// action in status, both created age ago, as a run that long ago left
+// them: settled ones finished then, a started one under a lease that ran
+// out.
+func ActionSeedAged(ctx context.Context, db DBTX, id ID, key, status string, age time.Duration) error {
+	if _, err := db.Exec(ctx, intentInsertAged, id.Tenant, id.Ref, id.Action, age.Microseconds(), key); err != nil {
+		return err
+	}
+	_, err := db.Exec(ctx, actionInsertAged, id.Tenant, key, id.Ref, id.Action, status, age.Microseconds())
+	return err
+}
+
+// ActionBackdateAll moves every action's creation, and its finish when it
+// has one, to age ago.
+func ActionBackdateAll(ctx context.Context, db DBTX, age time.Duration) error {
+	_, err := db.Exec(ctx, actionBackdateAll, age.Microseconds())
 	return err
 }
 
@@ -68,8 +88,8 @@ type Standing struct {
 	Status string
 }
 
-// IntentListWithStatus lists the tenant's intents of action, oldest first,
-// each with its action's status.
+// IntentListWithStatus lists the tenant's intents of action (every
+// action's for ""), oldest first, each with its action's status.
 func IntentListWithStatus(ctx context.Context, db DBTX, tenant, action string) ([]Standing, error) {
 	rows, err := db.Query(ctx, intentListWithStatus, tenant, action)
 	if err != nil {
@@ -80,11 +100,11 @@ func IntentListWithStatus(ctx context.Context, db DBTX, tenant, action string) (
 			s   Standing
 			raw []byte
 		)
-		if err := row.Scan(&s.Ref, &s.Key, &raw, &s.Version, &s.Status); err != nil {
+		if err := row.Scan(&s.Ref, &s.Action, &s.Key, &raw, &s.Version, &s.Status); err != nil {
 			return s, err
 		}
 		p, err := decodePayload(raw)
-		s.Tenant, s.Action, s.Payload = tenant, action, p
+		s.Tenant, s.Payload = tenant, p
 		return s, err
 	})
 }

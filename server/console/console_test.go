@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/testutil"
@@ -300,11 +301,19 @@ func TestNow(t *testing.T) {
 	e.inReview("tenant-a", "NF-N", testutil.CPF(7))
 	ctx := context.Background()
 	// One message answered twice (a duplicate), one replayed by the journal.
-	if _, err := e.pool.Exec(ctx, `INSERT INTO model_calls (tenant_id, source_ref, step, model, prompt_tokens, completion_tokens, replayed)
-		VALUES ('tenant-a', 'wamid.1', 0, 'gpt-x', 1000, 200, false), ('tenant-a', 'wamid.1', 0, 'gpt-x', 1000, 200, false),
-		       ('tenant-a', 'wamid.1', 0, 'gpt-x', 1000, 200, true), ('tenant-b', 'wamid.2', 0, 'gpt-x', 9000, 900, false),
-		       ('tenant-b', 'wamid.2', 0, 'gpt-x', 9000, 900, false)`); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		tenant, source     string
+		prompt, completion int64
+		replayed           bool
+	}{
+		{"tenant-a", "wamid.1", 1000, 200, false}, {"tenant-a", "wamid.1", 1000, 200, false},
+		{"tenant-a", "wamid.1", 1000, 200, true}, {"tenant-b", "wamid.2", 9000, 900, false},
+		{"tenant-b", "wamid.2", 9000, 900, false},
+	} {
+		if err := agent.RecordModelCall(ctx, e.pool, c.tenant, c.source, agent.ModelCall{Model: "gpt-x",
+			Prompt: c.prompt, Completion: c.completion, Replayed: c.replayed}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	b := e.browser()
 	b.signIn(e.tokenA)
@@ -453,22 +462,35 @@ func TestStory(t *testing.T) {
 	}
 	chargeID := strings.Trim(string(mustJSONField(t, out.Response, "id")), `"`)
 	// What the other packages record, as they record it.
+	if err := agent.UpsertConversation(ctx, e.pool, agent.Conversation{Tenant: "tenant-a", ID: "5511999999999", CustomerID: "C-42"}); err != nil {
+		t.Fatal(err)
+	}
 	for _, q := range []string{
 		`INSERT INTO processed_effects (tenant_id, effect_key, provider, transition, order_ref, payment_ref, event_id, event_type, event_at, outcome)
 		 VALUES ('tenant-a', repeat('e', 64), 'sandbox', 'order.paid', 'NF-STORY', '` + chargeID + `', 'evt_1', 'payment_intent.succeeded', now(), 'applied')`,
 		`INSERT INTO payment_notifications (tenant_id, effect_key, order_ref, action, intent_ref, idem_key, status, attempt, sent_at)
 		 VALUES ('tenant-a', repeat('e', 64), 'NF-STORY', 'whatsapp.send_template', repeat('e', 64) || ':notify', 'k-notify', 'sent', 1, now())`,
-		`INSERT INTO conversations (tenant_id, conversation_id, customer_id) VALUES ('tenant-a', '5511999999999', 'C-42')`,
 		`INSERT INTO messages (tenant_id, message_id, conversation_id, direction, body) VALUES ('tenant-a', 'wamid.test-NF-STORY', '5511999999999', 'in', 'pagar')`,
 		`INSERT INTO agent_turns (tenant_id, message_id, conversation_id, status, steps, tools, reply_ref, reply_key, reply_status)
 		 VALUES ('tenant-a', 'wamid.test-NF-STORY', '5511999999999', 'answered', 2,
 		         jsonb_build_array(jsonb_build_object('action', 'pix.charge', 'status', 'completed', 'key', '` + out.Key + `', 'replayed', true, 'divergent', jsonb_build_array('amount'))),
 		         'wamid.test-NF-STORY:reply', 'k-reply', 'sent')`,
-		`INSERT INTO model_calls (tenant_id, source_ref, step, model, prompt_tokens, completion_tokens, replayed)
-		 VALUES ('tenant-a', 'wamid.test-NF-STORY', 0, 'gpt-4o-mini', 812, 41, false), ('tenant-a', 'wamid.test-NF-STORY', 1, 'gpt-4o-mini', 901, 12, false),
-		        ('tenant-a', 'wamid.test-NF-STORY', 0, 'gpt-4o-mini', 812, 41, true), ('tenant-a', 'wamid.other', 0, 'gpt-4o-mini', 5, 5, false)`,
 	} {
 		if _, err := e.pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		source string
+		agent.ModelCall
+	}{
+		{"wamid.test-NF-STORY", agent.ModelCall{Step: 0, Prompt: 812, Completion: 41}},
+		{"wamid.test-NF-STORY", agent.ModelCall{Step: 1, Prompt: 901, Completion: 12}},
+		{"wamid.test-NF-STORY", agent.ModelCall{Step: 0, Prompt: 812, Completion: 41, Replayed: true}},
+		{"wamid.other", agent.ModelCall{Step: 0, Prompt: 5, Completion: 5}},
+	} {
+		c.Model = "gpt-4o-mini"
+		if err := agent.RecordModelCall(ctx, e.pool, "tenant-a", c.source, c.ModelCall); err != nil {
 			t.Fatal(err)
 		}
 	}
