@@ -142,7 +142,8 @@
 // (CountModelCalls, CountModelCallsBySource, ListTurns, InboundIDs,
 // Answered), and the inbound webhook's tests (ListInbound, ListIgnored);
 // tests that plant a ledger to measure or show write it with
-// RecordModelCall. Every statement's generic plan is checked (plans_test.go);
+// RecordModelCall, and the console's tests plant a conversation with
+// RecordMessage and RecordTurn. Every statement's generic plan is checked (plans_test.go);
 // the scans named there are operators' pages and the lab's census.
 //
 // # Logs

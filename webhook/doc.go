@@ -196,7 +196,9 @@
 // Other packages read them through exported functions (GetOrder,
 // GetNotification, the List functions, Purge; EffectsOfOrder and
 // CountDuplicates for the console, CountVerdicts for the lab); tests that
-// plant an old delivery log write it with RecordDelivery. The order
+// plant an old delivery log write it with RecordDelivery, and effects and
+// notifications with RecordEffect and RecordNotification
+// (ListEffectNotifications reads back what a purge left). The order
 // lookups in the ledger's tables go through its owners (intent.GetByKey,
 // intent.RefsByKeyPrefix, executor.RefByPayment); the conversation lookup
 // is the agent's (agent.ConversationByInvoice). Every statement's generic

@@ -31,6 +31,7 @@ func TestGenericPlansReadWhatTheyName(t *testing.T) {
 			"logCountDuplicates": "the console's counts of a tenant's last day",
 			"logCountVerdicts":   "the lab's census of a tenant's deliveries",
 			"effectCount":        "the lab's progress: a tenant's effects and pending receipts, counted",
+			"effectListNotified": "tests' read of every effect a purge left",
 		},
 	})
 }

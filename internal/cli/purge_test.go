@@ -212,23 +212,22 @@ func seedEffect(t *testing.T, pool *pgxpool.Pool, n int, notify string, age time
 	t.Helper()
 	key := fmt.Sprintf("%064x", n)
 	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `INSERT INTO processed_effects (tenant_id, effect_key, provider, transition, order_ref, payment_ref,
-			event_id, event_type, event_at, outcome, created_at)
-		VALUES ('tenant-a', $1, 'sandbox', 'paid', $2, $3, $4, 'charge.paid', now() - $5::bigint * interval '1 microsecond', 'applied',
-			now() - $5::bigint * interval '1 microsecond')`,
-		key, fmt.Sprintf("order-%d", n), fmt.Sprintf("pay-%d", n), fmt.Sprintf("evt-%d", n), age.Microseconds()); err != nil {
+	at := time.Now().Add(-age)
+	if err := webhook.RecordEffect(ctx, pool, webhook.PlantedEffect{Tenant: "tenant-a", EffectKey: key, Provider: "sandbox", Transition: "paid",
+		OrderRef: fmt.Sprintf("order-%d", n), PaymentRef: fmt.Sprintf("pay-%d", n), EventID: fmt.Sprintf("evt-%d", n),
+		EventType: "charge.paid", EventAt: at, Outcome: "applied", CreatedAt: at}); err != nil {
 		t.Fatal(err)
 	}
 	if notify == "" {
 		return key
 	}
-	if _, err := pool.Exec(ctx, `INSERT INTO payment_notifications (tenant_id, effect_key, order_ref, action, intent_ref, idem_key, status,
-			error_code, created_at, updated_at, sent_at)
-		VALUES ('tenant-a', $1, $2, 'whatsapp.send_template', $1 || ':notify', 'nk-' || $1, $3,
-			CASE WHEN $3 IN ('failed', 'review') THEN 'provider_rejected' END,
-			now() - $4::bigint * interval '1 microsecond', now() - $4::bigint * interval '1 microsecond',
-			CASE WHEN $3 = 'sent' THEN now() - $4::bigint * interval '1 microsecond' END)`,
-		key, fmt.Sprintf("order-%d", n), notify, age.Microseconds()); err != nil {
+	var code string
+	if notify == "failed" || notify == "review" {
+		code = "provider_rejected"
+	}
+	if err := webhook.RecordNotification(ctx, pool, webhook.PlantedNotification{Tenant: "tenant-a", EffectKey: key,
+		OrderRef: fmt.Sprintf("order-%d", n), Action: "whatsapp.send_template", IntentRef: key + ":notify", IdemKey: "nk-" + key,
+		Status: notify, ErrorCode: code, At: at}); err != nil {
 		t.Fatal(err)
 	}
 	return key
@@ -244,12 +243,19 @@ func seedLog(t *testing.T, pool *pgxpool.Pool, eventID string, age time.Duration
 
 func effectsLeft(t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
-	var s string
-	if err := pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(e.order_ref || ':' || coalesce(n.status, 'none'), ',' ORDER BY e.order_ref), '')
-		FROM processed_effects e LEFT JOIN payment_notifications n USING (tenant_id, effect_key)`).Scan(&s); err != nil {
+	es, err := webhook.ListEffectNotifications(context.Background(), pool)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	parts := make([]string, len(es))
+	for i, e := range es {
+		status := e.Status
+		if status == "" {
+			status = "none"
+		}
+		parts[i] = e.OrderRef + ":" + status
+	}
+	return strings.Join(parts, ",")
 }
 
 func logLeft(t *testing.T, pool *pgxpool.Pool) string {

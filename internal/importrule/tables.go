@@ -45,15 +45,4 @@ var SQLAllowed = map[[2]string]string{
 // ({package, table}), or that export a SQL string ({package, "exported
 // Name"}), each with the issue that removes it. The test fails when an entry
 // is no longer needed.
-var SQLPending = map[[2]string]string{
-	// Test files that still read or write another package's tables.
-	{"internal/cli", "actions"}:                 "issue 19: console_test compares whole action rows",
-	{"internal/cli", "console_audit"}:           "issue 19: console_test counts settle records",
-	{"internal/cli", "console_operators"}:       "issue 19: console_test reads the stored token hash",
-	{"internal/cli", "payment_notifications"}:   "issue 19: purge_test plants old notifications",
-	{"internal/cli", "processed_effects"}:       "issue 19: purge_test plants old effects",
-	{"server/console", "agent_turns"}:           "issue 19: console_test plants turns",
-	{"server/console", "messages"}:              "issue 19: console_test plants messages",
-	{"server/console", "payment_notifications"}: "issue 19: console_test plants notifications",
-	{"server/console", "processed_effects"}:     "issue 19: console_test plants effects",
-}
+var SQLPending = map[[2]string]string{}

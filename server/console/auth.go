@@ -113,6 +113,32 @@ func ListOperators(ctx context.Context, db DB) ([]Operator, error) {
 	})
 }
 
+// OperatorOfToken names the enabled operator whose token this is, as
+// sign-in checks it (by the token's hash); ErrNoOperator when none is.
+func OperatorOfToken(ctx context.Context, db DB, token string) (Operator, error) {
+	hash := sha256.Sum256([]byte(token))
+	o := Operator{}
+	err := db.QueryRow(ctx, operatorByTokenSQL, hash[:]).Scan(&o.Name, &o.Tenants)
+	if errors.Is(err, pgx.ErrNoRows) || token == "" {
+		return Operator{}, ErrNoOperator
+	}
+	if err != nil {
+		return Operator{}, fmt.Errorf("console: operator of token: %w", err)
+	}
+	return o, nil
+}
+
+// CountAudit counts the audit records of kind ("settle", "lookup", ...)
+// that operator left, in every tenant. It scans console_audit: for tests
+// and one-off checks, not for a page.
+func CountAudit(ctx context.Context, db DB, kind, operator string) (int64, error) {
+	var n int64
+	if err := db.QueryRow(ctx, auditCountSQL, kind, operator).Scan(&n); err != nil {
+		return 0, fmt.Errorf("console: count audit: %w", err)
+	}
+	return n, nil
+}
+
 func cleanTenants(tenants []string) ([]string, error) {
 	var out []string
 	for _, t := range tenants {

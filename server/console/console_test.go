@@ -7,12 +7,14 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/server/console"
+	"github.com/retrysafe/retrysafe/webhook"
 )
 
 // Without a session every page and every form answers 401 with the
@@ -465,20 +467,24 @@ func TestStory(t *testing.T) {
 	if err := agent.UpsertConversation(ctx, e.pool, agent.Conversation{Tenant: "tenant-a", ID: "5511999999999", CustomerID: "C-42"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{
-		`INSERT INTO processed_effects (tenant_id, effect_key, provider, transition, order_ref, payment_ref, event_id, event_type, event_at, outcome)
-		 VALUES ('tenant-a', repeat('e', 64), 'sandbox', 'order.paid', 'NF-STORY', '` + chargeID + `', 'evt_1', 'payment_intent.succeeded', now(), 'applied')`,
-		`INSERT INTO payment_notifications (tenant_id, effect_key, order_ref, action, intent_ref, idem_key, status, attempt, sent_at)
-		 VALUES ('tenant-a', repeat('e', 64), 'NF-STORY', 'whatsapp.send_template', repeat('e', 64) || ':notify', 'k-notify', 'sent', 1, now())`,
-		`INSERT INTO messages (tenant_id, message_id, conversation_id, direction, body) VALUES ('tenant-a', 'wamid.test-NF-STORY', '5511999999999', 'in', 'pagar')`,
-		`INSERT INTO agent_turns (tenant_id, message_id, conversation_id, status, steps, tools, reply_ref, reply_key, reply_status)
-		 VALUES ('tenant-a', 'wamid.test-NF-STORY', '5511999999999', 'answered', 2,
-		         jsonb_build_array(jsonb_build_object('action', 'pix.charge', 'status', 'completed', 'key', '` + out.Key + `', 'replayed', true, 'divergent', jsonb_build_array('amount'))),
-		         'wamid.test-NF-STORY:reply', 'k-reply', 'sent')`,
-	} {
-		if _, err := e.pool.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
+	if err := webhook.RecordEffect(ctx, e.pool, webhook.PlantedEffect{Tenant: "tenant-a", EffectKey: strings.Repeat("e", 64), Provider: "sandbox",
+		Transition: "order.paid", OrderRef: "NF-STORY", PaymentRef: chargeID, EventID: "evt_1", EventType: "payment_intent.succeeded",
+		EventAt: time.Now(), Outcome: "applied"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := webhook.RecordNotification(ctx, e.pool, webhook.PlantedNotification{Tenant: "tenant-a", EffectKey: strings.Repeat("e", 64),
+		OrderRef: "NF-STORY", Action: "whatsapp.send_template", IntentRef: strings.Repeat("e", 64) + ":notify", IdemKey: "k-notify",
+		Status: "sent", Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.RecordMessage(ctx, e.pool, agent.Inbound{Tenant: "tenant-a", MessageID: "wamid.test-NF-STORY", ConversationID: "5511999999999", Body: "pagar"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.RecordTurn(ctx, e.pool, agent.Turn{Tenant: "tenant-a", MessageID: "wamid.test-NF-STORY", ConversationID: "5511999999999",
+		Status: "answered", Steps: 2,
+		Tools:    []agent.ToolOutcome{{Action: "pix.charge", Status: "completed", Key: out.Key, Replayed: true, Divergent: []string{"amount"}}},
+		ReplyRef: "wamid.test-NF-STORY:reply", ReplyKey: "k-reply", ReplyStatus: "sent"}); err != nil {
+		t.Fatal(err)
 	}
 	for _, c := range []struct {
 		source string

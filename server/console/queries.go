@@ -54,6 +54,10 @@ const sessionDeleteSQL = `DELETE FROM console_sessions WHERE id_hash = $1`
 
 const auditInsertSQL = `INSERT INTO console_audit (tenant_id, idem_key, operator, kind, detail) VALUES ($1, $2, $3, $4, $5)`
 
+// auditCountSQL counts what one operator did of one kind, every tenant: a
+// scan, for tests and audits by hand, never a page.
+const auditCountSQL = `SELECT count(*) FROM console_audit WHERE kind = $1 AND operator = $2`
+
 const auditByKeySQL = `SELECT id, operator, kind, detail, created_at FROM console_audit
 WHERE idem_key = $2 AND tenant_id = $1 ORDER BY created_at, id`
 
