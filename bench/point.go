@@ -56,6 +56,11 @@ type result struct {
 	// clock of a loaded machine the way a rate does.
 	ClientCPUPerOp float64 `json:"client_cpu_us_per_op,omitempty"`
 	ServerCPUPerOp float64 `json:"server_cpu_us_per_op,omitempty"`
+	// BlocksReadPerOp and BlocksHitPerOp are the database's blocks read
+	// from outside shared buffers (the OS cache or the disk) and found in
+	// them, per operation (rows of the rotation only).
+	BlocksReadPerOp float64 `json:"blocks_read_per_op,omitempty"`
+	BlocksHitPerOp  float64 `json:"blocks_hit_per_op,omitempty"`
 
 	sample *sample // the measurement, for pooling rounds
 }

@@ -90,7 +90,7 @@ func (rep *report) add(r *result) {
 	switch {
 	case r.System == "floor" && r.Workload == floorName && r.Rate > 0:
 		r.Note = strings.TrimPrefix(r.Note+"; ", "; ") + fmt.Sprintf("two-commit ceiling %.0f/s (0.50)", r.Rate/2)
-	case strings.HasPrefix(r.Workload, "first execution") && !strings.Contains(r.Workload, "rows") && !strings.Contains(r.Workload, "purge") && r.System != "floor":
+	case strings.HasPrefix(r.Workload, "first execution") && !strings.Contains(r.Workload, " rows") && !strings.Contains(r.Workload, "purg") && r.System != "floor":
 		if m := rep.find("floor", floorToolName, r.Callers); m != nil && m.Rate > 0 {
 			r.Note = strings.TrimPrefix(r.Note+"; ", "; ") + fmt.Sprintf("%.2f of commit + tool + commit", r.Rate/m.Rate)
 		}
@@ -110,8 +110,15 @@ func (rep *report) failures() int {
 			n++
 		}
 	}
-	if rep.Scale != nil && rep.Scale.Err != "" {
-		n++
+	if rep.Scale != nil {
+		if rep.Scale.Err != "" {
+			n++
+		}
+		for _, p := range rep.Scale.Purges {
+			if p.Err != "" {
+				n++
+			}
+		}
 	}
 	return n
 }
@@ -177,37 +184,20 @@ func (rep *report) checkTargets() {
 		}
 		addT("p99 added latency < 3 ms at 8 callers", got, r.AddedP99 < 3, false)
 	}
-	if rep.Scale != nil {
-		// Every round's rate, summed: the ratio of the means.
-		var (
-			empty, full   float64
-			ne, nf        int
-			emptyR, fullR []float64
-		)
-		for _, r := range rep.Results {
-			if r.System != "retrysafe" || r.Err != "" || !strings.HasPrefix(r.Workload, "first execution, ") {
+	if sc := rep.Scale; sc != nil && sc.Pair != nil {
+		p := *sc.Pair
+		addT(fmt.Sprintf("%s-row first executions within 10%% of empty at %d callers", count(sc.Rows), sc.Callers),
+			p.text(" of empty"), p.Median >= 0.90, !p.Stable)
+	}
+	if sc := rep.Scale; sc != nil {
+		for _, pr := range sc.Purges {
+			if pr.Err != "" {
 				continue
 			}
-			switch {
-			case strings.HasSuffix(r.Workload, ", 0 rows"):
-				empty, ne = empty+r.Rate, ne+1
-				emptyR = append(emptyR, r.Rate)
-			case strings.HasSuffix(r.Workload, " rows"):
-				full, nf = full+r.Rate, nf+1
-				fullR = append(fullR, r.Rate)
-			}
-		}
-		if ne > 0 && nf > 0 && empty > 0 {
-			x := (full / float64(nf)) / (empty / float64(ne))
-			got := fmt.Sprintf("%.2f of empty", x)
-			if ne == nf && ne > 1 {
-				parts := make([]string, ne)
-				for i := range ne {
-					parts[i] = fmt.Sprintf("%.2f", fullR[i]/emptyR[i])
-				}
-				got += " (mean of " + fmt.Sprint(ne) + " alternating rounds; by round " + strings.Join(parts, ", ") + ")"
-			}
-			addT(fmt.Sprintf("%s-row first executions within 10%% of empty", count(rep.Scale.Rows)), got, x >= 0.90, false)
+			got := fmt.Sprintf("%.2f ms while purging, %.2f ms held (rounds' p99 %.2f, IQR %.2f–%.2f, %d rounds); purge %.0f actions/s, %.1fs",
+				pr.WithP99, pr.WithoutP99, pr.WithMedian, pr.WithQ1, pr.WithQ3, pr.Rounds, pr.RowsPerSec, pr.ActiveSeconds)
+			addT(fmt.Sprintf("p99 added latency < 3 ms at %d callers while purging (%s)", pr.Callers, pr.setting()), got,
+				pr.WithP99 < 3, pr.Rounds < 3)
 		}
 	}
 }
@@ -260,6 +250,7 @@ func (rep *report) markdown() string {
 	}
 	rep.aroundTable(&sb)
 	rep.statementsTable(&sb)
+	rep.scaleSection(&sb)
 	if len(rep.Races) > 0 {
 		sb.WriteString("\nCallers racing on one key (each round releases every caller at once on a new key):\n\n")
 		sb.WriteString("| handler | callers per key | keys | extra tool calls | keys called twice or more | extra rows |\n")
