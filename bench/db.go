@@ -19,6 +19,9 @@ import (
 // server is the PostgreSQL server the benchmarks create their databases on.
 type server struct {
 	url string // administrative connection (any existing database)
+	// session is the settings every session on a benchmark database
+	// starts with (--session-settings).
+	session map[string]string
 }
 
 // database is one benchmark's own fresh database.
@@ -128,6 +131,9 @@ func (d *database) poolNamed(ctx context.Context, conns int, app string) (*pgxpo
 	cfg.MaxConns = int32(conns)
 	cfg.MinConns = int32(conns)
 	cfg.ConnConfig.RuntimeParams["application_name"] = app
+	for k, v := range d.srv.session {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
 	p, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err

@@ -28,8 +28,10 @@ type gate struct {
 	active   time.Duration // time open, up to the purge's end
 	finished bool
 	// deleting and scanning are the durations of the purge's statements
-	// that deleted rows and of those that found none.
+	// that deleted rows and of those that found none; deleted is the rows
+	// they deleted.
 	deleting, scanning []time.Duration
+	deleted            int64
 }
 
 var _ executor.DBTX = (*gate)(nil)
@@ -79,6 +81,14 @@ func (g *gate) activeTime() time.Duration {
 	return g.active
 }
 
+// progress is the rows deleted and the active time so far (the gate
+// closed).
+func (g *gate) progress() (int64, time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.deleted, g.active
+}
+
 func (g *gate) enter() time.Time {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -99,6 +109,7 @@ func (g *gate) leave(t0 time.Time, deleted int64) {
 	switch {
 	case deleted > 0:
 		g.deleting = append(g.deleting, d)
+		g.deleted += deleted
 	case deleted == 0:
 		g.scanning = append(g.scanning, d)
 	}

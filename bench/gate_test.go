@@ -17,7 +17,7 @@ func (d *slowDB) Exec(context.Context, string, ...any) (pgconn.CommandTag, error
 	return pgconn.CommandTag{}, nil
 }
 func (d *slowDB) Query(context.Context, string, ...any) (pgx.Rows, error) { return nil, nil }
-func (d *slowDB) SendBatch(context.Context, *pgx.Batch) pgx.BatchResults { return nil }
+func (d *slowDB) SendBatch(context.Context, *pgx.Batch) pgx.BatchResults  { return nil }
 func (d *slowDB) QueryRow(context.Context, string, ...any) pgx.Row {
 	d.running.Add(1)
 	return slowRow{d}

@@ -73,6 +73,8 @@ type config struct {
 	out                string
 	only               *regexp.Regexp // runs only the points whose "system/workload" matches
 	cpuProfile         string
+	// session is the settings of every session on a benchmark database.
+	session map[string]string
 	// groupCommit and groupCommitConns, when > 0, override the executor's
 	// defaults in every retrysafe point.
 	groupCommit, groupCommitConns int
@@ -144,6 +146,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.purgeCallers, "purge-callers", 8, "concurrent callers while purging")
 	fs.BoolVar(&c.skipNaive, "skip-naive", false, "skip the naive check-then-act handler")
 	fs.StringVar(&c.out, "out", "results", "directory for the Markdown and JSON results")
+	sess := fs.String("session-settings", "", "PostgreSQL settings every session on a benchmark database starts with, name=value comma-separated (session-level: the server's configuration is not changed), e.g. wal_compression=lz4")
 	only := fs.String("only", "", "regexp: run only the points whose \"system/workload\" matches (the floor always runs)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.IntVar(&c.groupCommit, "group-commit", 0, "retrysafe's executor.Config.GroupCommit (default: the executor's)")
@@ -207,6 +210,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.scaleDrop && c.scaleDB == "" {
 		return c, errors.New("--scale-drop goes with --scale-db")
 	}
+	if c.session, err = parseSettings(*sess); err != nil {
+		return c, fmt.Errorf("--session-settings: %w", err)
+	}
 	if c.purgeSettings, err = parsePurgeSettings(*purge); err != nil {
 		return c, fmt.Errorf("--purge-settings: %w", err)
 	}
@@ -215,6 +221,23 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	tuning = func(ec *executor.Config) { ec.GroupCommit, ec.GroupCommitConns = c.groupCommit, c.groupCommitConns }
 	return c, nil
+}
+
+// parseSettings reads "name=value,name=value".
+func parseSettings(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(f, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("%q is not name=value", f)
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(val)
+	}
+	return out, nil
 }
 
 func flagSet(fs *flag.FlagSet, name string) bool {
@@ -271,7 +294,7 @@ func main() {
 
 // run performs every benchmark cfg asks for and returns the report.
 func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
-	b := &bench{cfg: cfg, srv: &server{url: cfg.dbURL}, log: log}
+	b := &bench{cfg: cfg, srv: &server{url: cfg.dbURL, session: cfg.session}, log: log}
 	settings, err := b.srv.describe(ctx)
 	if err != nil {
 		return nil, err

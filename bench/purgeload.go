@@ -75,6 +75,10 @@ type purgeRun struct {
 	ActiveSeconds float64 `json:"active_seconds"`
 	WallSeconds   float64 `json:"wall_seconds"`
 	RowsPerSec    float64 `json:"actions_per_second"`
+	// RoundsRowsPerSec is the purge's rate in the measured rounds only
+	// (their slices with it running): the part of the purge the latency
+	// figures are for.
+	RoundsRowsPerSec float64 `json:"rounds_actions_per_second"`
 	// Deleting and Scanning count the statements that deleted rows and
 	// those that found none in their block range; the p50s are theirs.
 	Deleting      int     `json:"deleting_statements"`
@@ -181,6 +185,9 @@ func (b *bench) purgePoint(ctx context.Context, db *database, m *preloadMeta, se
 		with.add(got[0])
 		without.add(got[1])
 	}
+	if n, t := g.progress(); t > 0 {
+		run.RoundsRowsPerSec = float64(n) / t.Seconds()
+	}
 	// The rest of the purge, under the same load, unmeasured.
 	g.setOpen(true)
 	for !finished() && ctx.Err() == nil {
@@ -218,10 +225,10 @@ func (b *bench) purgePoint(ctx context.Context, db *database, m *preloadMeta, se
 		run.WithQ1, run.WithMedian, run.WithQ3 = quartiles(with.added99s)
 		run.Pair = newPair("p99 added latency: first execution while purging ("+set.String()+") / purge held", callers, ratioOf(with.added99s, without.added99s))
 	}
-	rows[0].Note = fmt.Sprintf("purge: %s actions + %s intents in %.1fs active (%.0f actions/s), %d statements; %d paired rounds",
-		count(int(res.Actions)), count(int(res.Intents)), run.ActiveSeconds, run.RowsPerSec, res.Batches, run.Rounds)
-	b.logf("  purge (%s): %d actions, %d intents in %.1fs active, %.1fs wall: %.0f actions/s; %d deleting statements (p50 %.1f ms, p99 %.1f ms), %d scanning (p50 %.2f ms); added p99 %.2f ms while purging, %.2f held (%d rounds)",
-		set, res.Actions, res.Intents, run.ActiveSeconds, run.WallSeconds, run.RowsPerSec, run.Deleting, run.DeletingP50Ms, run.DeletingP99Ms,
+	rows[0].Note = fmt.Sprintf("purge: %s actions + %s intents in %.1fs active (%.0f actions/s; %.0f in the rounds), %d statements; %d paired rounds",
+		count(int(res.Actions)), count(int(res.Intents)), run.ActiveSeconds, run.RowsPerSec, run.RoundsRowsPerSec, res.Batches, run.Rounds)
+	b.logf("  purge (%s): %d actions, %d intents in %.1fs active, %.1fs wall: %.0f actions/s (%.0f in the rounds); %d deleting statements (p50 %.1f ms, p99 %.1f ms), %d scanning (p50 %.2f ms); added p99 %.2f ms while purging, %.2f held (%d rounds)",
+		set, res.Actions, res.Intents, run.ActiveSeconds, run.WallSeconds, run.RowsPerSec, run.RoundsRowsPerSec, run.Deleting, run.DeletingP50Ms, run.DeletingP99Ms,
 		run.Scanning, run.ScanningP50Ms, run.WithP99, run.WithoutP99, run.Rounds)
 	return run, rows
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -20,18 +21,20 @@ type machine struct {
 }
 
 type report struct {
-	Date     time.Time     `json:"date"`
-	Command  string        `json:"command"`
-	Machine  machine       `json:"machine"`
-	Duration string        `json:"duration_per_point"`
-	Warmup   string        `json:"warmup"`
-	MaxConns int           `json:"max_conns"`
-	Results  []*result     `json:"results"`
-	Races    []*raceResult `json:"races,omitempty"`
-	Scale    *scaleResult  `json:"scale,omitempty"`
-	Pairs    []pairStat    `json:"paired_ratios,omitempty"`
-	Targets  []target      `json:"targets"`
-	Seconds  float64       `json:"seconds"`
+	Date    time.Time `json:"date"`
+	Command string    `json:"command"`
+	Machine machine   `json:"machine"`
+	// Session is --session-settings: what every benchmark session set.
+	Session  map[string]string `json:"session_settings,omitempty"`
+	Duration string            `json:"duration_per_point"`
+	Warmup   string            `json:"warmup"`
+	MaxConns int               `json:"max_conns"`
+	Results  []*result         `json:"results"`
+	Races    []*raceResult     `json:"races,omitempty"`
+	Scale    *scaleResult      `json:"scale,omitempty"`
+	Pairs    []pairStat        `json:"paired_ratios,omitempty"`
+	Targets  []target          `json:"targets"`
+	Seconds  float64           `json:"seconds"`
 
 	floor map[int]float64
 }
@@ -54,7 +57,8 @@ func newReport(cfg config, pg map[string]string) *report {
 		Date: time.Now().UTC(), Command: cmd,
 		Machine:  machine{CPU: cpuModel(), Cores: runtime.NumCPU(), Kernel: kernel(), Go: runtime.Version(), Postgres: pg},
 		Duration: cfg.duration.String(), Warmup: cfg.warmup.String(), MaxConns: cfg.maxConns,
-		floor: map[int]float64{},
+		Session: cfg.session,
+		floor:   map[int]float64{},
 	}
 }
 
@@ -221,6 +225,14 @@ func (rep *report) markdown() string {
 	fmt.Fprintf(&sb, "- machine: %s, %d cores, %s; %s\n", m.CPU, m.Cores, m.Kernel, m.Go)
 	fmt.Fprintf(&sb, "- PostgreSQL %s: fsync=%s, synchronous_commit=%s, wal_sync_method=%s, shared_buffers=%s\n",
 		pg["server_version"], pg["fsync"], pg["synchronous_commit"], pg["wal_sync_method"], pg["shared_buffers"])
+	if len(rep.Session) > 0 {
+		var kv []string
+		for k, v := range rep.Session {
+			kv = append(kv, k+"="+v)
+		}
+		slices.Sort(kv)
+		fmt.Fprintf(&sb, "- every benchmark session set %s (session-level; the server's configuration unchanged)\n", strings.Join(kv, ", "))
+	}
 	fmt.Fprintf(&sb, "- command: `%s` (%s per point after %s warm-up; pool = min(callers, %d); %.0fs in all)\n\n",
 		rep.Command, rep.Duration, rep.Warmup, rep.MaxConns, rep.Seconds)
 	sb.WriteString("| system | workload | callers | ops/s | × floor (IQR) | p50 ms | p99 ms | added p99 ms | commits/op | WAL B/op | CPU µs/op client / server | note |\n")

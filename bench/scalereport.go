@@ -39,7 +39,7 @@ func (rep *report) scaleSection(sb *strings.Builder) {
 		return
 	}
 	sb.WriteString("\nPurges of the expired rows (executor.Purge) while first executions run, in paired slices: the purge runs in one slice and is held between two of its statements in the other:\n\n")
-	sb.WriteString("| Batch | Pause | callers | purged actions + intents | active s (wall) | actions/s | statements deleting (p50 / p99 ms) / only scanning (p50 ms) | purge CPU µs/action | added p99 ms, purging / held | rounds' p99 purging, median (IQR) | p99 ratio (IQR) | rounds |\n")
+	sb.WriteString("| Batch | Pause | callers | purged actions + intents | active s (wall) | actions/s (in the rounds) | statements deleting (p50 / p99 ms) / only scanning (p50 ms) | purge CPU µs/action | added p99 ms, purging / held | rounds' p99 purging, median (IQR) | p99 ratio (IQR) | rounds |\n")
 	sb.WriteString("|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|\n")
 	for _, p := range sc.Purges {
 		set := p.setting()
@@ -51,8 +51,8 @@ func (rep *report) scaleSection(sb *strings.Builder) {
 		if p.Rounds > 0 {
 			ratio = fmt.Sprintf("%.2f (%.2f–%.2f)", p.Pair.Median, p.Pair.Q1, p.Pair.Q3)
 		}
-		fmt.Fprintf(sb, "| %d | %s | %d | %s + %s | %.1f (%.1f) | %.0f | %d (%s / %s) / %d (%s) | %s | %s / %s | %s (%s–%s) | %s | %d |\n",
-			set.Batch, set.Pause, p.Callers, groupDigits(p.Actions), groupDigits(p.Intents), p.ActiveSeconds, p.WallSeconds, p.RowsPerSec,
+		fmt.Fprintf(sb, "| %d | %s | %d | %s + %s | %.1f (%.1f) | %.0f (%.0f) | %d (%s / %s) / %d (%s) | %s | %s / %s | %s (%s–%s) | %s | %d |\n",
+			set.Batch, set.Pause, p.Callers, groupDigits(p.Actions), groupDigits(p.Intents), p.ActiveSeconds, p.WallSeconds, p.RowsPerSec, p.RoundsRowsPerSec,
 			p.Deleting, ms(p.DeletingP50Ms), ms(p.DeletingP99Ms), p.Scanning, ms(p.ScanningP50Ms), cpuText(p.ServerCPUPerRowUs),
 			ms(p.WithP99), ms(p.WithoutP99), ms(p.WithMedian), ms(p.WithQ1), ms(p.WithQ3), ratio, p.Rounds)
 	}
