@@ -24,6 +24,11 @@ import (
 // database can be kept between runs (--scale-db): what a run's purge
 // deleted, the next run inserts again before it measures.
 
+// preloadTenants is how many tenants the preload spreads its rows over:
+// t0..t99, the benchmark's t1 among them. The scale runs' calls are spread
+// over the same.
+const preloadTenants = 100
+
 // dayShare is the share of the preload's rows that expired: a day at 15
 // executions per second out of 10,000,000 rows.
 const dayShare = 15 * 86400.0 / 10_000_000
@@ -39,15 +44,16 @@ const preloadChunk = 500_000
 // tool (232-byte intents, 208-byte actions), apart from the tenants: 100 of
 // them, the benchmark's t1 among them.
 const (
+	tenantsSQL      = "100" // preloadTenants
 	preloadFinished = `CASE WHEN g <= $5 THEN $4::timestamptz - interval '8 days' + ((g - 1)::float8 / $5::float8) * interval '23 hours'
 		ELSE $4::timestamptz - interval '167 hours' + ((g - $5 - 1)::float8 / nullif($6 - $5, 0)::float8) * interval '167 hours' END`
 	preloadIntentRows = `INSERT INTO intents (tenant_id, intent_ref, action, rules_version, payload, idem_key, source_ref, created_at, updated_at)
-SELECT 't' || (g % 100), $3 || '-' || g, '` + toolName + `', 2,
+SELECT 't' || (g % ` + tenantsSQL + `), $3 || '-' || g, '` + toolName + `', 2,
 	jsonb_build_object('amount', '18000', 'intent_ref', $3 || '-' || g, 'customer_id', 'cust-' || (g % 1000)),
 	encode(sha256(($3 || '-' || g)::bytea), 'hex'), 'wamid.' || $3 || '.' || g, f.at - interval '2 ms', f.at - interval '2 ms'
 FROM generate_series($1::bigint, $2::bigint) g CROSS JOIN LATERAL (SELECT ` + preloadFinished + `) f(at)`
 	preloadActionRows = `INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, attempt, response, created_at, updated_at, finished_at)
-SELECT 't' || (g % 100), encode(sha256(($3 || '-' || g)::bytea), 'hex'), $3 || '-' || g, '` + toolName + `', 'completed', 1,
+SELECT 't' || (g % ` + tenantsSQL + `), encode(sha256(($3 || '-' || g)::bytea), 'hex'), $3 || '-' || g, '` + toolName + `', 'completed', 1,
 	jsonb_build_object('id', 'ch_' || $3 || '_' || g, 'status', 'paid'), f.at - interval '2 ms', f.at, f.at
 FROM generate_series($1::bigint, $2::bigint) g CROSS JOIN LATERAL (SELECT ` + preloadFinished + `) f(at)`
 )
@@ -309,10 +315,30 @@ func buildKeys(ctx context.Context, p *pgxpool.Pool, keys []keyStmt) error {
 	return nil
 }
 
-// restoreExpired inserts again the expired rows a purge deleted, under new
-// refs, so that the database holds its preload's expired rows before each
-// measurement, and settles the tables. It returns how long it took, 0 when
-// nothing was missing.
+// trimBenchRows deletes the intents and actions earlier runs' executions
+// left in a kept database (their refs start with "inv-"; the preload's
+// with "old-" and "exp"), so that each run measures the tables the preload
+// made: a purge under load alone adds a million of them. It returns how
+// many intents it deleted.
+func trimBenchRows(ctx context.Context, p *pgxpool.Pool) (int64, error) {
+	var n int64
+	err := p.QueryRow(ctx, `WITH mine AS (
+	SELECT tenant_id, idem_key FROM intents
+	WHERE tenant_id IN (SELECT 't' || g FROM generate_series(0, `+tenantsSQL+` - 1) g)
+		AND intent_ref >= 'inv-' AND intent_ref < 'inv.'
+), gone_actions AS (
+	DELETE FROM actions a USING mine m WHERE a.tenant_id = m.tenant_id AND a.idem_key = m.idem_key RETURNING 1
+), gone AS (
+	DELETE FROM intents i USING mine m WHERE i.tenant_id = m.tenant_id AND i.idem_key = m.idem_key RETURNING 1
+)
+SELECT count(*) FROM gone`).Scan(&n)
+	return n, err
+}
+
+// restoreExpired deletes earlier runs' rows (trimBenchRows) and inserts
+// again the expired rows a purge deleted, under new refs, so that the
+// database holds what its preload wrote before each measurement. It
+// returns how long it took, 0 when there was nothing to do.
 func restoreExpired(ctx context.Context, db *database, m *preloadMeta, logf func(string, ...any)) (float64, error) {
 	p, err := db.pool(ctx, 2)
 	if err != nil {
@@ -330,17 +356,27 @@ func restoreExpired(ctx context.Context, db *database, m *preloadMeta, logf func
 			return 0, err
 		}
 	}
+	start := time.Now()
+	trimmed, err := trimBenchRows(ctx, p)
+	if err != nil {
+		return 0, fmt.Errorf("delete earlier runs' rows: %w", err)
+	}
+	if trimmed > 0 {
+		logf("  deleted %s intents and actions earlier runs' executions left", groupDigits(trimmed))
+	}
 	missing := m.Expired - m.Present
-	if missing <= 0 {
+	if missing <= 0 && trimmed == 0 {
 		return 0, nil
 	}
-	start := time.Now()
-	// The purge's dead rows first, so that the new ones take their place
-	// at the start of the heap, as the next day's rows would.
+	// The dead rows first, so that the new ones take their place (the
+	// expired ones at the start of the heap, as the next day's rows would).
 	for _, q := range []string{`VACUUM intents`, `VACUUM actions`} {
 		if _, err := p.Exec(ctx, q); err != nil {
 			return 0, fmt.Errorf("%s: %w", q, err)
 		}
+	}
+	if missing <= 0 {
+		return time.Since(start).Seconds(), nil
 	}
 	m.Gen++
 	prefix := fmt.Sprintf("exp%d", m.Gen)
@@ -350,9 +386,6 @@ func restoreExpired(ctx context.Context, db *database, m *preloadMeta, logf func
 	}
 	m.Present = m.Expired
 	if err := m.save(ctx, p); err != nil {
-		return 0, err
-	}
-	if err := settle(ctx, db); err != nil {
 		return 0, err
 	}
 	took := time.Since(start).Seconds()

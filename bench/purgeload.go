@@ -116,8 +116,8 @@ func (b *bench) purgePoint(ctx context.Context, db *database, m *preloadMeta, se
 	callers := b.cfg.purgeCallers
 	conns := min(callers, b.cfg.maxConns)
 	run := &purgeRun{Batch: set.Batch, PauseMs: float64(set.Pause) / float64(time.Millisecond), Callers: callers, Expired: m.Present}
-	with := b.newSlot(ctx, b.rsFirstWorkload("first execution while purging ("+set.String()+")", nil), db)
-	without := b.newSlot(ctx, b.rsFirstWorkload("first execution, purge held ("+set.String()+")", nil), db)
+	with := b.newSlot(ctx, b.rsFirstWorkloadOver("first execution while purging ("+set.String()+")", migrated, nil, preloadTenants), db)
+	without := b.newSlot(ctx, b.rsFirstWorkloadOver("first execution, purge held ("+set.String()+")", migrated, nil, preloadTenants), db)
 	slots := []*slot{with, without}
 	fail := func(err error) (*purgeRun, []*result) {
 		run.Err = err.Error()

@@ -73,7 +73,11 @@ func (b *bench) runScale(ctx context.Context) ([]*result, *scaleResult) {
 	if sr.Sizes, err = measureSizes(ctx, db); err != nil {
 		return fail(err)
 	}
-	b.logSizes("after the preload", sr.Sizes)
+	if sr.Reused {
+		b.logSizes("of the reused scale database", sr.Sizes)
+	} else {
+		b.logSizes("after the preload", sr.Sizes)
+	}
 	rows, err := b.scalePair(ctx, db, sr)
 	out = append(out, rows...)
 	if err != nil {
@@ -156,13 +160,13 @@ func (b *bench) scaleDatabase(ctx context.Context, sr *scaleResult) (*database, 
 func (b *bench) scalePair(ctx context.Context, db *database, sr *scaleResult) ([]*result, error) {
 	callers := b.cfg.scaleCallers
 	conns := min(callers, b.cfg.maxConns)
-	empty := b.newSlot(ctx, b.rsFirstWorkload("first execution, 0 rows", func(ctx context.Context, db *database) error {
+	empty := b.newSlot(ctx, b.rsFirstWorkloadOver("first execution, 0 rows", func(ctx context.Context, db *database) error {
 		if err := migrated(ctx, db); err != nil {
 			return err
 		}
 		return settle(ctx, db)
-	}), nil)
-	full := b.newSlot(ctx, b.rsFirstWorkload(scaleName(sr.Rows), nil), db)
+	}, nil, preloadTenants), nil)
+	full := b.newSlot(ctx, b.rsFirstWorkloadOver(scaleName(sr.Rows), migrated, nil, preloadTenants), db)
 	slots := []*slot{empty, full}
 	defer b.dropSlots(slots)
 	b.rounds(ctx, slots, callers)

@@ -34,7 +34,7 @@ func (rep *report) scaleSection(sb *strings.Builder) {
 	if sc.Err != "" {
 		fmt.Fprintf(sb, "- error: %s\n", sc.Err)
 	}
-	sizeTable(sb, sc.Sizes, sc.LiveSizes)
+	sizeTable(sb, sc.Sizes, sc.LiveSizes, sc.Reused)
 	if len(sc.Purges) == 0 {
 		return
 	}

@@ -81,17 +81,23 @@ ORDER BY 1 DESC, 5, 2`)
 	return out, rows.Err()
 }
 
-// sizeTable writes the sizes per million intents of the preload (bulk-built
-// indexes) and, when live is not nil, of tables the executor filled.
-func sizeTable(sb *strings.Builder, pre, live *ledgerSizes) {
+// sizeTable writes the sizes per million intents of the scale database
+// (fresh from the preload: indexes built by sorting; reused: grown since by
+// restores of purged rows and the runs' executions) and, when live is not
+// nil, of tables the executor filled.
+func sizeTable(sb *strings.Builder, pre, live *ledgerSizes, reused bool) {
 	if pre == nil {
 		return
 	}
-	fmt.Fprintf(sb, "\nTable and index sizes per 1,000,000 intents (each with its completed action), MB: after the preload (%s intents, indexes built by sorting)", groupDigits(pre.Intents))
+	what := "after the preload (%s intents, indexes built by sorting)"
+	if reused {
+		what = "of the reused scale database (%s intents: preloaded with its indexes built by sorting, then grown by restores of purged rows and earlier runs' executions)"
+	}
+	fmt.Fprintf(sb, "\nTable and index sizes per 1,000,000 intents (each with its completed action), MB: "+what, groupDigits(pre.Intents))
 	if live != nil {
 		fmt.Fprintf(sb, " and on the empty database after its slices (%s intents written by Executor.Execute, indexes grown by random inserts)", groupDigits(live.Intents))
 	}
-	sb.WriteString(":\n\n| table | relation | preloaded |")
+	sb.WriteString(":\n\n| table | relation | scale database |")
 	if live != nil {
 		sb.WriteString(" written by the executor |")
 	}
