@@ -63,6 +63,9 @@ type config struct {
 	purgeSettings []purgeSetting
 	purgeCallers  int
 	purgeRounds   int
+	// purgeTail: after its rounds a purge finishes under the same load;
+	// false stops it there (exploring settings).
+	purgeTail bool
 	// rounds is how many rounds of slices each level runs: every workload
 	// of the level once per round, in an order that changes each round
 	// (paired.go).
@@ -144,6 +147,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.scaleDrop, "scale-drop", false, "drop the --scale-db database at the end of the run")
 	fs.IntVar(&c.purgeRows, "purge-rows", -1, "how many of the preloaded rows finished 8 days ago and are purged (default: a day at 15/s per 10M rows, 12.96 %)")
 	fs.IntVar(&c.purgeCallers, "purge-callers", 8, "concurrent callers while purging")
+	fs.BoolVar(&c.purgeTail, "purge-tail", true, "let each purge finish under load after its paired rounds (false: stop it there, to compare settings quickly; its rate is then the rounds')")
 	fs.BoolVar(&c.skipNaive, "skip-naive", false, "skip the naive check-then-act handler")
 	fs.StringVar(&c.out, "out", "results", "directory for the Markdown and JSON results")
 	sess := fs.String("session-settings", "", "PostgreSQL settings every session on a benchmark database starts with, name=value comma-separated (session-level: the server's configuration is not changed), e.g. wal_compression=lz4")

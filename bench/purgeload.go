@@ -98,7 +98,9 @@ type purgeRun struct {
 	WithMedian float64  `json:"with_p99_median_ms"`
 	WithQ3     float64  `json:"with_p99_q3_ms"`
 	Pair       pairStat `json:"p99_ratio"` // with / without, per round
-	Err        string   `json:"error,omitempty"`
+	// Stopped: the purge was stopped after its rounds (--purge-tail=false).
+	Stopped bool   `json:"stopped,omitempty"`
+	Err     string `json:"error,omitempty"`
 }
 
 func (r *purgeRun) setting() purgeSetting {
@@ -188,9 +190,13 @@ func (b *bench) purgePoint(ctx context.Context, db *database, m *preloadMeta, se
 	if n, t := g.progress(); t > 0 {
 		run.RoundsRowsPerSec = float64(n) / t.Seconds()
 	}
-	// The rest of the purge, under the same load, unmeasured.
+	// The rest of the purge, under the same load, unmeasured; or not.
+	run.Stopped = !b.cfg.purgeTail && !finished()
+	if run.Stopped {
+		cancel()
+	}
 	g.setOpen(true)
-	for !finished() && ctx.Err() == nil {
+	for !finished() && ctx.Err() == nil && !run.Stopped {
 		if _, ok := b.measureSlice(ctx, with, callers, conns); !ok {
 			cancel()
 			<-done
@@ -204,15 +210,18 @@ func (b *bench) purgePoint(ctx context.Context, db *database, m *preloadMeta, se
 	}
 	pp.Close()
 	m.Present -= res.Actions
-	m.Dirty = perr != nil
+	m.Dirty = perr != nil && !(run.Stopped && errors.Is(perr, context.Canceled))
 	if err := b.saveMeta(ctx, db, m); err != nil && perr == nil {
 		perr = err
 	}
 	run.fill(res, g)
+	if run.Stopped && errors.Is(perr, context.Canceled) && ctx.Err() == nil {
+		perr = nil
+	}
 	if perr != nil {
 		return fail(fmt.Errorf("purge: %w", perr))
 	}
-	if res.Actions != run.Expired || res.Intents != run.Expired {
+	if !run.Stopped && (res.Actions != run.Expired || res.Intents != run.Expired) {
 		run.Err = fmt.Sprintf("purge deleted %d actions and %d intents, want %d each", res.Actions, res.Intents, run.Expired)
 	}
 	// Both slots and the purge share the database: its per-database

@@ -200,6 +200,9 @@ func (rep *report) checkTargets() {
 			}
 			got := fmt.Sprintf("%.2f ms while purging, %.2f ms held (rounds' p99 %.2f, IQR %.2f–%.2f, %d rounds); purge %.0f actions/s, %.1fs",
 				pr.WithP99, pr.WithoutP99, pr.WithMedian, pr.WithQ1, pr.WithQ3, pr.Rounds, pr.RowsPerSec, pr.ActiveSeconds)
+			if pr.Stopped {
+				got += fmt.Sprintf(" (stopped after the rounds: %s of %s rows)", groupDigits(pr.Actions), groupDigits(pr.Expired))
+			}
 			addT(fmt.Sprintf("p99 added latency < 3 ms at %d callers while purging (%s)", pr.Callers, pr.setting()), got,
 				pr.WithP99 < 3, pr.Rounds < 3)
 		}

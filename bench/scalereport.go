@@ -47,12 +47,16 @@ func (rep *report) scaleSection(sb *strings.Builder) {
 			fmt.Fprintf(sb, "| %d | %s | %d | error: %s | | | | | | | | |\n", set.Batch, set.Pause, p.Callers, strings.ReplaceAll(p.Err, "|", "/"))
 			continue
 		}
+		purged := groupDigits(p.Actions) + " + " + groupDigits(p.Intents)
+		if p.Stopped {
+			purged += fmt.Sprintf(" of %s, stopped after the rounds", groupDigits(p.Expired))
+		}
 		ratio := "–"
 		if p.Rounds > 0 {
 			ratio = fmt.Sprintf("%.2f (%.2f–%.2f)", p.Pair.Median, p.Pair.Q1, p.Pair.Q3)
 		}
-		fmt.Fprintf(sb, "| %d | %s | %d | %s + %s | %.1f (%.1f) | %.0f (%.0f) | %d (%s / %s) / %d (%s) | %s | %s / %s | %s (%s–%s) | %s | %d |\n",
-			set.Batch, set.Pause, p.Callers, groupDigits(p.Actions), groupDigits(p.Intents), p.ActiveSeconds, p.WallSeconds, p.RowsPerSec, p.RoundsRowsPerSec,
+		fmt.Fprintf(sb, "| %d | %s | %d | %s | %.1f (%.1f) | %.0f (%.0f) | %d (%s / %s) / %d (%s) | %s | %s / %s | %s (%s–%s) | %s | %d |\n",
+			set.Batch, set.Pause, p.Callers, purged, p.ActiveSeconds, p.WallSeconds, p.RowsPerSec, p.RoundsRowsPerSec,
 			p.Deleting, ms(p.DeletingP50Ms), ms(p.DeletingP99Ms), p.Scanning, ms(p.ScanningP50Ms), cpuText(p.ServerCPUPerRowUs),
 			ms(p.WithP99), ms(p.WithoutP99), ms(p.WithMedian), ms(p.WithQ1), ms(p.WithQ3), ratio, p.Rounds)
 	}
