@@ -188,6 +188,9 @@ func TestPurgeSettings(t *testing.T) {
 	if err != nil || len(got) != 3 || got[0] != (purgeSetting{Batch: 1000}) || got[1] != (purgeSetting{500, 5 * time.Millisecond}) || got[2] != (purgeSetting{Batch: 200}) {
 		t.Fatalf("%v %v", got, err)
 	}
+	if none, err := parsePurgeSettings("none"); err != nil || len(none) != 0 {
+		t.Fatalf("none: %v %v", none, err)
+	}
 	for _, bad := range []string{"", "0/1ms", "x", "100/-1ms", "100/abc"} {
 		if _, err := parsePurgeSettings(bad); err == nil {
 			t.Errorf("%q: no error", bad)

@@ -38,7 +38,7 @@ const defaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
 // defaultPurgeSettings is the purge under load's Batch/Pause unless
 // --purge-settings says otherwise.
-const defaultPurgeSettings = "1000/0"
+const defaultPurgeSettings = "100/20ms"
 
 type config struct {
 	dbURL        string
@@ -132,7 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		warm  = fs.Duration("warmup", 0, "unmeasured time before each such point (default 1s, 300ms with --quick)")
 		rows  = fs.Int("scale-rows", 0, "intents and actions preloaded for the scale runs (default 1000000, 20000 with --quick; 10000000 is a week of retention at ~15 executions/s)")
 		scale = fs.Int("scale-callers", 32, "concurrent callers of the preloaded-tables-against-empty comparison")
-		purge = fs.String("purge-settings", defaultPurgeSettings, "executor.PurgeParams Batch/Pause of each purge under load, comma-separated BATCH/PAUSE (e.g. 1000/0,500/5ms)")
+		purge = fs.String("purge-settings", defaultPurgeSettings, "executor.PurgeParams Batch/Pause of each purge under load, comma-separated BATCH/PAUSE (e.g. 1000/0,100/20ms), or none")
 		pRnds = fs.Int("purge-rounds", 0, "most paired rounds (purging, purge held) of each purge under load; the purge then finishes under the same load, unmeasured (default 12, 4 with --quick)")
 		round = fs.Int("rounds", 0, "rounds of slices at each level: every workload once per round, in a new order each round (default 6, 3 with --quick)")
 		slice = fs.Duration("slice", 0, "measured time of one workload in one round (default 1s, 300ms with --quick)")

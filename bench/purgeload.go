@@ -31,8 +31,12 @@ func (s purgeSetting) String() string {
 	return fmt.Sprintf("batch %d, pause %s", s.Batch, s.Pause)
 }
 
-// parsePurgeSettings reads "1000/0,500/5ms": BATCH[/PAUSE], comma-separated.
+// parsePurgeSettings reads "1000/0,500/5ms": BATCH[/PAUSE], comma-separated;
+// "none" for no purge.
 func parsePurgeSettings(v string) ([]purgeSetting, error) {
+	if strings.TrimSpace(v) == "none" {
+		return nil, nil
+	}
 	var out []purgeSetting
 	for _, f := range strings.Split(v, ",") {
 		f = strings.TrimSpace(f)
