@@ -60,7 +60,8 @@ func TestTinyRun(t *testing.T) {
 		t.Skip("needs PostgreSQL; -short skips it")
 	}
 	cfg, err := parseFlags([]string{"--quick", "--concurrency", "1,2", "--duration", "500ms", "--warmup", "250ms",
-		"--scale-rows", "2000", "--scale-callers", "2", "--rounds", "3", "--slice", "200ms"}, io.Discard)
+		"--scale-rows", "2000", "--scale-callers", "2", "--rounds", "3", "--slice", "200ms",
+		"--purge-rows", "2000", "--purge-settings", "20/10ms", "--purge-callers", "2", "--purge-rounds", "3"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,8 @@ func TestTinyRun(t *testing.T) {
 	}
 	for _, w := range []string{"floor/single-row commit", "floor/commit + tool + commit", "retrysafe/first execution",
 		"retrysafe/replay", "retrysafe/" + cobName, "dbos/first execution", "dbos/replay (re-run)", "naive/first execution",
-		"retrysafe/first execution, 0 rows", "retrysafe/first execution, 2k rows", "retrysafe/first execution during purge"} {
+		"retrysafe/first execution, 0 rows", "retrysafe/first execution, 2k rows",
+		"retrysafe/first execution while purging (batch 20, pause 10ms)", "retrysafe/first execution, purge held (batch 20, pause 10ms)"} {
 		if !want[w] {
 			t.Errorf("no result for %s", w)
 		}
@@ -102,8 +104,11 @@ func TestTinyRun(t *testing.T) {
 			t.Errorf("retrysafe duplicated under a race: %+v", r)
 		}
 	}
-	if rep.Scale == nil || rep.Scale.PurgedActions != 2000 || rep.Scale.PurgedIntents != 2000 {
+	if sc := rep.Scale; sc == nil || sc.Pair == nil || len(sc.Pair.Ratios) != 3 || sc.Sizes == nil || sc.Sizes.Intents < 2000 ||
+		sc.LiveSizes == nil || sc.LiveSizes.Intents == 0 || len(sc.Purges) != 1 {
 		t.Errorf("scale: %+v", rep.Scale)
+	} else if p := sc.Purges[0]; p.Actions != 2000 || p.Intents != 2000 || p.Rounds < 1 || p.Deleting < 100 || p.ActiveSeconds < 1 || p.WithP99 <= 0 {
+		t.Errorf("purge under load: %+v", p)
 	}
 	for _, w := range [][2]string{{"retrysafe", "first execution"}, {"retrysafe", cobName}, {"floor", floorToolName}, {"dbos", "first execution"}, {"naive", "first execution"}} {
 		if r := rep.find(w[0], w[1], 2); r == nil || r.Around == nil || r.Around.ToolP50 <= 0 {
@@ -124,7 +129,9 @@ func TestTinyRun(t *testing.T) {
 	}
 	md := rep.markdown()
 	for _, s := range []string{"| floor | single-row commit | 1 |", "| retrysafe | replay | 2 |", "Targets (issue 24)", "× floor", "Paired ratios",
-		"Latency around the tool call", "| retrysafe | first execution | 2 |", "| retrysafe first execution, pix.cob / floor | 2 |"} {
+		"Latency around the tool call", "| retrysafe | first execution | 2 |", "| retrysafe first execution, pix.cob / floor | 2 |",
+		"Scale: 2,000 intents", "| actions | `actions_pkey` |", "Purges of the expired rows", "| 20 | 10ms | 2 | 2,000 + 2,000 |",
+		"2k-row first executions within 10% of empty at 2 callers", "p99 added latency < 3 ms at 2 callers while purging (batch 20, pause 10ms)"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("markdown lacks %q:\n%s", s, md)
 		}
@@ -144,32 +151,56 @@ func TestTinyRun(t *testing.T) {
 	}
 }
 
-// The scale target compares the preloaded runs with the empty ones only:
-// the other first-execution rows (sync completion, no group commit) are
-// not part of it.
-func TestScaleTarget(t *testing.T) {
-	rep := &report{Scale: &scaleResult{Rows: 1_000_000}}
-	for _, r := range []struct {
-		workload string
-		rate     float64
-	}{
-		{"first execution", 3000}, {"first execution, sync completion", 100}, {"first execution, no group commit", 50},
-		{"first execution, 0 rows", 1000}, {"first execution, 1M rows", 880},
-		{"first execution, 0 rows", 1100}, {"first execution, 1M rows", 1010},
-		{"first execution during purge", 10},
-	} {
-		rep.Results = append(rep.Results, &result{System: "retrysafe", Workload: r.workload, Callers: 32, Rate: r.rate})
-	}
+// The scale targets rest on the paired ratio of the preloaded tables to the
+// empty ones, and on each purge's p99 while it ran.
+func TestScaleTargets(t *testing.T) {
+	pair := newPair("x", 32, []float64{0.88, 0.91, 0.92, 0.93})
+	rep := &report{Scale: &scaleResult{Rows: 10_000_000, Callers: 32, Pair: &pair, Purges: []*purgeRun{
+		{Batch: 1000, Callers: 8, Rounds: 6, WithP99: 3.4, WithoutP99: 2.5},
+		{Batch: 200, PauseMs: 5, Callers: 8, Rounds: 6, WithP99: 2.9, WithoutP99: 2.5},
+		{Batch: 100, PauseMs: 20, Callers: 8, Rounds: 2, WithP99: 2.0, WithoutP99: 2.0},
+	}}}
 	rep.checkTargets()
-	var got *target
-	for i := range rep.Targets {
-		if strings.HasPrefix(rep.Targets[i].Name, "1M-row") {
-			got = &rep.Targets[i]
+	want := map[string]bool{
+		"10M-row first executions within 10% of empty at 32 callers":                  true,
+		"p99 added latency < 3 ms at 8 callers while purging (batch 1000, pause 0s)":  false,
+		"p99 added latency < 3 ms at 8 callers while purging (batch 200, pause 5ms)":  true,
+		"p99 added latency < 3 ms at 8 callers while purging (batch 100, pause 20ms)": false, // two rounds: no verdict
+	}
+	for _, tg := range rep.Targets {
+		met, ok := want[tg.Name]
+		if !ok {
+			t.Errorf("unexpected target %+v", tg)
+			continue
+		}
+		delete(want, tg.Name)
+		if tg.Met != met {
+			t.Errorf("%s: met %v, want %v (%s)", tg.Name, tg.Met, met, tg.Actual)
 		}
 	}
-	// (880+1010)/2 over (1000+1100)/2 = 0.90.
-	if got == nil || !strings.HasPrefix(got.Actual, "0.90 of empty") || !got.Met || !strings.Contains(got.Actual, "0.88, 0.92") {
-		t.Fatalf("scale target: %+v", got)
+	if len(want) > 0 {
+		t.Errorf("missing targets: %v", want)
+	}
+}
+
+func TestPurgeSettings(t *testing.T) {
+	got, err := parsePurgeSettings("1000/0, 500/5ms,200")
+	if err != nil || len(got) != 3 || got[0] != (purgeSetting{Batch: 1000}) || got[1] != (purgeSetting{500, 5 * time.Millisecond}) || got[2] != (purgeSetting{Batch: 200}) {
+		t.Fatalf("%v %v", got, err)
+	}
+	if none, err := parsePurgeSettings("none"); err != nil || len(none) != 0 {
+		t.Fatalf("none: %v %v", none, err)
+	}
+	for _, bad := range []string{"", "0/1ms", "x", "100/-1ms", "100/abc"} {
+		if _, err := parsePurgeSettings(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	if _, err := parseFlags([]string{"--scale-drop"}, io.Discard); err == nil {
+		t.Error("--scale-drop without --scale-db: no error")
+	}
+	if _, err := parseFlags([]string{"--scale-rows", "100", "--purge-rows", "200"}, io.Discard); err == nil {
+		t.Error("--purge-rows over --scale-rows: no error")
 	}
 }
 

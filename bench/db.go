@@ -19,6 +19,9 @@ import (
 // server is the PostgreSQL server the benchmarks create their databases on.
 type server struct {
 	url string // administrative connection (any existing database)
+	// session is the settings every session on a benchmark database
+	// starts with (--session-settings).
+	session map[string]string
 }
 
 // database is one benchmark's own fresh database.
@@ -63,20 +66,41 @@ func (s *server) describe(ctx context.Context) (map[string]string, error) {
 
 // create makes a fresh database named bench_<kind>_<random>.
 func (s *server) create(ctx context.Context, kind string) (*database, error) {
+	return s.createNamed(ctx, "bench_"+kind+"_"+randHex(4))
+}
+
+// createNamed makes a fresh database called name.
+func (s *server) createNamed(ctx context.Context, name string) (*database, error) {
 	c, err := s.admin(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close(ctx)
-	name := "bench_" + kind + "_" + randHex(4)
 	if _, err := c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return nil, fmt.Errorf("create database %s: %w", name, err)
 	}
+	return s.existing(name)
+}
+
+// existing is the database called name, which must exist.
+func (s *server) existing(name string) (*database, error) {
 	u, err := withDatabase(s.url, name)
 	if err != nil {
 		return nil, err
 	}
 	return &database{srv: s, name: name, url: u}, nil
+}
+
+// exists reports whether the server has a database called name.
+func (s *server) exists(ctx context.Context, name string) (bool, error) {
+	c, err := s.admin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close(ctx)
+	var ok bool
+	err = c.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&ok)
+	return ok, err
 }
 
 // drop removes the database (closing whatever still holds it).
@@ -95,13 +119,21 @@ func (d *database) drop() error {
 // pool opens a pool of size conns on the database, with search_path on
 // retrysafe's schema.
 func (d *database) pool(ctx context.Context, conns int) (*pgxpool.Pool, error) {
+	return d.poolNamed(ctx, conns, "retrysafe-bench")
+}
+
+// poolNamed is pool with its connections' application_name.
+func (d *database) poolNamed(ctx context.Context, conns int, app string) (*pgxpool.Pool, error) {
 	cfg, err := dbconf.PoolConfig(d.url, migrations.DefaultSchema)
 	if err != nil {
 		return nil, err
 	}
 	cfg.MaxConns = int32(conns)
 	cfg.MinConns = int32(conns)
-	cfg.ConnConfig.RuntimeParams["application_name"] = "retrysafe-bench"
+	cfg.ConnConfig.RuntimeParams["application_name"] = app
+	for k, v := range d.srv.session {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
 	p, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -118,10 +150,13 @@ type counters struct {
 	commits int64
 	wal     int64 // bytes since 0/0 (cluster-wide)
 	fpi     int64 // full-page images written to the WAL (cluster-wide)
+	// blksRead and blksHit are the database's blocks read from outside
+	// shared buffers and found in them.
+	blksRead, blksHit int64
 }
 
-// counters reads xact_commit of the database, the WAL insert position and
-// the count of full-page images.
+// counters reads xact_commit, blks_read and blks_hit of the database, the
+// WAL insert position and the count of full-page images.
 // Backends flush their statistics when they exit, so read after closing the
 // pools that ran the work.
 func (d *database) counters(ctx context.Context) (counters, error) {
@@ -131,9 +166,10 @@ func (d *database) counters(ctx context.Context) (counters, error) {
 	}
 	defer c.Close(ctx)
 	var k counters
-	err = c.QueryRow(ctx, `SELECT coalesce((SELECT xact_commit FROM pg_stat_database WHERE datname = $1), 0),
+	err = c.QueryRow(ctx, `SELECT coalesce(d.xact_commit, 0), coalesce(d.blks_read, 0), coalesce(d.blks_hit, 0),
 		pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint,
-		(SELECT wal_fpi FROM pg_stat_wal)`, d.name).Scan(&k.commits, &k.wal, &k.fpi)
+		(SELECT wal_fpi FROM pg_stat_wal)
+		FROM (SELECT 1) one LEFT JOIN pg_stat_database d ON d.datname = $1`, d.name).Scan(&k.commits, &k.blksRead, &k.blksHit, &k.wal, &k.fpi)
 	return k, err
 }
 

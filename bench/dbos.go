@@ -42,6 +42,9 @@ func newDBOS(ctx context.Context, db *database, conns int) (*dbosEnv, error) {
 	cfg.MaxConns = int32(conns + 1)
 	cfg.MinConns = int32(conns + 1)
 	cfg.ConnConfig.RuntimeParams["application_name"] = "retrysafe-bench-dbos"
+	for k, v := range db.srv.session {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
 	p, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err

@@ -36,6 +36,10 @@ import (
 
 const defaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
+// defaultPurgeSettings is the purge under load's Batch/Pause unless
+// --purge-settings says otherwise.
+const defaultPurgeSettings = "100/20ms"
+
 type config struct {
 	dbURL        string
 	quick        bool
@@ -48,6 +52,20 @@ type config struct {
 	skipNaive    bool
 	scaleRows    int
 	scaleCallers int
+	// scaleDB names the scale runs' database, kept after the run and
+	// reused by the next one that names it (unless scaleDrop).
+	scaleDB   string
+	scaleDrop bool
+	// purgeRows is how many of the preloaded rows are expired (-1: a day's
+	// share, dayShare); purgeSettings the Batch/Pause of each purge under
+	// load, at purgeCallers callers, for at most purgeRounds paired rounds.
+	purgeRows     int
+	purgeSettings []purgeSetting
+	purgeCallers  int
+	purgeRounds   int
+	// purgeTail: after its rounds a purge finishes under the same load;
+	// false stops it there (exploring settings).
+	purgeTail bool
 	// rounds is how many rounds of slices each level runs: every workload
 	// of the level once per round, in an order that changes each round
 	// (paired.go).
@@ -58,6 +76,8 @@ type config struct {
 	out                string
 	only               *regexp.Regexp // runs only the points whose "system/workload" matches
 	cpuProfile         string
+	// session is the settings of every session on a benchmark database.
+	session map[string]string
 	// groupCommit and groupCommitConns, when > 0, override the executor's
 	// defaults in every retrysafe point.
 	groupCommit, groupCommitConns int
@@ -110,8 +130,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		conc  string
 		dur   = fs.Duration("duration", 0, "measured time of the points outside the rotation: races, scale, purge (default 5s, 1s with --quick)")
 		warm  = fs.Duration("warmup", 0, "unmeasured time before each such point (default 1s, 300ms with --quick)")
-		rows  = fs.Int("scale-rows", 0, "intents and actions preloaded for the scale runs (default 1000000, 20000 with --quick)")
-		scale = fs.Int("scale-callers", 32, "concurrent callers of the scale runs")
+		rows  = fs.Int("scale-rows", 0, "intents and actions preloaded for the scale runs (default 1000000, 20000 with --quick; 10000000 is a week of retention at ~15 executions/s)")
+		scale = fs.Int("scale-callers", 32, "concurrent callers of the preloaded-tables-against-empty comparison")
+		purge = fs.String("purge-settings", defaultPurgeSettings, "executor.PurgeParams Batch/Pause of each purge under load, comma-separated BATCH/PAUSE (e.g. 1000/0,100/20ms), or none")
+		pRnds = fs.Int("purge-rounds", 0, "most paired rounds (purging, purge held) of each purge under load; the purge then finishes under the same load, unmeasured (default 12, 4 with --quick)")
 		round = fs.Int("rounds", 0, "rounds of slices at each level: every workload once per round, in a new order each round (default 6, 3 with --quick)")
 		slice = fs.Duration("slice", 0, "measured time of one workload in one round (default 1s, 300ms with --quick)")
 	)
@@ -120,9 +142,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&conc, "concurrency", "", "comma-separated concurrent callers (default 1,8,32,128; 1,8 with --quick)")
 	fs.IntVar(&c.maxConns, "max-conns", 32, "pool size cap: each point uses min(callers, max-conns) connections")
 	fs.BoolVar(&c.skipDBOS, "skip-dbos", false, "skip DBOS Transact")
-	fs.BoolVar(&c.skipScale, "skip-scale", false, "skip the 1M-row and purge runs")
+	fs.BoolVar(&c.skipScale, "skip-scale", false, "skip the scale runs (preloaded tables against empty ones, the purge under load)")
+	fs.StringVar(&c.scaleDB, "scale-db", "", "name of the scale runs' database: created and preloaded when missing, reused when it holds a preload of --scale-rows, and kept after the run")
+	fs.BoolVar(&c.scaleDrop, "scale-drop", false, "drop the --scale-db database at the end of the run")
+	fs.IntVar(&c.purgeRows, "purge-rows", -1, "how many of the preloaded rows finished 8 days ago and are purged (default: a day at 15/s per 10M rows, 12.96 %)")
+	fs.IntVar(&c.purgeCallers, "purge-callers", 8, "concurrent callers while purging")
+	fs.BoolVar(&c.purgeTail, "purge-tail", true, "let each purge finish under load after its paired rounds (false: stop it there, to compare settings quickly; its rate is then the rounds')")
 	fs.BoolVar(&c.skipNaive, "skip-naive", false, "skip the naive check-then-act handler")
 	fs.StringVar(&c.out, "out", "results", "directory for the Markdown and JSON results")
+	sess := fs.String("session-settings", "", "PostgreSQL settings every session on a benchmark database starts with, name=value comma-separated (session-level: the server's configuration is not changed), e.g. wal_compression=lz4")
 	only := fs.String("only", "", "regexp: run only the points whose \"system/workload\" matches (the floor always runs)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.IntVar(&c.groupCommit, "group-commit", 0, "retrysafe's executor.Config.GroupCommit (default: the executor's)")
@@ -133,13 +161,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	c.duration, c.warmup, c.scaleRows, c.rounds = 5*time.Second, time.Second, 1_000_000, 6
+	c.duration, c.warmup, c.scaleRows, c.rounds, c.purgeRounds = 5*time.Second, time.Second, 1_000_000, 6, 12
 	c.slice, c.sliceWarmup = time.Second, 250*time.Millisecond
 	if conc == "" {
 		conc = "1,8,32,128"
 	}
 	if c.quick {
-		c.duration, c.warmup, c.scaleRows, c.rounds = time.Second, 300*time.Millisecond, 20_000, 3
+		c.duration, c.warmup, c.scaleRows, c.rounds, c.purgeRounds = time.Second, 300*time.Millisecond, 20_000, 3, 4
 		c.slice, c.sliceWarmup = 300*time.Millisecond, 100*time.Millisecond
 		if !flagSet(fs, "concurrency") {
 			conc = "1,8"
@@ -160,6 +188,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if *round > 0 {
 		c.rounds = *round
 	}
+	if *pRnds > 0 {
+		c.purgeRounds = *pRnds
+	}
 	if *slice > 0 {
 		c.slice = *slice
 		c.sliceWarmup = min(c.sliceWarmup, *slice/4)
@@ -174,14 +205,43 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.concurrency, err = parseInts(conc); err != nil {
 		return c, err
 	}
-	if c.maxConns < 1 || c.scaleCallers < 1 {
-		return c, errors.New("--max-conns and --scale-callers must be positive")
+	if c.maxConns < 1 || c.scaleCallers < 1 || c.purgeCallers < 1 {
+		return c, errors.New("--max-conns, --scale-callers and --purge-callers must be positive")
+	}
+	if c.purgeRows > c.scaleRows {
+		return c, fmt.Errorf("--purge-rows %d is more than --scale-rows %d", c.purgeRows, c.scaleRows)
+	}
+	if c.scaleDrop && c.scaleDB == "" {
+		return c, errors.New("--scale-drop goes with --scale-db")
+	}
+	if c.session, err = parseSettings(*sess); err != nil {
+		return c, fmt.Errorf("--session-settings: %w", err)
+	}
+	if c.purgeSettings, err = parsePurgeSettings(*purge); err != nil {
+		return c, fmt.Errorf("--purge-settings: %w", err)
 	}
 	if c.groupCommit < 0 || c.groupCommitConns < 0 {
 		return c, errors.New("--group-commit and --group-commit-conns must not be negative")
 	}
 	tuning = func(ec *executor.Config) { ec.GroupCommit, ec.GroupCommitConns = c.groupCommit, c.groupCommitConns }
 	return c, nil
+}
+
+// parseSettings reads "name=value,name=value".
+func parseSettings(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(f, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("%q is not name=value", f)
+		}
+		out[strings.TrimSpace(k)] = strings.TrimSpace(val)
+	}
+	return out, nil
 }
 
 func flagSet(fs *flag.FlagSet, name string) bool {
@@ -238,7 +298,7 @@ func main() {
 
 // run performs every benchmark cfg asks for and returns the report.
 func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
-	b := &bench{cfg: cfg, srv: &server{url: cfg.dbURL}, log: log}
+	b := &bench{cfg: cfg, srv: &server{url: cfg.dbURL, session: cfg.session}, log: log}
 	settings, err := b.srv.describe(ctx)
 	if err != nil {
 		return nil, err
@@ -254,25 +314,14 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 		b.logf("bench: pg_stat_statements is loaded: each point records its statements (it costs the server a few per cent)")
 	}
 
-	levels := cfg.concurrency
-	if !cfg.skipScale && !contains(levels, cfg.scaleCallers) {
-		levels = append(append([]int{}, levels...), cfg.scaleCallers)
-	}
 	// Level by level, every workload of a level in short slices, one at a
 	// time, in a new order each round (paired.go): each comparison is the
 	// median of ratios of slices a few seconds apart.
-	for _, n := range levels {
+	for _, n := range cfg.concurrency {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		b.logf("callers=%d", n)
-		if !contains(cfg.concurrency, n) {
-			// Measured only as the scale runs' reference.
-			fl := b.run(ctx, b.floorWorkload(), n)
-			rep.floor[n] = fl.Rate
-			rep.add(fl)
-			continue
-		}
 		b.level(ctx, rep, n)
 	}
 	if !cfg.skipNaive && b.wanted("naive/race") {
@@ -285,12 +334,20 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 		}
 	}
 	if !cfg.skipScale && b.wanted("retrysafe/scale") {
-		b.logf("scale: %d callers", cfg.scaleCallers)
+		b.logf("scale: %s rows, %d callers; purge under load at %d callers", count(cfg.scaleRows), cfg.scaleCallers, cfg.purgeCallers)
 		rs, sr := b.runScale(ctx)
 		for _, r := range rs {
 			rep.add(r)
 		}
 		rep.Scale = sr
+		if sr.Pair != nil {
+			rep.Pairs = append(rep.Pairs, *sr.Pair)
+		}
+		for _, p := range sr.Purges {
+			if p.Rounds > 0 {
+				rep.Pairs = append(rep.Pairs, p.Pair)
+			}
+		}
 	}
 	rep.Seconds = time.Since(began).Seconds()
 	if ctx.Err() != nil {
@@ -300,15 +357,6 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 }
 
 func (b *bench) wanted(name string) bool { return b.cfg.only == nil || b.cfg.only.MatchString(name) }
-
-func contains(xs []int, x int) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
-}
 
 // resultsDir resolves dir against the working directory.
 func resultsDir(dir string) (string, error) {

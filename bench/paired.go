@@ -41,14 +41,23 @@ type slot struct {
 	samples []*sample
 	rates   []float64 // per round, ops/s
 	p50s    []float64 // per round, ms
-	wal     int64     // server-wide WAL bytes written during the slices
-	fpi     int64
-	total   int64 // operations issued, warm-ups included
-	client  time.Duration
-	server  time.Duration // CPU of the database's backends
+	// added99s is each round's p99 of added latency (latency minus the
+	// time in the tool), ms.
+	added99s []float64
+	wal      int64 // server-wide WAL bytes written during the slices
+	fpi      int64
+	total    int64 // operations issued, warm-ups included
+	client   time.Duration
+	server   time.Duration // CPU of the database's backends
 	// serverKnown: the backends' CPU could be read (/proc of a local server).
 	serverKnown bool
-	commits     int64
+	// commits, blksRead and blksHit start at minus the database's counters
+	// when the slot was prepared; pooled adds the counters at the end.
+	commits, blksRead, blksHit int64
+	// shared: db is not the slot's own (see newSlot). mixed: other work
+	// runs on db beside the slot's, so its per-database counters are not
+	// the slot's and its row leaves them out.
+	shared, mixed bool
 }
 
 // pairStat is one paired comparison at one level.
@@ -120,38 +129,62 @@ func roundOrder(n, r int, seed uint64) []int {
 // returns a pooled row per workload (in ws's order) and the slots, whose
 // per-round rates the paired ratios are made of.
 func (b *bench) rotate(ctx context.Context, ws []workload, callers int) ([]*result, []*slot) {
-	conns := min(callers, b.cfg.maxConns)
 	slots := make([]*slot, len(ws))
 	for i, w := range ws {
-		s := &slot{w: w}
-		slots[i] = s
+		slots[i] = b.newSlot(ctx, w, nil)
+	}
+	defer b.dropSlots(slots)
+	b.rounds(ctx, slots, callers)
+	conns := min(callers, b.cfg.maxConns)
+	out := make([]*result, len(slots))
+	for i, s := range slots {
+		out[i] = b.pooled(ctx, s, callers, conns)
+	}
+	return out, slots
+}
+
+// newSlot prepares w's slot: on a database of its own, created and
+// prepared here, or on db when it is given (a database that outlives the
+// slot, which dropSlots leaves alone). A failure is kept in the slot's err.
+func (b *bench) newSlot(ctx context.Context, w workload, db *database) *slot {
+	s := &slot{w: w, db: db, shared: db != nil}
+	if db == nil {
 		if s.db, s.err = b.srv.create(ctx, w.system); s.err != nil {
-			continue
+			return s
 		}
 		if w.prep != nil {
 			if err := w.prep(ctx, s.db); err != nil {
 				s.err = fmt.Errorf("prepare: %w", err)
-				continue
+				return s
 			}
 		}
-		if err := b.waitIdle(ctx, s.db); err != nil {
-			s.err = err
-			continue
-		}
-		c0, err := s.db.counters(ctx)
-		if err != nil {
-			s.err = err
-			continue
-		}
-		s.commits = -c0.commits
 	}
-	defer func() {
-		for _, s := range slots {
-			if s.db != nil {
-				b.drop(s.db)
-			}
+	if err := b.waitIdle(ctx, s.db); err != nil {
+		s.err = err
+		return s
+	}
+	c0, err := s.db.counters(ctx)
+	if err != nil {
+		s.err = err
+		return s
+	}
+	s.commits, s.blksRead, s.blksHit = -c0.commits, -c0.blksRead, -c0.blksHit
+	return s
+}
+
+// dropSlots drops the databases the slots created.
+func (b *bench) dropSlots(slots []*slot) {
+	for _, s := range slots {
+		if s.db != nil && !s.shared {
+			b.drop(s.db)
 		}
-	}()
+	}
+}
+
+// rounds runs cfg.rounds rounds of one slice of every slot, each round in
+// its own order.
+func (b *bench) rounds(ctx context.Context, slots []*slot, callers int) {
+	conns := min(callers, b.cfg.maxConns)
 	seed := uint64(time.Now().UnixNano())
 	for r := range b.cfg.rounds {
 		for _, i := range roundOrder(len(slots), r, seed) {
@@ -162,29 +195,42 @@ func (b *bench) rotate(ctx context.Context, ws []workload, callers int) ([]*resu
 			b.slice(ctx, s, callers, conns)
 		}
 	}
-	out := make([]*result, len(slots))
-	for i, s := range slots {
-		out[i] = b.pooled(ctx, s, callers, conns)
-	}
-	return out, slots
 }
 
-// slice measures one slice of s and adds it to s's tallies. The
-// workload's pools are opened for the slice and closed after it: a level's
-// workloads at 128 callers, all open at once, would need more connections
-// than a default server allows. The CPU figures therefore include the
-// slice's connection set-up and warm-up, spread over its operations.
+// slice measures one slice of s and adds it to s's tallies.
 func (b *bench) slice(ctx context.Context, s *slot, callers, conns int) {
+	if d, ok := b.measureSlice(ctx, s, callers, conns); ok {
+		s.add(d)
+	}
+}
+
+// sliceData is what one slice measured, before it is added to its slot's
+// tallies (a round whose slices are not all valid adds none of them).
+type sliceData struct {
+	sm          *sample
+	wal, fpi    int64
+	client      time.Duration
+	server      time.Duration
+	serverKnown bool
+}
+
+// measureSlice measures one slice of s; false (with s.err set) when it
+// failed. The workload's pools are opened for the slice and closed after
+// it: a level's workloads at 128 callers, all open at once, would need more
+// connections than a default server allows. The CPU figures therefore
+// include the slice's connection set-up and warm-up, spread over its
+// operations.
+func (b *bench) measureSlice(ctx context.Context, s *slot, callers, conns int) (sliceData, bool) {
 	k0, err := s.db.counters(ctx)
 	if err != nil {
 		s.err = err
-		return
+		return sliceData{}, false
 	}
 	cl0 := selfCPU()
 	op, stop, err := s.w.start(ctx, s.db, conns)
 	if err != nil {
 		s.err = fmt.Errorf("start: %w", err)
-		return
+		return sliceData{}, false
 	}
 	s.op = op
 	base := s.issued
@@ -200,21 +246,27 @@ func (b *bench) slice(ctx context.Context, s *slot, callers, conns int) {
 	k1, err := s.db.counters(ctx)
 	if err != nil {
 		s.err = err
-		return
+		return sliceData{}, false
 	}
 	if sm.Err != nil {
 		s.err = sm.Err
-		return
+		return sliceData{}, false
 	}
-	s.samples = append(s.samples, sm)
-	s.rates = append(s.rates, sm.rate())
-	s.p50s = append(s.p50s, pct(sm.Lat, 0.50))
-	s.wal += k1.wal - k0.wal
-	s.fpi += k1.fpi - k0.fpi
-	s.total += sm.Total
-	s.client += cl1 - cl0
-	s.server += srv
-	s.serverKnown = known && (len(s.samples) == 1 || s.serverKnown)
+	return sliceData{sm: sm, wal: k1.wal - k0.wal, fpi: k1.fpi - k0.fpi, client: cl1 - cl0, server: srv, serverKnown: known}, true
+}
+
+// add adds one slice's measurement to s's tallies.
+func (s *slot) add(d sliceData) {
+	s.samples = append(s.samples, d.sm)
+	s.rates = append(s.rates, d.sm.rate())
+	s.p50s = append(s.p50s, pct(d.sm.Lat, 0.50))
+	s.added99s = append(s.added99s, pct(d.sm.Added, 0.99))
+	s.wal += d.wal
+	s.fpi += d.fpi
+	s.total += d.sm.Total
+	s.client += d.client
+	s.server += d.server
+	s.serverKnown = d.serverKnown && (len(s.samples) == 1 || s.serverKnown)
 }
 
 // pooled is s's row: rate over all slices, latencies pooled, per-operation
@@ -243,8 +295,10 @@ func (b *bench) pooled(ctx context.Context, s *slot, callers, conns int) *result
 	if err := b.waitIdle(ctx, s.db); err != nil {
 		return b.failed(s.w, callers, err)
 	}
-	if k, err := s.db.counters(ctx); err == nil && s.total > 0 {
+	if k, err := s.db.counters(ctx); err == nil && s.total > 0 && !s.mixed {
 		r.CommitsPerOp = float64(k.commits+s.commits) / float64(s.total)
+		r.BlocksReadPerOp = float64(k.blksRead+s.blksRead) / float64(s.total)
+		r.BlocksHitPerOp = float64(k.blksHit+s.blksHit) / float64(s.total)
 	}
 	if s.total > 0 {
 		r.WALPerOp = float64(s.wal) / float64(s.total)
@@ -274,18 +328,10 @@ func cpuText(us float64) string {
 // ratios pairs the rounds of num and den: num's figure over den's, round
 // by round (of rates by default, of p50 latencies with latency).
 func ratios(num, den *slot, latency bool) []float64 {
-	a, b := num.rates, den.rates
 	if latency {
-		a, b = num.p50s, den.p50s
+		return ratioOf(num.p50s, den.p50s)
 	}
-	n := min(len(a), len(b))
-	out := make([]float64, 0, n)
-	for i := range n {
-		if b[i] > 0 {
-			out = append(out, a[i]/b[i])
-		}
-	}
-	return out
+	return ratioOf(num.rates, den.rates)
 }
 
 // selfCPU is this process's CPU time so far (user + system): the callers,
@@ -299,14 +345,25 @@ func selfCPU() time.Duration {
 }
 
 // backends returns the process ids of the server's backends connected to
-// db (when the server is on this machine, /proc shows their CPU time).
+// db (when the server is on this machine, /proc shows their CPU time),
+// except a purge's running beside the slices.
 func (b *bench) backends(ctx context.Context, db *database) []int {
+	return b.backendPids(ctx, db, `application_name <> $2`, purgeApp)
+}
+
+// backendsNamed returns the process ids of db's backends whose
+// application_name is app.
+func (b *bench) backendsNamed(ctx context.Context, db *database, app string) []int {
+	return b.backendPids(ctx, db, `application_name = $2`, app)
+}
+
+func (b *bench) backendPids(ctx context.Context, db *database, cond, app string) []int {
 	c, err := b.srv.admin(ctx)
 	if err != nil {
 		return nil
 	}
 	defer c.Close(ctx)
-	rows, err := c.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'`, db.name)
+	rows, err := c.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend' AND `+cond, db.name, app)
 	if err != nil {
 		return nil
 	}

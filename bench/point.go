@@ -56,6 +56,11 @@ type result struct {
 	// clock of a loaded machine the way a rate does.
 	ClientCPUPerOp float64 `json:"client_cpu_us_per_op,omitempty"`
 	ServerCPUPerOp float64 `json:"server_cpu_us_per_op,omitempty"`
+	// BlocksReadPerOp and BlocksHitPerOp are the database's blocks read
+	// from outside shared buffers (the OS cache or the disk) and found in
+	// them, per operation (rows of the rotation only).
+	BlocksReadPerOp float64 `json:"blocks_read_per_op,omitempty"`
+	BlocksHitPerOp  float64 `json:"blocks_hit_per_op,omitempty"`
 
 	sample *sample // the measurement, for pooling rounds
 }
@@ -74,21 +79,6 @@ type workload struct {
 	after func(ctx context.Context, db *database, r *result) error
 }
 
-// run creates a database, prepares it, measures, and drops it.
-func (b *bench) run(ctx context.Context, w workload, callers int) *result {
-	db, err := b.srv.create(ctx, w.system)
-	if err != nil {
-		return b.failed(w, callers, err)
-	}
-	defer b.drop(db)
-	if w.prep != nil {
-		if err := w.prep(ctx, db); err != nil {
-			return b.failed(w, callers, fmt.Errorf("prepare: %w", err))
-		}
-	}
-	return b.point(ctx, db, w, callers, nil)
-}
-
 func (b *bench) drop(db *database) {
 	if err := db.drop(); err != nil {
 		b.logf("  drop %s: %v", db.name, err)
@@ -98,73 +88,6 @@ func (b *bench) drop(db *database) {
 func (b *bench) failed(w workload, callers int, err error) *result {
 	b.logf("  %-10s %-26s callers=%-4d ERROR %v", w.system, w.name, callers, err)
 	return &result{System: w.system, Workload: w.name, Callers: callers, Conns: min(callers, b.cfg.maxConns), Err: err.Error()}
-}
-
-// point measures w on a prepared database: for b.cfg.duration, or while
-// window runs when it is not nil.
-func (b *bench) point(ctx context.Context, db *database, w workload, callers int, window func() error) *result {
-	conns := min(callers, b.cfg.maxConns)
-	r := &result{System: w.system, Workload: w.name, Callers: callers, Conns: conns}
-	fail := func(err error) *result { return b.failed(w, callers, err) }
-	if err := b.waitIdle(ctx, db); err != nil {
-		return fail(err)
-	}
-	if b.pgss {
-		if err := db.pgssReset(ctx); err != nil {
-			return fail(err)
-		}
-	}
-	c0, err := db.counters(ctx)
-	if err != nil {
-		return fail(err)
-	}
-	op, stop, err := w.start(ctx, db, conns)
-	if err != nil {
-		return fail(fmt.Errorf("start: %w", err))
-	}
-	var s *sample
-	if window == nil {
-		s = measure(ctx, callers, b.cfg.warmup, b.cfg.duration, op)
-	} else {
-		s = measureWhile(ctx, callers, b.cfg.warmup, op, window)
-	}
-	stop()
-	if s.Err != nil {
-		return fail(s.Err)
-	}
-	if err := b.waitIdle(ctx, db); err != nil {
-		return fail(err)
-	}
-	c1, err := db.counters(ctx)
-	if err != nil {
-		return fail(err)
-	}
-	if b.pgss {
-		stmts, err := db.pgssRead(ctx)
-		if err != nil {
-			return fail(err)
-		}
-		r.Statements = &statements{Ops: s.Total, Stmts: stmts}
-	}
-	r.fill(s)
-	r.sample = s
-	if s.Total > 0 {
-		r.CommitsPerOp = float64(c1.commits-c0.commits) / float64(s.Total)
-		r.WALPerOp = float64(c1.wal-c0.wal) / float64(s.Total)
-		r.FPIPerOp = float64(c1.fpi-c0.fpi) / float64(s.Total)
-	}
-	if w.after != nil {
-		if err := w.after(ctx, db, r); err != nil {
-			return fail(err)
-		}
-	}
-	var split string
-	if a := r.Around; a != nil {
-		split = fmt.Sprintf("  p99 before/in/after tool %.2f/%.2f/%.2f ms", a.BeforeP99, a.ToolP99, a.AfterP99)
-	}
-	b.logf("  %-10s %-26s callers=%-4d %8.0f ops/s  p50 %6.2f ms  p99 %6.2f ms  added p99 %6.2f ms  %.2f commits/op  %5.0f WAL B/op  %.2f FPI/op%s",
-		w.system, w.name, callers, r.Rate, r.P50, r.P99, r.AddedP99, r.CommitsPerOp, r.WALPerOp, r.FPIPerOp, split)
-	return r
 }
 
 // around is p50 and p99 of each part of an operation's latency, in ms:

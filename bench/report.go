@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -20,18 +21,20 @@ type machine struct {
 }
 
 type report struct {
-	Date     time.Time     `json:"date"`
-	Command  string        `json:"command"`
-	Machine  machine       `json:"machine"`
-	Duration string        `json:"duration_per_point"`
-	Warmup   string        `json:"warmup"`
-	MaxConns int           `json:"max_conns"`
-	Results  []*result     `json:"results"`
-	Races    []*raceResult `json:"races,omitempty"`
-	Scale    *scaleResult  `json:"scale,omitempty"`
-	Pairs    []pairStat    `json:"paired_ratios,omitempty"`
-	Targets  []target      `json:"targets"`
-	Seconds  float64       `json:"seconds"`
+	Date    time.Time `json:"date"`
+	Command string    `json:"command"`
+	Machine machine   `json:"machine"`
+	// Session is --session-settings: what every benchmark session set.
+	Session  map[string]string `json:"session_settings,omitempty"`
+	Duration string            `json:"duration_per_point"`
+	Warmup   string            `json:"warmup"`
+	MaxConns int               `json:"max_conns"`
+	Results  []*result         `json:"results"`
+	Races    []*raceResult     `json:"races,omitempty"`
+	Scale    *scaleResult      `json:"scale,omitempty"`
+	Pairs    []pairStat        `json:"paired_ratios,omitempty"`
+	Targets  []target          `json:"targets"`
+	Seconds  float64           `json:"seconds"`
 
 	floor map[int]float64
 }
@@ -54,7 +57,8 @@ func newReport(cfg config, pg map[string]string) *report {
 		Date: time.Now().UTC(), Command: cmd,
 		Machine:  machine{CPU: cpuModel(), Cores: runtime.NumCPU(), Kernel: kernel(), Go: runtime.Version(), Postgres: pg},
 		Duration: cfg.duration.String(), Warmup: cfg.warmup.String(), MaxConns: cfg.maxConns,
-		floor: map[int]float64{},
+		Session: cfg.session,
+		floor:   map[int]float64{},
 	}
 }
 
@@ -90,7 +94,7 @@ func (rep *report) add(r *result) {
 	switch {
 	case r.System == "floor" && r.Workload == floorName && r.Rate > 0:
 		r.Note = strings.TrimPrefix(r.Note+"; ", "; ") + fmt.Sprintf("two-commit ceiling %.0f/s (0.50)", r.Rate/2)
-	case strings.HasPrefix(r.Workload, "first execution") && !strings.Contains(r.Workload, "rows") && !strings.Contains(r.Workload, "purge") && r.System != "floor":
+	case strings.HasPrefix(r.Workload, "first execution") && !strings.Contains(r.Workload, " rows") && !strings.Contains(r.Workload, "purg") && r.System != "floor":
 		if m := rep.find("floor", floorToolName, r.Callers); m != nil && m.Rate > 0 {
 			r.Note = strings.TrimPrefix(r.Note+"; ", "; ") + fmt.Sprintf("%.2f of commit + tool + commit", r.Rate/m.Rate)
 		}
@@ -110,8 +114,15 @@ func (rep *report) failures() int {
 			n++
 		}
 	}
-	if rep.Scale != nil && rep.Scale.Err != "" {
-		n++
+	if rep.Scale != nil {
+		if rep.Scale.Err != "" {
+			n++
+		}
+		for _, p := range rep.Scale.Purges {
+			if p.Err != "" {
+				n++
+			}
+		}
 	}
 	return n
 }
@@ -177,37 +188,23 @@ func (rep *report) checkTargets() {
 		}
 		addT("p99 added latency < 3 ms at 8 callers", got, r.AddedP99 < 3, false)
 	}
-	if rep.Scale != nil {
-		// Every round's rate, summed: the ratio of the means.
-		var (
-			empty, full   float64
-			ne, nf        int
-			emptyR, fullR []float64
-		)
-		for _, r := range rep.Results {
-			if r.System != "retrysafe" || r.Err != "" || !strings.HasPrefix(r.Workload, "first execution, ") {
+	if sc := rep.Scale; sc != nil && sc.Pair != nil {
+		p := *sc.Pair
+		addT(fmt.Sprintf("%s-row first executions within 10%% of empty at %d callers", count(sc.Rows), sc.Callers),
+			p.text(" of empty"), p.Median >= 0.90, !p.Stable)
+	}
+	if sc := rep.Scale; sc != nil {
+		for _, pr := range sc.Purges {
+			if pr.Err != "" {
 				continue
 			}
-			switch {
-			case strings.HasSuffix(r.Workload, ", 0 rows"):
-				empty, ne = empty+r.Rate, ne+1
-				emptyR = append(emptyR, r.Rate)
-			case strings.HasSuffix(r.Workload, " rows"):
-				full, nf = full+r.Rate, nf+1
-				fullR = append(fullR, r.Rate)
+			got := fmt.Sprintf("%.2f ms while purging, %.2f ms held (rounds' p99 %.2f, IQR %.2f–%.2f, %d rounds); purge %.0f actions/s, %.1fs",
+				pr.WithP99, pr.WithoutP99, pr.WithMedian, pr.WithQ1, pr.WithQ3, pr.Rounds, pr.RowsPerSec, pr.ActiveSeconds)
+			if pr.Stopped {
+				got += fmt.Sprintf(" (stopped after the rounds: %s of %s rows)", groupDigits(pr.Actions), groupDigits(pr.Expired))
 			}
-		}
-		if ne > 0 && nf > 0 && empty > 0 {
-			x := (full / float64(nf)) / (empty / float64(ne))
-			got := fmt.Sprintf("%.2f of empty", x)
-			if ne == nf && ne > 1 {
-				parts := make([]string, ne)
-				for i := range ne {
-					parts[i] = fmt.Sprintf("%.2f", fullR[i]/emptyR[i])
-				}
-				got += " (mean of " + fmt.Sprint(ne) + " alternating rounds; by round " + strings.Join(parts, ", ") + ")"
-			}
-			addT(fmt.Sprintf("%s-row first executions within 10%% of empty", count(rep.Scale.Rows)), got, x >= 0.90, false)
+			addT(fmt.Sprintf("p99 added latency < 3 ms at %d callers while purging (%s)", pr.Callers, pr.setting()), got,
+				pr.WithP99 < 3, pr.Rounds < 3)
 		}
 	}
 }
@@ -231,6 +228,14 @@ func (rep *report) markdown() string {
 	fmt.Fprintf(&sb, "- machine: %s, %d cores, %s; %s\n", m.CPU, m.Cores, m.Kernel, m.Go)
 	fmt.Fprintf(&sb, "- PostgreSQL %s: fsync=%s, synchronous_commit=%s, wal_sync_method=%s, shared_buffers=%s\n",
 		pg["server_version"], pg["fsync"], pg["synchronous_commit"], pg["wal_sync_method"], pg["shared_buffers"])
+	if len(rep.Session) > 0 {
+		var kv []string
+		for k, v := range rep.Session {
+			kv = append(kv, k+"="+v)
+		}
+		slices.Sort(kv)
+		fmt.Fprintf(&sb, "- every benchmark session set %s (session-level; the server's configuration unchanged)\n", strings.Join(kv, ", "))
+	}
 	fmt.Fprintf(&sb, "- command: `%s` (%s per point after %s warm-up; pool = min(callers, %d); %.0fs in all)\n\n",
 		rep.Command, rep.Duration, rep.Warmup, rep.MaxConns, rep.Seconds)
 	sb.WriteString("| system | workload | callers | ops/s | × floor (IQR) | p50 ms | p99 ms | added p99 ms | commits/op | WAL B/op | CPU µs/op client / server | note |\n")
@@ -260,6 +265,7 @@ func (rep *report) markdown() string {
 	}
 	rep.aroundTable(&sb)
 	rep.statementsTable(&sb)
+	rep.scaleSection(&sb)
 	if len(rep.Races) > 0 {
 		sb.WriteString("\nCallers racing on one key (each round releases every caller at once on a new key):\n\n")
 		sb.WriteString("| handler | callers per key | keys | extra tool calls | keys called twice or more | extra rows |\n")

@@ -124,6 +124,15 @@ func (b *bench) rsFirstWorkload(name string, prep func(context.Context, *databas
 // rsFirstWorkloadWith is rsFirstWorkload with the executor's Config changed
 // by mod (SyncCompletion, GroupCommit).
 func (b *bench) rsFirstWorkloadWith(name string, prep func(context.Context, *database) error, mod func(*executor.Config)) workload {
+	return b.rsFirstWorkloadOver(name, prep, mod, 1)
+}
+
+// rsFirstWorkloadOver is rsFirstWorkloadWith with the calls spread over
+// tenants t0..t<tenants-1> (the scale database's), 1 meaning the
+// benchmark's one tenant, t1: in a ledger of many tenants a key index that
+// leads with the tenant takes each one's new keys at random in its range,
+// so spread calls touch as many of its pages as a deployment's do.
+func (b *bench) rsFirstWorkloadOver(name string, prep func(context.Context, *database) error, mod func(*executor.Config), tenants int) workload {
 	run := randHex(4)
 	if prep == nil {
 		prep = migrated
@@ -137,7 +146,11 @@ func (b *bench) rsFirstWorkloadWith(name string, prep func(context.Context, *dat
 				return nil, nil, err
 			}
 			op := func(ctx context.Context, _ int, i int64) (toolSpan, error) {
-				return e.execute(ctx, benchCall(run, i), false)
+				call := benchCall(run, i)
+				if tenants > 1 {
+					call.Tenant = fmt.Sprintf("t%d", i%int64(tenants))
+				}
+				return e.execute(ctx, call, false)
 			}
 			return op, e.close, nil
 		},

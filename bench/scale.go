@@ -2,175 +2,209 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
-
-	"golang.org/x/sync/errgroup"
-
-	"github.com/retrysafe/retrysafe/executor"
 )
 
-// scaleResult describes the scale section's preload and purge.
+// scaleResult is the scale section: the preloaded database, its sizes, the
+// paired comparison of first executions on it with an empty one, and the
+// purges of its expired rows under load.
 type scaleResult struct {
-	Rows          int     `json:"rows"` // intents and as many actions preloaded
-	LoadSeconds   float64 `json:"load_seconds"`
-	PurgeSeconds  float64 `json:"purge_seconds"`
-	PurgedActions int64   `json:"purged_actions"`
-	PurgedIntents int64   `json:"purged_intents"`
-	PurgeBatches  int     `json:"purge_batches"`
-	Err           string  `json:"error,omitempty"`
+	Rows    int   `json:"rows"`         // intents (each with its action) preloaded
+	Expired int64 `json:"expired_rows"` // of them expired, for the purge
+	Callers int   `json:"callers"`
+	// Database is the kept database's name (--scale-db); Reused says it
+	// held the preload already.
+	Database string `json:"database,omitempty"`
+	Reused   bool   `json:"reused"`
+	// The preload's steps, in seconds: the rows, their key indexes, the
+	// vacuum, analyze and checkpoint after them. RestoreSeconds is the
+	// time spent inserting again expired rows a purge had deleted.
+	LoadSeconds    float64 `json:"load_seconds,omitempty"`
+	IndexSeconds   float64 `json:"index_seconds,omitempty"`
+	SettleSeconds  float64 `json:"settle_seconds,omitempty"`
+	RestoreSeconds float64 `json:"restore_seconds,omitempty"`
+	// Sizes are the ledger's sizes after the preload; LiveSizes those of
+	// the empty database after its slices (rows Executor.Execute wrote).
+	Sizes     *ledgerSizes `json:"sizes,omitempty"`
+	LiveSizes *ledgerSizes `json:"live_sizes,omitempty"`
+	// Pair is the preloaded tables' rate over the empty ones', per round.
+	Pair   *pairStat   `json:"pair,omitempty"`
+	Purges []*purgeRun `json:"purges,omitempty"`
+	Err    string      `json:"error,omitempty"`
 }
 
-// The preloaded rows: settled 30 days ago, spread over 100 tenants (the
-// benchmark's tenant among them), keys as random as real HMAC keys, loaded
-// in key order as a table that grew over time would be laid out by its
-// indexes.
-//
-// They are the one place outside internal/ledger that writes the ledger's
-// tables, on purpose: a bulk load of synthetic history (a million rows from
-// generate_series in one statement each), which no owner API offers or
-// should, since no engine path writes that way. Everything the benchmark
-// reads of the ledger goes through the executor (Execute, Purge) or its test
-// API (executortest); the module is apart from the engine's (bench/go.mod),
-// outside internal/importrule's checks.
-const (
-	preloadIntents = `INSERT INTO intents (tenant_id, intent_ref, action, rules_version, payload, idem_key, source_ref, created_at, updated_at)
-SELECT 't' || (g % 100), 'old-' || g, '` + toolName + `', 2,
-	jsonb_build_object('amount', '18000', 'customer_id', 'cust-' || (g % 1000), 'intent_ref', 'old-' || g),
-	encode(sha256(('old-' || g)::bytea), 'hex'), 'wamid.old.' || g,
-	now() - interval '30 days', now() - interval '30 days'
-FROM generate_series(1, $1) g ORDER BY 1, 6`
-	preloadActions = `INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, attempt, response, created_at, updated_at, finished_at)
-SELECT 't' || (g % 100), encode(sha256(('old-' || g)::bytea), 'hex'), 'old-' || g, '` + toolName + `', 'completed', 1,
-	jsonb_build_object('id', 'ch_old_' || g, 'status', 'paid', 'amount', 18000),
-	now() - interval '30 days', now() - interval '30 days', now() - interval '30 days'
-FROM generate_series(1, $1) g ORDER BY 1, 2`
-)
-
-// settle vacuums, analyzes and checkpoints, so that a measurement starts
-// from the state autovacuum keeps a table in and no checkpoint or
-// autovacuum of the preload lands inside it.
-func settle(ctx context.Context, db *database) error {
-	p, err := db.pool(ctx, 1)
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	for _, q := range []string{`VACUUM (ANALYZE) intents`, `VACUUM (ANALYZE) actions`, `CHECKPOINT`} {
-		if _, err := p.Exec(ctx, q); err != nil {
-			return fmt.Errorf("%s: %w", q, err)
-		}
-	}
-	return nil
-}
-
-// preload migrates db and loads rows intents and rows actions, in parallel.
-func preload(ctx context.Context, db *database, rows int) error {
-	if err := migrated(ctx, db); err != nil {
-		return err
-	}
-	p, err := db.pool(ctx, 2)
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	g, gctx := errgroup.WithContext(ctx)
-	for _, q := range []string{preloadIntents, preloadActions} {
-		g.Go(func() error {
-			_, err := p.Exec(gctx, q, rows)
-			return err
-		})
-	}
-	return g.Wait()
-}
-
-// scaleRounds is how often the empty and the full database are each
-// measured, alternating. Run to run, a point on this kind of machine moves
-// by 10-15 % (other tenants' load, checkpoints); measured once each, the
-// empty and the full run compared that noise as often as the table size.
-// Alternating them puts the drift on both sides.
-const scaleRounds = 2
-
-// runScale measures first executions on an empty database and on one
-// holding rows existing intents and actions (alternately, scaleRounds
-// times each, every full run starting from a vacuumed, analyzed and
-// checkpointed table as the first did), then again while the retention
-// purge deletes those rows (they are 30 days old).
+// runScale measures first executions on tables holding cfg.scaleRows
+// intents and actions against empty ones, in paired slices at
+// cfg.scaleCallers, then purges the expired rows under load once per
+// purge setting (purgeload.go).
 func (b *bench) runScale(ctx context.Context) ([]*result, *scaleResult) {
-	callers := b.cfg.scaleCallers
-	rows := b.cfg.scaleRows
-	sr := &scaleResult{Rows: rows}
+	sr := &scaleResult{Rows: b.cfg.scaleRows, Callers: b.cfg.scaleCallers}
 	var out []*result
-
-	emptyName, fullName := "first execution, 0 rows", fmt.Sprintf("first execution, %s rows", count(rows))
-	empty := func() *result {
-		return b.run(ctx, b.rsFirstWorkload(emptyName, func(ctx context.Context, db *database) error {
-			if err := migrated(ctx, db); err != nil {
-				return err
-			}
-			return settle(ctx, db)
-		}), callers)
+	fail := func(err error) ([]*result, *scaleResult) {
+		sr.Err = err.Error()
+		b.logf("  scale: ERROR %v", err)
+		return out, sr
 	}
-	// A workload per run: each has its own intent refs.
-	full := func() workload { return b.rsFirstWorkload(fullName, nil) }
-	round := func(r *result, i int) *result {
-		if r.Err == "" {
-			r.Note = fmt.Sprintf("round %d of %d; %.2f full-page images/op", i, scaleRounds, r.FPIPerOp)
-		}
-		return r
-	}
-	out = append(out, round(empty(), 1))
-	db, err := b.srv.create(ctx, "scale")
+	db, m, err := b.scaleDatabase(ctx, sr)
 	if err != nil {
-		sr.Err = err.Error()
-		return append(out, b.failed(full(), callers, err)), sr
+		return fail(err)
 	}
-	defer b.drop(db)
-	t0 := time.Now()
-	if err := preload(ctx, db, rows); err != nil {
-		sr.Err = err.Error()
-		return append(out, b.failed(full(), callers, fmt.Errorf("preload: %w", err))), sr
+	if b.cfg.scaleDB == "" || b.cfg.scaleDrop {
+		defer b.drop(db)
+	} else {
+		defer b.logf("  kept database %s (%s rows): --scale-db %s reuses it; add --scale-drop to drop it after the run, or DROP DATABASE %s",
+			db.name, count(sr.Rows), db.name, db.name)
 	}
-	if err := settle(ctx, db); err != nil {
-		sr.Err = err.Error()
-		return append(out, b.failed(full(), callers, err)), sr
-	}
-	sr.LoadSeconds = time.Since(t0).Seconds()
-	b.logf("  preloaded %s intents and actions in %.1fs", count(rows), sr.LoadSeconds)
-	out = append(out, round(b.point(ctx, db, full(), callers, nil), 1))
-	for i := 2; i <= scaleRounds; i++ {
-		out = append(out, round(empty(), i))
-		if err := settle(ctx, db); err != nil {
-			sr.Err = err.Error()
-			return append(out, b.failed(full(), callers, err)), sr
-		}
-		out = append(out, round(b.point(ctx, db, full(), callers, nil), i))
-	}
-
-	// The same again while the purge runs on its own connection.
-	during := b.rsFirstWorkload("first execution during purge", nil)
-	purge := func() error {
-		p, err := db.pool(ctx, 1)
+	sr.Expired = m.Expired
+	ready := func() error {
+		t, err := restoreExpired(ctx, db, m, b.logf)
+		sr.RestoreSeconds += t
 		if err != nil {
 			return err
 		}
-		defer p.Close()
-		t := time.Now()
-		res, err := executor.Purge(ctx, p, executor.PurgeParams{})
-		sr.PurgeSeconds = time.Since(t).Seconds()
-		sr.PurgedActions, sr.PurgedIntents, sr.PurgeBatches = res.Actions, res.Intents, res.Batches
-		return err
+		return settle(ctx, db)
 	}
-	r := b.point(ctx, db, during, callers, purge)
-	if r.Err == "" {
-		r.Note = fmt.Sprintf("purge deleted %s actions + %s intents in %.1fs (%d batches)",
-			count(int(sr.PurgedActions)), count(int(sr.PurgedIntents)), sr.PurgeSeconds, sr.PurgeBatches)
-		if sr.PurgedActions != int64(rows) || sr.PurgedIntents != int64(rows) {
-			r.Err = fmt.Sprintf("purge deleted %d actions and %d intents, want %d each", sr.PurgedActions, sr.PurgedIntents, rows)
+	if err := ready(); err != nil {
+		return fail(err)
+	}
+	if sr.Sizes, err = measureSizes(ctx, db); err != nil {
+		return fail(err)
+	}
+	if sr.Reused {
+		b.logSizes("of the reused scale database", sr.Sizes)
+	} else {
+		b.logSizes("after the preload", sr.Sizes)
+	}
+	rows, err := b.scalePair(ctx, db, sr)
+	out = append(out, rows...)
+	if err != nil {
+		return fail(err)
+	}
+	for _, set := range b.cfg.purgeSettings {
+		if ctx.Err() != nil {
+			break
+		}
+		if err := ready(); err != nil {
+			return fail(err)
+		}
+		run, rows := b.purgePoint(ctx, db, m, set)
+		sr.Purges = append(sr.Purges, run)
+		out = append(out, rows...)
+	}
+	return out, sr
+}
+
+// scaleDatabase opens the kept database (--scale-db) when it holds a
+// preload of cfg.scaleRows rows, or creates a database and preloads it.
+func (b *bench) scaleDatabase(ctx context.Context, sr *scaleResult) (*database, *preloadMeta, error) {
+	rows, name := b.cfg.scaleRows, b.cfg.scaleDB
+	if name != "" {
+		sr.Database = name
+		ok, err := b.srv.exists(ctx, name)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok {
+			db, err := b.srv.existing(name)
+			if err != nil {
+				return nil, nil, err
+			}
+			m, err := readMeta(ctx, db)
+			switch {
+			case err != nil:
+				return nil, nil, err
+			case m == nil:
+				return nil, nil, fmt.Errorf("database %s holds no finished preload: drop it (DROP DATABASE %s) or name another", name, name)
+			case m.Rows != int64(rows):
+				return nil, nil, fmt.Errorf("database %s holds a preload of %d rows, not %d: run with --scale-rows %d, drop it, or name another", name, m.Rows, rows, m.Rows)
+			}
+			sr.Reused = true
+			b.logf("  reusing %s: %s intents and actions preloaded %s ago, %s of them expired",
+				name, count(rows), time.Since(m.LoadedAt).Round(time.Minute), count(int(m.Expired)))
+			return db, m, nil
 		}
 	}
-	b.logf("  purge: %d actions, %d intents in %.1fs, %d batches", sr.PurgedActions, sr.PurgedIntents, sr.PurgeSeconds, sr.PurgeBatches)
-	return append(out, r), sr
+	var db *database
+	var err error
+	if name != "" {
+		db, err = b.srv.createNamed(ctx, name)
+	} else {
+		db, err = b.srv.create(ctx, "scale")
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	expired := b.cfg.purgeRows
+	if expired < 0 {
+		expired = int(dayShare * float64(rows))
+	}
+	b.logf("  preloading %s intents and actions (%s expired) into %s", count(rows), count(expired), db.name)
+	start := time.Now()
+	m, tm, err := preload(ctx, db, rows, expired, b.logf)
+	if err != nil {
+		b.drop(db)
+		return nil, nil, fmt.Errorf("preload: %w", err)
+	}
+	sr.LoadSeconds, sr.IndexSeconds, sr.SettleSeconds = tm.Load, tm.Index, tm.Settle
+	b.logf("  preloaded in %.1fs: rows %.1fs, key indexes %.1fs, vacuum + analyze + checkpoint %.1fs",
+		time.Since(start).Seconds(), tm.Load, tm.Index, tm.Settle)
+	return db, m, nil
+}
+
+// scalePair measures first executions on the preloaded tables and on
+// empty ones in paired slices, and the sizes of the empty database's
+// tables once the executor has filled them a little.
+func (b *bench) scalePair(ctx context.Context, db *database, sr *scaleResult) ([]*result, error) {
+	callers := b.cfg.scaleCallers
+	conns := min(callers, b.cfg.maxConns)
+	empty := b.newSlot(ctx, b.rsFirstWorkloadOver("first execution, 0 rows", func(ctx context.Context, db *database) error {
+		if err := migrated(ctx, db); err != nil {
+			return err
+		}
+		return settle(ctx, db)
+	}, nil, preloadTenants), nil)
+	full := b.newSlot(ctx, b.rsFirstWorkloadOver(scaleName(sr.Rows), migrated, nil, preloadTenants), db)
+	slots := []*slot{empty, full}
+	defer b.dropSlots(slots)
+	b.rounds(ctx, slots, callers)
+	rows := []*result{b.pooled(ctx, empty, callers, conns), b.pooled(ctx, full, callers, conns)}
+	for _, r := range rows {
+		if r.Err == "" {
+			r.Note = fmt.Sprintf("%.2f full-page images/op, %.1f blocks read/op", r.FPIPerOp, r.BlocksReadPerOp)
+		}
+	}
+	if empty.err != nil || full.err != nil {
+		return rows, fmt.Errorf("%s vs empty tables: %w", scaleName(sr.Rows), errors.Join(empty.err, full.err))
+	}
+	p := newPair(scaleName(sr.Rows)+" / 0 rows", callers, ratios(full, empty, false))
+	sr.Pair = &p
+	b.logf("  %s / 0 rows at %d callers: %s", scaleName(sr.Rows), callers, p.text(""))
+	// As autovacuum would have: the completions' old row versions are
+	// dead, their space free for the next rows.
+	if err := settle(ctx, empty.db); err != nil {
+		return rows, err
+	}
+	var err error
+	if sr.LiveSizes, err = measureSizes(ctx, empty.db); err != nil {
+		return rows, err
+	}
+	b.logSizes("written by the executor", sr.LiveSizes)
+	return rows, nil
+}
+
+func (b *bench) logSizes(what string, s *ledgerSizes) {
+	for _, t := range []string{"intents", "actions"} {
+		var parts []string
+		for _, r := range s.Rels {
+			if r.Table == t && (r.Kind != "index" || r.Bytes >= 1<<20) {
+				parts = append(parts, fmt.Sprintf("%s %.0f", r.Name, s.perMillion(r.Bytes)))
+			}
+		}
+		b.logf("  sizes %s (%s intents), MB per 1M intents: %s", what, groupDigits(s.Intents), strings.Join(parts, ", "))
+	}
 }
 
 // count prints 1000000 as 1M, 20000 as 20k.

@@ -61,44 +61,6 @@ func (s *server) pgssAvailable(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// pgssReset forgets what pg_stat_statements holds for the database (its
-// preparation).
-func (d *database) pgssReset(ctx context.Context) error {
-	c, err := d.srv.admin(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close(ctx)
-	_, err = c.Exec(ctx, `SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = $1), 0)`, d.name)
-	return err
-}
-
-// pgssRead returns the database's statements by execution time, the
-// largest first.
-func (d *database) pgssRead(ctx context.Context) ([]stmtStat, error) {
-	c, err := d.srv.admin(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close(ctx)
-	rows, err := c.Query(ctx, `SELECT query, calls, total_exec_time, rows FROM pg_stat_statements
-		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) ORDER BY total_exec_time DESC`, d.name)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []stmtStat
-	for rows.Next() {
-		var s stmtStat
-		if err := rows.Scan(&s.Query, &s.Calls, &s.TotalMs, &s.Rows); err != nil {
-			return nil, err
-		}
-		s.Query = strings.Join(strings.Fields(s.Query), " ")
-		out = append(out, s)
-	}
-	return out, rows.Err()
-}
-
 // poolStatements merges rounds' statements by query text.
 func poolStatements(rounds []*result) *statements {
 	out := &statements{}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A kept scale database is preloaded once, reused by the next run that
+// names it (refused when it holds another size), and gets back before
+// each measurement the expired rows a purge deleted.
+func TestScaleDatabaseKept(t *testing.T) {
+	if !strings.Contains(preloadIntentRows, "g % "+strconv.Itoa(preloadTenants)+")") || !strings.Contains(preloadActionRows, "g % "+strconv.Itoa(preloadTenants)+")") {
+		t.Fatal("the preload's SQL and preloadTenants disagree")
+	}
+	if testing.Short() {
+		t.Skip("needs PostgreSQL; -short skips it")
+	}
+	name := "bench_scale_test_" + randHex(4)
+	cfg, err := parseFlags([]string{"--quick", "--scale-rows", "3000", "--purge-rows", "500", "--scale-db", name,
+		"--purge-callers", "2", "--slice", "100ms", "--purge-rounds", "2", "--purge-settings", "50/5ms"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	b := &bench{cfg: cfg, srv: &server{url: cfg.dbURL}, log: &log}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sr := &scaleResult{}
+	db, m, err := b.scaleDatabase(ctx, sr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.drop(db)
+	if sr.Reused || m.Rows != 3000 || m.Expired != 500 || m.Present != 500 || sr.LoadSeconds <= 0 {
+		t.Fatalf("first open: %+v %+v", sr, m)
+	}
+	expiredNow := func() (expired, all int64) {
+		p, err := db.pool(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		retention, err := purgeRetention(ctx, p, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = p.QueryRow(ctx, `SELECT count(*) FILTER (WHERE finished_at < now() - $1::bigint * interval '1 microsecond'), count(*) FROM actions`,
+			retention.Microseconds()).Scan(&expired, &all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return expired, all
+	}
+	if e, n := expiredNow(); e != 500 || n != 3000 {
+		t.Fatalf("after the preload: %d expired of %d", e, n)
+	}
+	run, rows := b.purgePoint(ctx, db, m, cfg.purgeSettings[0])
+	if run.Err != "" || run.Actions != 500 || len(rows) != 2 || m.Present != 0 || m.Dirty {
+		t.Fatalf("purge: %+v, meta %+v\n%s", run, m, log.String())
+	}
+	if e, _ := expiredNow(); e != 0 {
+		t.Fatalf("%d expired rows after the purge", e)
+	}
+
+	// The next run: the same database, the rows back.
+	sr2 := &scaleResult{}
+	db2, m2, err := b.scaleDatabase(ctx, sr2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sr2.Reused || m2.Present != 0 || db2.name != name {
+		t.Fatalf("second open: %+v %+v", sr2, m2)
+	}
+	took, err := restoreExpired(ctx, db2, m2, b.logf)
+	if err != nil || took <= 0 || m2.Present != 500 || m2.Gen != 1 {
+		t.Fatalf("restore: %v %v %+v", took, err, m2)
+	}
+	// The purge point's own executions are gone too.
+	if e, n := expiredNow(); e != 500 || n != 3000 {
+		t.Fatalf("after the restore: %d expired of %d", e, n)
+	}
+	if again, _ := readMeta(ctx, db2); again == nil || again.Present != 500 || again.Gen != 1 {
+		t.Fatalf("stored meta: %+v", again)
+	}
+
+	// Another size is refused, not reloaded.
+	b.cfg.scaleRows = 4000
+	if _, _, err := b.scaleDatabase(ctx, &scaleResult{}); err == nil || !strings.Contains(err.Error(), "holds a preload of 3000 rows") {
+		t.Fatalf("another size: %v", err)
+	}
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// scaleSection writes the scale runs: the preload, the paired comparison
+// with empty tables, the sizes and the purges under load.
+func (rep *report) scaleSection(sb *strings.Builder) {
+	sc := rep.Scale
+	if sc == nil {
+		return
+	}
+	fmt.Fprintf(sb, "\nScale: %s intents, each with its completed action (%s of them finished 8 to 7 days before the preload and expired, the others in the 7 days before it):\n\n",
+		groupDigits(int64(sc.Rows)), groupDigits(sc.Expired))
+	switch {
+	case sc.Reused:
+		fmt.Fprintf(sb, "- database %s, preloaded by an earlier run (--scale-db)", sc.Database)
+	case sc.LoadSeconds > 0:
+		fmt.Fprintf(sb, "- preload: %.0f s (rows %.0f s, key indexes built after them %.0f s, vacuum + analyze + checkpoint %.0f s)",
+			sc.LoadSeconds+sc.IndexSeconds+sc.SettleSeconds, sc.LoadSeconds, sc.IndexSeconds, sc.SettleSeconds)
+		if sc.Database != "" {
+			fmt.Fprintf(sb, "; kept as %s (--scale-db)", sc.Database)
+		}
+	}
+	if sc.RestoreSeconds > 0 {
+		fmt.Fprintf(sb, "; expired rows deleted by a purge inserted again in %.0f s in all", sc.RestoreSeconds)
+	}
+	sb.WriteString("\n")
+	if p := sc.Pair; p != nil {
+		fmt.Fprintf(sb, "- first executions on the preloaded tables / on empty ones, %d callers, paired slices: %s\n", sc.Callers, p.text(""))
+	}
+	if sc.Err != "" {
+		fmt.Fprintf(sb, "- error: %s\n", sc.Err)
+	}
+	sizeTable(sb, sc.Sizes, sc.LiveSizes, sc.Reused)
+	if len(sc.Purges) == 0 {
+		return
+	}
+	sb.WriteString("\nPurges of the expired rows (executor.Purge) while first executions run, in paired slices: the purge runs in one slice and is held between two of its statements in the other:\n\n")
+	sb.WriteString("| Batch | Pause | callers | purged actions + intents | active s (wall) | actions/s (in the rounds) | statements deleting (p50 / p99 ms) / only scanning (p50 ms) | purge CPU µs/action | added p99 ms, purging / held | rounds' p99 purging, median (IQR) | p99 ratio (IQR) | rounds |\n")
+	sb.WriteString("|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|\n")
+	for _, p := range sc.Purges {
+		set := p.setting()
+		if p.Err != "" {
+			fmt.Fprintf(sb, "| %d | %s | %d | error: %s | | | | | | | | |\n", set.Batch, set.Pause, p.Callers, strings.ReplaceAll(p.Err, "|", "/"))
+			continue
+		}
+		purged := groupDigits(p.Actions) + " + " + groupDigits(p.Intents)
+		if p.Stopped {
+			purged += fmt.Sprintf(" of %s, stopped after the rounds", groupDigits(p.Expired))
+		}
+		ratio := "–"
+		if p.Rounds > 0 {
+			ratio = fmt.Sprintf("%.2f (%.2f–%.2f)", p.Pair.Median, p.Pair.Q1, p.Pair.Q3)
+		}
+		fmt.Fprintf(sb, "| %d | %s | %d | %s | %.1f (%.1f) | %.0f (%.0f) | %d (%s / %s) / %d (%s) | %s | %s / %s | %s (%s–%s) | %s | %d |\n",
+			set.Batch, set.Pause, p.Callers, purged, p.ActiveSeconds, p.WallSeconds, p.RowsPerSec, p.RoundsRowsPerSec,
+			p.Deleting, ms(p.DeletingP50Ms), ms(p.DeletingP99Ms), p.Scanning, ms(p.ScanningP50Ms), cpuText(p.ServerCPUPerRowUs),
+			ms(p.WithP99), ms(p.WithoutP99), ms(p.WithMedian), ms(p.WithQ1), ms(p.WithQ3), ratio, p.Rounds)
+	}
+}
