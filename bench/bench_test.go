@@ -18,20 +18,38 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.duration != 5*time.Second || c.scaleRows != 1_000_000 || len(c.concurrency) != 4 || c.scaleCallers != 32 || c.rounds != 6 || c.slice != time.Second {
+	if c.duration != 5*time.Second || c.scaleRows != 1_000_000 || len(c.concurrency) != 4 || c.scaleCallers != 32 || c.rounds != 6 || c.slice != time.Second || c.scaleWarmup != 30*time.Second {
 		t.Fatalf("defaults: %+v", c)
 	}
 	q, err := parseFlags([]string{"--quick", "--duration", "2s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.duration != 2*time.Second || q.scaleRows != 20_000 || len(q.concurrency) != 2 || q.scaleCallers != 8 || q.rounds != 3 {
+	if q.duration != 2*time.Second || q.scaleRows != 20_000 || len(q.concurrency) != 2 || q.scaleCallers != 8 || q.rounds != 3 || q.scaleWarmup != 0 {
 		t.Fatalf("quick: %+v", q)
 	}
-	for _, bad := range [][]string{{"--concurrency", "0"}, {"--concurrency", "a"}, {"--only", "("}, {"extra"}} {
+	for _, bad := range [][]string{{"--concurrency", "0"}, {"--concurrency", "a"}, {"--only", "("}, {"extra"},
+		{"--private-server", "shared_buffers"}, {"--private-server", "-", "--db", "postgres://x"}, {"--private-server", "-", "--scale-db", "kept"}, {"--scale-warmup", "-1s"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Fatalf("%v: no error", bad)
 		}
+	}
+}
+
+// --private-server reads its settings sorted, and - for none.
+func TestPrivateServerFlag(t *testing.T) {
+	c, err := parseFlags([]string{"--private-server", "shared_buffers=4GB, max_wal_size=16GB"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.privateServer, ","); got != "max_wal_size=16GB,shared_buffers=4GB" {
+		t.Fatalf("settings %q", got)
+	}
+	if c, err = parseFlags([]string{"--private-server", "-"}, io.Discard); err != nil || c.privateServer == nil || len(c.privateServer) != 0 {
+		t.Fatalf("-: %q %v", c.privateServer, err)
+	}
+	if c, err = parseFlags(nil, io.Discard); err != nil || c.privateServer != nil {
+		t.Fatalf("unset: %q %v", c.privateServer, err)
 	}
 }
 

@@ -54,7 +54,8 @@ func (s *server) describe(ctx context.Context) (map[string]string, error) {
 	}
 	defer c.Close(ctx)
 	out := map[string]string{}
-	for _, name := range []string{"server_version", "fsync", "synchronous_commit", "wal_sync_method", "shared_buffers", "max_connections", "commit_delay"} {
+	for _, name := range []string{"server_version", "fsync", "synchronous_commit", "wal_sync_method", "shared_buffers", "max_connections", "commit_delay",
+		"max_wal_size", "checkpoint_timeout", "wal_compression"} {
 		var v string
 		if err := c.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v); err != nil {
 			return nil, err

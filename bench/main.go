@@ -27,11 +27,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/internal/pgembed"
 )
 
 const defaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
@@ -52,6 +54,9 @@ type config struct {
 	skipNaive    bool
 	scaleRows    int
 	scaleCallers int
+	// scaleWarmup is how long first executions run on the preloaded
+	// tables before the paired rounds (scale.go: warmScale).
+	scaleWarmup time.Duration
 	// scaleDB names the scale runs' database, kept after the run and
 	// reused by the next one that names it (unless scaleDrop).
 	scaleDB   string
@@ -78,6 +83,9 @@ type config struct {
 	cpuProfile         string
 	// session is the settings of every session on a benchmark database.
 	session map[string]string
+	// privateServer, when set, is the settings of a private durable
+	// cluster the run starts and uses instead of --db (main.go).
+	privateServer []string
 	// groupCommit and groupCommitConns, when > 0, override the executor's
 	// defaults in every retrysafe point.
 	groupCommit, groupCommitConns int
@@ -144,12 +152,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.skipDBOS, "skip-dbos", false, "skip DBOS Transact")
 	fs.BoolVar(&c.skipScale, "skip-scale", false, "skip the scale runs (preloaded tables against empty ones, the purge under load)")
 	fs.StringVar(&c.scaleDB, "scale-db", "", "name of the scale runs' database: created and preloaded when missing, reused when it holds a preload of --scale-rows, and kept after the run")
+	warmScale := fs.Duration("scale-warmup", 0, "first executions on the preloaded tables before their paired rounds with empty ones, unmeasured but logged every 10s (rate, full-page images/op): the rounds then measure the tables past the checkpoint that ends the preload instead of right after it (default 30s, none with --quick; 0s: none)")
 	fs.BoolVar(&c.scaleDrop, "scale-drop", false, "drop the --scale-db database at the end of the run")
 	fs.IntVar(&c.purgeRows, "purge-rows", -1, "how many of the preloaded rows finished 8 days ago and are purged (default: a day at 15/s per 10M rows, 12.96 %)")
 	fs.IntVar(&c.purgeCallers, "purge-callers", 8, "concurrent callers while purging")
 	fs.BoolVar(&c.purgeTail, "purge-tail", true, "let each purge finish under load after its paired rounds (false: stop it there, to compare settings quickly; its rate is then the rounds')")
 	fs.BoolVar(&c.skipNaive, "skip-naive", false, "skip the naive check-then-act handler")
 	fs.StringVar(&c.out, "out", "results", "directory for the Markdown and JSON results")
+	priv := fs.String("private-server", "", "start a private, durable PostgreSQL cluster (the installed server binaries, a temporary directory, removed at the end) with these server settings, name=value comma-separated, and run every benchmark on it instead of --db: e.g. shared_buffers=4GB,max_wal_size=16GB,checkpoint_timeout=30min to size the server for the 10M-row point; - for the installation's defaults")
 	sess := fs.String("session-settings", "", "PostgreSQL settings every session on a benchmark database starts with, name=value comma-separated (session-level: the server's configuration is not changed), e.g. wal_compression=lz4")
 	only := fs.String("only", "", "regexp: run only the points whose \"system/workload\" matches (the floor always runs)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -205,6 +215,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.concurrency, err = parseInts(conc); err != nil {
 		return c, err
 	}
+	c.scaleWarmup = 30 * time.Second
+	if c.quick {
+		c.scaleWarmup = 0
+	}
+	if flagSet(fs, "scale-warmup") {
+		c.scaleWarmup = *warmScale
+	}
+	if c.scaleWarmup < 0 {
+		return c, errors.New("--scale-warmup must not be negative")
+	}
 	if c.maxConns < 1 || c.scaleCallers < 1 || c.purgeCallers < 1 {
 		return c, errors.New("--max-conns, --scale-callers and --purge-callers must be positive")
 	}
@@ -216,6 +236,25 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.session, err = parseSettings(*sess); err != nil {
 		return c, fmt.Errorf("--session-settings: %w", err)
+	}
+	if *priv != "" {
+		if flagSet(fs, "db") {
+			return c, errors.New("--private-server and --db exclude each other")
+		}
+		if c.scaleDB != "" {
+			return c, errors.New("--scale-db keeps a database for the next run, and a private server is removed at the end of this one")
+		}
+		c.privateServer = []string{}
+		if *priv != "-" {
+			set, err := parseSettings(*priv)
+			if err != nil {
+				return c, fmt.Errorf("--private-server: %w", err)
+			}
+			for k, v := range set {
+				c.privateServer = append(c.privateServer, k+"="+v)
+			}
+			slices.Sort(c.privateServer)
+		}
 	}
 	if c.purgeSettings, err = parsePurgeSettings(*purge); err != nil {
 		return c, fmt.Errorf("--purge-settings: %w", err)
@@ -254,14 +293,17 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	return set
 }
 
-func main() {
+func main() { os.Exit(mainCode()) }
+
+// mainCode is main, returning the exit code so that its defers run.
+func mainCode() int {
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
+		return 0
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(2)
+		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -269,31 +311,55 @@ func main() {
 		f, err := os.Create(cfg.cpuProfile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
+			return 1
 		}
 		if err := pprof.StartCPUProfile(f); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
+			return 1
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if cfg.privateServer != nil {
+		// A private cluster: its settings are the run's, and the shared
+		// server's configuration is left alone. pgembed's reaper stops it
+		// if this process dies before Stop.
+		fmt.Fprintf(os.Stderr, "bench: starting a private PostgreSQL cluster (%s)\n", strings.Join(cfg.privateServer, ", "))
+		cl, err := pgembed.StartWith(ctx, pgembed.Options{Settings: cfg.privateServer})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: --private-server:", err)
+			return 1
+		}
+		cfg.dbURL = cl.URL
+		defer func() {
+			if err := cl.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "bench: stopping the private cluster:", err)
+			}
+		}()
+	}
+	return finish(ctx, cfg)
+}
+
+// finish runs the benchmarks and writes the report; it returns the exit
+// code.
+func finish(ctx context.Context, cfg config) int {
 	rep, err := run(ctx, cfg, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
+		return 1
 	}
 	md := rep.markdown()
 	fmt.Print(md)
 	paths, err := rep.write(cfg.out, md)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
+		return 1
 	}
 	fmt.Fprintf(os.Stderr, "wrote %s\n", strings.Join(paths, ", "))
 	if rep.failures() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: %d points failed\n", rep.failures())
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // run performs every benchmark cfg asks for and returns the report.

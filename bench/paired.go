@@ -54,6 +54,9 @@ type slot struct {
 	// commits, blksRead and blksHit start at minus the database's counters
 	// when the slot was prepared; pooled adds the counters at the end.
 	commits, blksRead, blksHit int64
+	// stmts is pg_stat_statements' totals for the database when the slot
+	// was prepared (nil when the server does not have it loaded).
+	stmts map[string]stmtStat
 	// shared: db is not the slot's own (see newSlot). mixed: other work
 	// runs on db beside the slot's, so its per-database counters are not
 	// the slot's and its row leaves them out.
@@ -169,6 +172,11 @@ func (b *bench) newSlot(ctx context.Context, w workload, db *database) *slot {
 		return s
 	}
 	s.commits, s.blksRead, s.blksHit = -c0.commits, -c0.blksRead, -c0.blksHit
+	if b.pgss {
+		if s.stmts, err = s.db.statementTotals(ctx); err != nil {
+			s.err = err
+		}
+	}
 	return s
 }
 
@@ -299,6 +307,11 @@ func (b *bench) pooled(ctx context.Context, s *slot, callers, conns int) *result
 		r.CommitsPerOp = float64(k.commits+s.commits) / float64(s.total)
 		r.BlocksReadPerOp = float64(k.blksRead+s.blksRead) / float64(s.total)
 		r.BlocksHitPerOp = float64(k.blksHit+s.blksHit) / float64(s.total)
+		if s.stmts != nil {
+			if now, err := s.db.statementTotals(ctx); err == nil {
+				r.Statements = statementsSince(s.stmts, now, s.total)
+			}
+		}
 	}
 	if s.total > 0 {
 		r.WALPerOp = float64(s.wal) / float64(s.total)

@@ -226,8 +226,9 @@ func (rep *report) markdown() string {
 	pg := m.Postgres
 	fmt.Fprintf(&sb, "## retrysafe benchmarks, %s\n\n", rep.Date.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&sb, "- machine: %s, %d cores, %s; %s\n", m.CPU, m.Cores, m.Kernel, m.Go)
-	fmt.Fprintf(&sb, "- PostgreSQL %s: fsync=%s, synchronous_commit=%s, wal_sync_method=%s, shared_buffers=%s\n",
-		pg["server_version"], pg["fsync"], pg["synchronous_commit"], pg["wal_sync_method"], pg["shared_buffers"])
+	fmt.Fprintf(&sb, "- PostgreSQL %s: fsync=%s, synchronous_commit=%s, wal_sync_method=%s, shared_buffers=%s, max_wal_size=%s, checkpoint_timeout=%s, wal_compression=%s\n",
+		pg["server_version"], pg["fsync"], pg["synchronous_commit"], pg["wal_sync_method"], pg["shared_buffers"],
+		pg["max_wal_size"], pg["checkpoint_timeout"], pg["wal_compression"])
 	if len(rep.Session) > 0 {
 		var kv []string
 		for k, v := range rep.Session {

@@ -30,6 +30,9 @@ type scaleResult struct {
 	// the empty database after its slices (rows Executor.Execute wrote).
 	Sizes     *ledgerSizes `json:"sizes,omitempty"`
 	LiveSizes *ledgerSizes `json:"live_sizes,omitempty"`
+	// Warmup is the warm-up of the preloaded tables (--scale-warmup)
+	// before the paired rounds, part by part.
+	Warmup []warmStep `json:"warmup,omitempty"`
 	// Pair is the preloaded tables' rate over the empty ones', per round.
 	Pair   *pairStat   `json:"pair,omitempty"`
 	Purges []*purgeRun `json:"purges,omitempty"`
@@ -169,6 +172,11 @@ func (b *bench) scalePair(ctx context.Context, db *database, sr *scaleResult) ([
 	full := b.newSlot(ctx, b.rsFirstWorkloadOver(scaleName(sr.Rows), migrated, nil, preloadTenants), db)
 	slots := []*slot{empty, full}
 	defer b.dropSlots(slots)
+	if b.cfg.scaleWarmup > 0 && full.err == nil {
+		if sr.Warmup, full.err = b.warmScale(ctx, full, callers, conns, b.cfg.scaleWarmup); full.err != nil {
+			full.err = fmt.Errorf("warm-up: %w", full.err)
+		}
+	}
 	b.rounds(ctx, slots, callers)
 	rows := []*result{b.pooled(ctx, empty, callers, conns), b.pooled(ctx, full, callers, conns)}
 	for _, r := range rows {
@@ -193,6 +201,68 @@ func (b *bench) scalePair(ctx context.Context, db *database, sr *scaleResult) ([
 	}
 	b.logSizes("written by the executor", sr.LiveSizes)
 	return rows, nil
+}
+
+// warmChunk is how long each logged part of the warm-up runs.
+const warmChunk = 10 * time.Second
+
+// warmStep is one part of the warm-up of the preloaded tables.
+type warmStep struct {
+	Seconds  float64 `json:"seconds"` // since the warm-up began, at the step's end
+	Rate     float64 `json:"ops_per_sec"`
+	FPIPerOp float64 `json:"fpi_per_op"`
+	WALPerOp float64 `json:"wal_bytes_per_op"`
+}
+
+// warmScale runs first executions on the preloaded tables for d, in parts
+// of warmChunk, unmeasured by the paired rounds: the settle before it ends
+// with a checkpoint, after which the first change to each page of the
+// random-key indexes logs the whole page (a full-page image), and at 10M
+// rows the pages those changes find are mostly not in shared buffers.
+// Each part's rate and full-page images per operation say how long that
+// lasts. The slot's counters start again after it.
+func (b *bench) warmScale(ctx context.Context, s *slot, callers, conns int, d time.Duration) ([]warmStep, error) {
+	op, stop, err := s.w.start(ctx, s.db, conns)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { stop() }() // the pools close before the rounds open theirs
+	var steps []warmStep
+	began := time.Now()
+	for left := d; left > 0 && ctx.Err() == nil; left -= warmChunk {
+		k0, err := s.db.counters(ctx)
+		if err != nil {
+			return steps, err
+		}
+		base := s.issued
+		sm := measure(ctx, callers, 0, min(left, warmChunk), func(ctx context.Context, w int, i int64) (toolSpan, error) {
+			return op(ctx, w, base+i)
+		})
+		s.issued += sm.Total
+		if sm.Err != nil {
+			return steps, sm.Err
+		}
+		k1, err := s.db.counters(ctx)
+		if err != nil {
+			return steps, err
+		}
+		n := float64(max(sm.Total, 1))
+		st := warmStep{Seconds: time.Since(began).Seconds(), Rate: sm.rate(), FPIPerOp: float64(k1.fpi-k0.fpi) / n, WALPerOp: float64(k1.wal-k0.wal) / n}
+		steps = append(steps, st)
+		b.logf("  warming %s: %3.0fs, %5.0f ops/s, %.2f full-page images/op, %5.0f WAL B/op", s.w.name, st.Seconds, st.Rate, st.FPIPerOp, st.WALPerOp)
+	}
+	stop()
+	stop = func() {}
+	// The rounds count from here.
+	c, err := s.db.counters(ctx)
+	if err != nil {
+		return steps, err
+	}
+	s.commits, s.blksRead, s.blksHit = -c.commits, -c.blksRead, -c.blksHit
+	if s.stmts != nil {
+		s.stmts, err = s.db.statementTotals(ctx)
+	}
+	return steps, err
 }
 
 func (b *bench) logSizes(what string, s *ledgerSizes) {

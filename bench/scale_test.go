@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,6 +59,23 @@ func TestScaleDatabaseKept(t *testing.T) {
 	if e, n := expiredNow(); e != 500 || n != 3000 {
 		t.Fatalf("after the preload: %d expired of %d", e, n)
 	}
+	// The random-key indexes are built as full as the executor leaves them.
+	func() {
+		p, err := db.pool(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		for name, fill := range keyFill {
+			var opts []string
+			if err := p.QueryRow(ctx, `SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = $1::regclass`, name).Scan(&opts); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if want := "fillfactor=" + strconv.Itoa(fill); !slices.Contains(opts, want) {
+				t.Errorf("%s built with %v, want %s", name, opts, want)
+			}
+		}
+	}()
 	run, rows := b.purgePoint(ctx, db, m, cfg.purgeSettings[0])
 	if run.Err != "" || run.Actions != 500 || len(rows) != 2 || m.Present != 0 || m.Dirty {
 		t.Fatalf("purge: %+v, meta %+v\n%s", run, m, log.String())

@@ -28,6 +28,14 @@ func (rep *report) scaleSection(sb *strings.Builder) {
 		fmt.Fprintf(sb, "; expired rows deleted by a purge inserted again in %.0f s in all", sc.RestoreSeconds)
 	}
 	sb.WriteString("\n")
+	if len(sc.Warmup) > 0 {
+		var parts []string
+		for _, w := range sc.Warmup {
+			parts = append(parts, fmt.Sprintf("%.0f s: %.0f ops/s, %.2f FPI/op, %.0f WAL B/op", w.Seconds, w.Rate, w.FPIPerOp, w.WALPerOp))
+		}
+		fmt.Fprintf(sb, "- warm-up of the preloaded tables after the preload's checkpoint (--scale-warmup), first executions at %d callers, unmeasured by the rounds: %s\n",
+			sc.Callers, strings.Join(parts, "; "))
+	}
 	if p := sc.Pair; p != nil {
 		fmt.Fprintf(sb, "- first executions on the preloaded tables / on empty ones, %d callers, paired slices: %s\n", sc.Callers, p.text(""))
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -61,6 +62,50 @@ func (s *server) pgssAvailable(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+// statementTotals reads pg_stat_statements' totals for the database's
+// statements, by query text.
+func (d *database) statementTotals(ctx context.Context) (map[string]stmtStat, error) {
+	c, err := d.srv.admin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, `SELECT query, sum(calls)::int8, sum(total_exec_time)::float8, sum(rows)::int8
+		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) GROUP BY query`, d.name)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]stmtStat{}
+	for rows.Next() {
+		var s stmtStat
+		if err := rows.Scan(&s.Query, &s.Calls, &s.TotalMs, &s.Rows); err != nil {
+			return nil, err
+		}
+		out[s.Query] = s
+	}
+	return out, rows.Err()
+}
+
+// statementsSince is what ran on the database since before (a
+// statementTotals), over ops operations, the costliest first.
+func statementsSince(before, now map[string]stmtStat, ops int64) *statements {
+	out := &statements{Ops: ops}
+	for q, s := range now {
+		b := before[q]
+		if s.Calls-b.Calls <= 0 {
+			continue
+		}
+		out.Stmts = append(out.Stmts, stmtStat{Query: q, Calls: s.Calls - b.Calls, TotalMs: s.TotalMs - b.TotalMs, Rows: s.Rows - b.Rows})
+	}
+	slices.SortFunc(out.Stmts, func(a, b stmtStat) int {
+		if c := cmp.Compare(b.TotalMs, a.TotalMs); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Query, b.Query)
+	})
+	return out
+}
+
 // poolStatements merges rounds' statements by query text.
 func poolStatements(rounds []*result) *statements {
 	out := &statements{}
@@ -116,7 +161,7 @@ func (rep *report) statementsTable(sb *strings.Builder) {
 			if i > 0 {
 				head = "| | | | | |"
 			}
-			q := s.Query
+			q := strings.Join(strings.Fields(s.Query), " ")
 			if len(q) > 70 {
 				q = q[:67] + "..."
 			}

@@ -331,7 +331,7 @@ func TestReadFirstReplays(t *testing.T) {
 			before = out
 			// The fresh claim finds the intent frozen; the freeze and
 			// claim read it.
-			if len(sql) != 7 || ledger.Name(sql[0]) != "groupPlans" || ledger.Name(sql[1]) != "intentActionClaimNewMany" || ledger.Name(sql[2]) != "groupPlans" {
+			if len(sql) != 7 || ledger.Name(sql[0]) != "groupPlans" || ledger.Name(sql[1]) != "intentActionClaimNew" || ledger.Name(sql[2]) != "groupPlans" {
 				t.Fatalf("replay %d before read-only mode sent %q, want the fresh claim, then the freeze and claim's 4 statements, each batch behind the plan settings", i, sql)
 			}
 		case i >= 32:

@@ -271,3 +271,33 @@ func TestPurgeDuringExecutions(t *testing.T) {
 		t.Fatalf("intents left: %d", n)
 	}
 }
+
+// Purge pauses only after a batch that deleted something: ranges with
+// nothing expired follow one another at once, so a Pause of an hour over
+// a table with nothing to purge ends as soon as the table is walked.
+func TestPurgePausesOnlyAfterDeleting(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	// Enough recent rows for several ranges of 8 blocks.
+	const recent = 2000
+	if _, err := e.pool.Exec(ctx, `INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, attempt, response, finished_at)
+		SELECT 't1', encode(sha256(('r' || g)::bytea), 'hex'), 'recent-' || g, 'pix.charge', 'completed', 1, '{}'::jsonb, now()
+		FROM generate_series(1, $1) g`, recent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(ctx, `ANALYZE actions`); err != nil {
+		t.Fatal(err)
+	}
+	// An hour-long pause after any batch would outlive this deadline, and
+	// Purge would return its error.
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	res, err := executor.Purge(pctx, e.pool, executor.PurgeParams{Batch: 10, Pause: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Actions != 0 || res.Batches < 2 {
+		t.Fatalf("purge: %+v, want nothing deleted over several batches", res)
+	}
+}

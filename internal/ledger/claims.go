@@ -189,9 +189,15 @@ type FreshClaim struct {
 // result (matched by key too), the first of them when they are equal.
 func QueueFreshClaims(b *pgx.Batch, rows []*NewIntent, owner string, lease time.Duration) []FreshClaim {
 	fs := make([]FreshClaim, len(rows))
-	args, _ := freezeArgs(rows)
-	args = append(args, owner, micros(lease))
-	b.Queue(intentActionClaimNewMany, args...).Query(func(rs pgx.Rows) error {
+	var q *pgx.QueuedQuery
+	if len(rows) == 1 && rows[0] != nil {
+		r := rows[0]
+		q = b.Queue(intentActionClaimNew, r.Tenant, r.Ref, r.Action, r.Version, encodePayload(r.Payload), r.Key, r.SourceRef, owner, micros(lease))
+	} else {
+		args, _ := freezeArgs(rows)
+		q = b.Queue(intentActionClaimNewMany, append(args, owner, micros(lease))...)
+	}
+	q.Query(func(rs pgx.Rows) error {
 		var (
 			attempt             int
 			tenant, ref, action string

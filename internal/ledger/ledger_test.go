@@ -178,7 +178,7 @@ func TestFreshClaimBuildsTheReadBack(t *testing.T) {
 // statements.
 var fragments = map[string]bool{
 	"syncCommitOn": true, "intentColumns": true, "actionColumns": true, "actionPrefixed": true,
-	"intentFreezeInsert": true, "actionAge": true, "SupersededClass": true,
+	"intentFreezeInsert": true, "actionClaimNewTail": true, "actionAge": true, "SupersededClass": true,
 }
 
 // Every statement has its name, so that tracers can tell them apart.

@@ -18,6 +18,7 @@ var statements = map[string]string{
 	actionClaim:              "actionClaim",
 	actionGetForIntent:       "actionGetForIntent",
 	intentActionClaimNewMany: "intentActionClaimNewMany",
+	intentActionClaimNew:     "intentActionClaimNew",
 	actionClaimMany:          "actionClaimMany",
 	actionGetForIntentMany:   "actionGetForIntentMany",
 	intentActionGetMany:      "intentActionGetMany",

@@ -46,6 +46,7 @@ var executorStatements = []pgtest.Statement{
 	{Name: "actionClaim", SQL: actionClaim},
 	{Name: "actionGetForIntent", SQL: actionGetForIntent},
 	{Name: "intentActionClaimNewMany", SQL: intentActionClaimNewMany},
+	{Name: "intentActionClaimNew", SQL: intentActionClaimNew},
 	{Name: "actionClaimMany", SQL: actionClaimMany},
 	{Name: "actionGetForIntentMany", SQL: actionGetForIntentMany},
 	{Name: "intentActionGetMany", SQL: intentActionGetMany},

@@ -200,7 +200,23 @@ WHERE a.tenant_id = $1 AND a.idem_key = (
 const intentActionClaimNewMany = `WITH ins AS (
 ` + intentFreezeInsert + `
 	RETURNING tenant_id, intent_ref, action, idem_key, created_at
-), cl AS (
+)` + actionClaimNewTail
+
+// intentActionClaimNew is intentActionClaimNewMany for one extraction, as
+// scalars ($1 to $7, intentFreeze's): what a lone call sends. Unnesting
+// seven one-element arrays cost a lone call more than the rest of the
+// statement's planning and binding (about 90 µs of PostgreSQL and driver
+// time per first execution, measured against this form on the same
+// connection).
+const intentActionClaimNew = `WITH ins AS (
+` + intentFreeze + `
+	RETURNING tenant_id, intent_ref, action, idem_key, created_at
+)` + actionClaimNewTail
+
+// actionClaimNewTail claims an action for each intent the statement's ins
+// inserted ($8 the owner, $9 the lease in microseconds) and returns what
+// intentActionClaimNewMany says.
+const actionClaimNewTail = `, cl AS (
 	INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, attempt, lease_owner, lease_until)
 	SELECT tenant_id, idem_key, intent_ref, action, 'started', 1, $8, clock_timestamp() + $9::bigint * interval '1 microsecond'
 	FROM ins
