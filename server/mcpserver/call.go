@@ -291,6 +291,15 @@ func (s *Server) executeError(tenant, action string, err error, note *callNote) 
 	case edge.KeyInUse:
 		r.Status = StatusInvalid
 		r.Message = "Refused: another intent of this tenant already froze exactly this action; an intent reference must name one unit of intent. Nothing was called. Do not retry."
+	case edge.RefusedData:
+		// As the sidecar's 400: telling a model to retry what the
+		// database refuses would have it call again and again.
+		r.Status = StatusInvalid
+		r.Message = "Refused: the database refused a value of this call. Nothing was frozen and nothing was called, and the same call would be refused again; fix the arguments. Do not retry with the same arguments."
+	case edge.UnknownAction:
+		// As the sidecar's 404.
+		r.Status = StatusInvalid
+		r.Message = "Unknown action: " + err.Error() + ". Nothing was frozen and nothing was called."
 	default:
 		r.Status, r.RetryAfterMillis = StatusError, 1000
 		r.Message = "The action could not be completed or recorded (database or timeout). Calling again with the same arguments in a second is safe: it reaches the provider under the same key."

@@ -57,7 +57,11 @@
 //	in_flight   isError true: call again with the same arguments after retry_after_ms
 //	review      isError true: do not retry; a person settles it (retrysafe resolve)
 //	invalid     isError true: the fields (named, never their values) or the
-//	            reference are wrong; nothing frozen, nothing called
+//	            reference are wrong, the database refused a value, the
+//	            payload is frozen under another reference, or the action
+//	            is unknown (the sidecar's 400, 409 and 404); nothing
+//	            frozen, nothing called, and the same call would be
+//	            refused again
 //	refused     isError true: no intent reference from the host
 //	error       isError true: database or timeout; the same call again is safe
 //
