@@ -171,6 +171,19 @@ func TestTinyRun(t *testing.T) {
 
 // The scale targets rest on the paired ratio of the preloaded tables to the
 // empty ones, and on each purge's p99 while it ran.
+// A floor target says what the minimal claim-before-call shape reaches in
+// the same run, the bound a runtime cannot pass with the same tool.
+func TestFloorTargetsNameTheMinimalShape(t *testing.T) {
+	rep := &report{
+		Pairs:   []pairStat{newPair("retrysafe first execution / floor", 32, []float64{0.40, 0.41, 0.42, 0.39})},
+		Results: []*result{{System: "floor", Workload: floorToolName, Callers: 32, Ratio: 0.37}},
+	}
+	rep.checkTargets()
+	if len(rep.Targets) != 1 || rep.Targets[0].Met || !strings.Contains(rep.Targets[0].Actual, "commit + tool + commit reaches 0.37 of the floor here") {
+		t.Fatalf("targets: %+v", rep.Targets)
+	}
+}
+
 func TestScaleTargets(t *testing.T) {
 	pair := newPair("x", 32, []float64{0.88, 0.91, 0.92, 0.93})
 	rep := &report{Scale: &scaleResult{Rows: 10_000_000, Callers: 32, Pair: &pair, Purges: []*purgeRun{

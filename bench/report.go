@@ -146,7 +146,14 @@ func (rep *report) checkTargets() {
 	}
 	atLeast := func(name, pair string, callers int, min float64, unit string) {
 		if p, ok := rep.findPair(pair, callers); ok {
-			addT(name, p.text(unit), p.Median >= min, !p.Stable)
+			got := p.text(unit)
+			// The least any claim-before-call design does, on the same
+			// machine: a target above it is bound by the tool's and the
+			// commits' own cost, not by the runtime.
+			if f := rep.find("floor", floorToolName, callers); f != nil && f.Ratio > 0 {
+				got += fmt.Sprintf("; commit + tool + commit reaches %.2f of the floor here", f.Ratio)
+			}
+			addT(name, got, p.Median >= min, !p.Stable)
 		}
 	}
 	atLeast("first executions >= 0.60 x floor at 32 callers", "retrysafe first execution / floor", 32, 0.60, "")
