@@ -18,18 +18,18 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.duration != 5*time.Second || c.scaleRows != 1_000_000 || len(c.concurrency) != 4 || c.scaleCallers != 32 || c.rounds != 6 || c.slice != time.Second || c.scaleWarmup != 30*time.Second {
+	if c.scaleRows != 1_000_000 || len(c.concurrency) != 4 || c.scaleCallers != 32 || c.rounds != 6 || c.slice != time.Second || c.scaleWarmup != 30*time.Second {
 		t.Fatalf("defaults: %+v", c)
 	}
-	q, err := parseFlags([]string{"--quick", "--duration", "2s"}, io.Discard)
+	q, err := parseFlags([]string{"--quick", "--slice", "2s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.duration != 2*time.Second || q.scaleRows != 20_000 || len(q.concurrency) != 2 || q.scaleCallers != 8 || q.rounds != 3 || q.scaleWarmup != 0 {
+	if q.slice != 2*time.Second || q.sliceWarmup != 100*time.Millisecond || q.scaleRows != 20_000 || len(q.concurrency) != 2 || q.scaleCallers != 8 || q.rounds != 3 || q.scaleWarmup != 0 {
 		t.Fatalf("quick: %+v", q)
 	}
 	for _, bad := range [][]string{{"--concurrency", "0"}, {"--concurrency", "a"}, {"--only", "("}, {"extra"},
-		{"--private-server", "shared_buffers"}, {"--private-server", "-", "--db", "postgres://x"}, {"--private-server", "-", "--scale-db", "kept"}, {"--scale-warmup", "-1s"}} {
+		{"--private-server", "shared_buffers"}, {"--private-server", "-", "--db", "postgres://x"}, {"--private-server", "-", "--scale-db", "kept"}, {"--scale-warmup", "-1s"}, {"--duration", "5s"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Fatalf("%v: no error", bad)
 		}
@@ -77,7 +77,7 @@ func TestTinyRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs PostgreSQL; -short skips it")
 	}
-	cfg, err := parseFlags([]string{"--quick", "--concurrency", "1,2", "--duration", "500ms", "--warmup", "250ms",
+	cfg, err := parseFlags([]string{"--quick", "--concurrency", "1,2",
 		"--scale-rows", "2000", "--scale-callers", "2", "--rounds", "3", "--slice", "200ms",
 		"--purge-rows", "2000", "--purge-settings", "20/10ms", "--purge-callers", "2", "--purge-rounds", "3"}, io.Discard)
 	if err != nil {

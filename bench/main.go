@@ -4,7 +4,7 @@
 //
 //	./scripts/bench                      the full run (under 10 minutes on 2 cores)
 //	./scripts/bench --quick              a smoke run (about a minute)
-//	./scripts/bench --concurrency 8,32 --duration 10s --skip-dbos --skip-scale
+//	./scripts/bench --concurrency 8,32 --slice 2s --skip-dbos --skip-scale
 //
 // Every database-touching benchmark creates its own database on the server
 // (--db, default $BENCH_DATABASE_URL, $TEST_DATABASE_URL or the local one)
@@ -45,8 +45,6 @@ const defaultPurgeSettings = "100/20ms"
 type config struct {
 	dbURL        string
 	quick        bool
-	duration     time.Duration
-	warmup       time.Duration
 	concurrency  []int
 	maxConns     int
 	skipDBOS     bool
@@ -136,8 +134,6 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var (
 		c     config
 		conc  string
-		dur   = fs.Duration("duration", 0, "measured time of the points outside the rotation: races, scale, purge (default 5s, 1s with --quick)")
-		warm  = fs.Duration("warmup", 0, "unmeasured time before each such point (default 1s, 300ms with --quick)")
 		rows  = fs.Int("scale-rows", 0, "intents and actions preloaded for the scale runs (default 1000000, 20000 with --quick; 10000000 is a week of retention at ~15 executions/s)")
 		scale = fs.Int("scale-callers", 32, "concurrent callers of the preloaded-tables-against-empty comparison")
 		purge = fs.String("purge-settings", defaultPurgeSettings, "executor.PurgeParams Batch/Pause of each purge under load, comma-separated BATCH/PAUSE (e.g. 1000/0,100/20ms), or none")
@@ -171,13 +167,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	c.duration, c.warmup, c.scaleRows, c.rounds, c.purgeRounds = 5*time.Second, time.Second, 1_000_000, 6, 12
+	c.scaleRows, c.rounds, c.purgeRounds = 1_000_000, 6, 12
 	c.slice, c.sliceWarmup = time.Second, 250*time.Millisecond
 	if conc == "" {
 		conc = "1,8,32,128"
 	}
 	if c.quick {
-		c.duration, c.warmup, c.scaleRows, c.rounds, c.purgeRounds = time.Second, 300*time.Millisecond, 20_000, 3, 4
+		c.scaleRows, c.rounds, c.purgeRounds = 20_000, 3, 4
 		c.slice, c.sliceWarmup = 300*time.Millisecond, 100*time.Millisecond
 		if !flagSet(fs, "concurrency") {
 			conc = "1,8"
@@ -185,12 +181,6 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		if !flagSet(fs, "scale-callers") {
 			*scale = 8
 		}
-	}
-	if *dur > 0 {
-		c.duration = *dur
-	}
-	if *warm > 0 {
-		c.warmup = *warm
 	}
 	if *rows > 0 {
 		c.scaleRows = *rows
@@ -374,8 +364,8 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	}
 	rep := newReport(cfg, settings)
 	began := time.Now()
-	b.logf("bench: %s, fsync=%s synchronous_commit=%s; %s per point after %s warm-up; callers %v; pool min(callers, %d)",
-		settings["server_version"], settings["fsync"], settings["synchronous_commit"], cfg.duration, cfg.warmup, cfg.concurrency, cfg.maxConns)
+	b.logf("bench: %s, fsync=%s synchronous_commit=%s; slices of %s after %s warm-up, %d rounds per level; callers %v; pool min(callers, %d)",
+		settings["server_version"], settings["fsync"], settings["synchronous_commit"], cfg.slice, cfg.sliceWarmup, cfg.rounds, cfg.concurrency, cfg.maxConns)
 	if b.pgss {
 		b.logf("bench: pg_stat_statements is loaded: each point records its statements (it costs the server a few per cent)")
 	}

@@ -25,16 +25,17 @@ type report struct {
 	Command string    `json:"command"`
 	Machine machine   `json:"machine"`
 	// Session is --session-settings: what every benchmark session set.
-	Session  map[string]string `json:"session_settings,omitempty"`
-	Duration string            `json:"duration_per_point"`
-	Warmup   string            `json:"warmup"`
-	MaxConns int               `json:"max_conns"`
-	Results  []*result         `json:"results"`
-	Races    []*raceResult     `json:"races,omitempty"`
-	Scale    *scaleResult      `json:"scale,omitempty"`
-	Pairs    []pairStat        `json:"paired_ratios,omitempty"`
-	Targets  []target          `json:"targets"`
-	Seconds  float64           `json:"seconds"`
+	Session     map[string]string `json:"session_settings,omitempty"`
+	Slice       string            `json:"slice"`        // one workload's measured time per round
+	SliceWarmup string            `json:"slice_warmup"` // unmeasured before each slice
+	Rounds      int               `json:"rounds"`
+	MaxConns    int               `json:"max_conns"`
+	Results     []*result         `json:"results"`
+	Races       []*raceResult     `json:"races,omitempty"`
+	Scale       *scaleResult      `json:"scale,omitempty"`
+	Pairs       []pairStat        `json:"paired_ratios,omitempty"`
+	Targets     []target          `json:"targets"`
+	Seconds     float64           `json:"seconds"`
 
 	floor map[int]float64
 }
@@ -55,8 +56,8 @@ func newReport(cfg config, pg map[string]string) *report {
 	}
 	return &report{
 		Date: time.Now().UTC(), Command: cmd,
-		Machine:  machine{CPU: cpuModel(), Cores: runtime.NumCPU(), Kernel: kernel(), Go: runtime.Version(), Postgres: pg},
-		Duration: cfg.duration.String(), Warmup: cfg.warmup.String(), MaxConns: cfg.maxConns,
+		Machine: machine{CPU: cpuModel(), Cores: runtime.NumCPU(), Kernel: kernel(), Go: runtime.Version(), Postgres: pg},
+		Slice:   cfg.slice.String(), SliceWarmup: cfg.sliceWarmup.String(), Rounds: cfg.rounds, MaxConns: cfg.maxConns,
 		Session: cfg.session,
 		floor:   map[int]float64{},
 	}
@@ -244,8 +245,8 @@ func (rep *report) markdown() string {
 		slices.Sort(kv)
 		fmt.Fprintf(&sb, "- every benchmark session set %s (session-level; the server's configuration unchanged)\n", strings.Join(kv, ", "))
 	}
-	fmt.Fprintf(&sb, "- command: `%s` (%s per point after %s warm-up; pool = min(callers, %d); %.0fs in all)\n\n",
-		rep.Command, rep.Duration, rep.Warmup, rep.MaxConns, rep.Seconds)
+	fmt.Fprintf(&sb, "- command: `%s` (slices of %s after %s warm-up, %d rounds per level; pool = min(callers, %d); %.0fs in all)\n\n",
+		rep.Command, rep.Slice, rep.SliceWarmup, rep.Rounds, rep.MaxConns, rep.Seconds)
 	sb.WriteString("| system | workload | callers | ops/s | × floor (IQR) | p50 ms | p99 ms | added p99 ms | commits/op | WAL B/op | CPU µs/op client / server | note |\n")
 	sb.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rep.Results {
