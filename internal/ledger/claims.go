@@ -39,7 +39,7 @@ type Freeze struct {
 func QueueFreeze(b *pgx.Batch, id ID, row *NewIntent) *Freeze {
 	f := &Freeze{}
 	if row != nil {
-		b.Queue(intentFreeze, row.Tenant, row.Ref, row.Action, row.Version, encodePayload(row.Payload), row.Key, row.SourceRef).
+		b.Queue(intentFreeze, row.scalars()...).
 			Exec(func(ct pgconn.CommandTag) error {
 				f.Inserted = ct.RowsAffected() == 1
 				return nil
@@ -191,8 +191,7 @@ func QueueFreshClaims(b *pgx.Batch, rows []*NewIntent, owner string, lease time.
 	fs := make([]FreshClaim, len(rows))
 	var q *pgx.QueuedQuery
 	if len(rows) == 1 && rows[0] != nil {
-		r := rows[0]
-		q = b.Queue(intentActionClaimNew, r.Tenant, r.Ref, r.Action, r.Version, encodePayload(r.Payload), r.Key, r.SourceRef, owner, micros(lease))
+		q = b.Queue(intentActionClaimNew, append(rows[0].scalars(), owner, micros(lease))...)
 	} else {
 		args, _ := freezeArgs(rows)
 		q = b.Queue(intentActionClaimNewMany, append(args, owner, micros(lease))...)
@@ -309,6 +308,12 @@ func QueueIntentsByKey(b *pgx.Batch, tenants, keys []string) []*Intent {
 		return rows.Err()
 	})
 	return ins
+}
+
+// scalars is intentFreeze's $1 to $7 for row, which
+// intentActionClaimNew shares.
+func (row *NewIntent) scalars() []any {
+	return []any{row.Tenant, row.Ref, row.Action, row.Version, encodePayload(row.Payload), row.Key, row.SourceRef}
 }
 
 // freezeArgs is intentFreezeInsert's seven parameters for the rows that

@@ -203,11 +203,10 @@ const intentActionClaimNewMany = `WITH ins AS (
 )` + actionClaimNewTail
 
 // intentActionClaimNew is intentActionClaimNewMany for one extraction, as
-// scalars ($1 to $7, intentFreeze's): what a lone call sends. Unnesting
-// seven one-element arrays cost a lone call more than the rest of the
-// statement's planning and binding (about 90 µs of PostgreSQL and driver
-// time per first execution, measured against this form on the same
-// connection).
+// scalars ($1 to $7, intentFreeze's): what a lone call sends. Seven
+// one-element arrays to encode and unnest made the lone claim's round trip
+// 2 to 4 % longer than this form (BenchmarkFreshClaimForms, the two
+// interleaved on one connection).
 const intentActionClaimNew = `WITH ins AS (
 ` + intentFreeze + `
 	RETURNING tenant_id, intent_ref, action, idem_key, created_at
