@@ -333,26 +333,35 @@ func TestMeasureSplitsAroundTool(t *testing.T) {
 
 // Rounds' statements merge by query text, the largest total first, and the
 // table gives them per operation.
-func TestPoolStatements(t *testing.T) {
-	a := &result{System: "retrysafe", Workload: "first execution", Callers: 8, Statements: &statements{Ops: 100, Stmts: []stmtStat{
-		{Query: "claim", Calls: 100, TotalMs: 20, Rows: 100}, {Query: "complete", Calls: 100, TotalMs: 10, Rows: 100}}}}
-	b := &result{Statements: &statements{Ops: 300, Stmts: []stmtStat{
-		{Query: "complete", Calls: 300, TotalMs: 90, Rows: 300}, {Query: "plans", Calls: 300, TotalMs: 1}}}}
-	p := poolStatements([]*result{a, b})
+func TestStatementsSince(t *testing.T) {
+	before := map[string]stmtStat{
+		"claim":    {Query: "claim", Calls: 50, TotalMs: 10, Rows: 50},
+		"complete": {Query: "complete", Calls: 50, TotalMs: 5, Rows: 50},
+		"idle":     {Query: "idle", Calls: 7, TotalMs: 3},
+	}
+	now := map[string]stmtStat{
+		"claim":    {Query: "claim", Calls: 150, TotalMs: 30, Rows: 150},
+		"complete": {Query: "complete", Calls: 450, TotalMs: 105, Rows: 450},
+		"idle":     {Query: "idle", Calls: 7, TotalMs: 3},
+		"plans":    {Query: "plans", Calls: 300, TotalMs: 1},
+	}
+	p := statementsSince(before, now, 400)
 	if p.Ops != 400 || len(p.Stmts) != 3 || p.Stmts[0] != (stmtStat{Query: "complete", Calls: 400, TotalMs: 100, Rows: 400}) ||
 		p.Stmts[1].Query != "claim" || p.Stmts[2].Query != "plans" {
-		t.Fatalf("pooled: %+v", p)
+		t.Fatalf("since: %+v", p)
 	}
 	if got := p.execMsPerOp(); got != 121.0/400 {
 		t.Fatalf("exec ms/op %v", got)
 	}
-	if poolStatements([]*result{a, {}}) != nil {
-		t.Fatal("a round without statements must leave the row without")
+	if empty := statementsSince(now, now, 10); len(empty.Stmts) != 0 {
+		t.Fatalf("statements that did not run again: %+v", empty)
 	}
-	a.Statements = p
+	a := &result{System: "retrysafe", Workload: "first execution", Callers: 8, Statements: p}
+	p.Stmts[1].Query = "WITH ins AS (\n\tINSERT"
 	var sb strings.Builder
 	(&report{Results: []*result{a}}).statementsTable(&sb)
-	if !strings.Contains(sb.String(), "| retrysafe | first execution | 8 | 0.302 |") || !strings.Contains(sb.String(), "`complete` | 1.00 | 0.250 | 1.0 |") {
+	if !strings.Contains(sb.String(), "| retrysafe | first execution | 8 | 0.302 |") || !strings.Contains(sb.String(), "`complete` | 1.00 | 0.250 | 1.0 |") ||
+		!strings.Contains(sb.String(), "`WITH ins AS ( INSERT` |") {
 		t.Fatalf("table:\n%s", sb.String())
 	}
 }

@@ -162,22 +162,26 @@ func (b *bench) newSlot(ctx context.Context, w workload, db *database) *slot {
 			}
 		}
 	}
-	if err := b.waitIdle(ctx, s.db); err != nil {
-		s.err = err
-		return s
-	}
-	c0, err := s.db.counters(ctx)
-	if err != nil {
-		s.err = err
-		return s
-	}
-	s.commits, s.blksRead, s.blksHit = -c0.commits, -c0.blksRead, -c0.blksHit
-	if b.pgss {
-		if s.stmts, err = s.db.statementTotals(ctx); err != nil {
-			s.err = err
-		}
-	}
+	s.err = b.countFrom(ctx, s)
 	return s
+}
+
+// countFrom starts s's per-database counters (and its statements, when
+// pg_stat_statements is loaded) from now, once the database's backends
+// have exited and flushed their statistics; pooled subtracts them.
+func (b *bench) countFrom(ctx context.Context, s *slot) error {
+	if err := b.waitIdle(ctx, s.db); err != nil {
+		return err
+	}
+	c, err := s.db.counters(ctx)
+	if err != nil {
+		return err
+	}
+	s.commits, s.blksRead, s.blksHit = -c.commits, -c.blksRead, -c.blksHit
+	if b.pgss {
+		s.stmts, err = s.db.statementTotals(ctx)
+	}
+	return err
 }
 
 // dropSlots drops the databases the slots created.

@@ -222,11 +222,21 @@ type warmStep struct {
 // Each part's rate and full-page images per operation say how long that
 // lasts. The slot's counters start again after it.
 func (b *bench) warmScale(ctx context.Context, s *slot, callers, conns int, d time.Duration) ([]warmStep, error) {
+	steps, err := b.warm(ctx, s, callers, conns, d)
+	if err != nil {
+		return steps, err
+	}
+	return steps, b.countFrom(ctx, s) // the rounds count from here
+}
+
+// warm is warmScale's executions, on pools of their own that are closed
+// when it returns.
+func (b *bench) warm(ctx context.Context, s *slot, callers, conns int, d time.Duration) ([]warmStep, error) {
 	op, stop, err := s.w.start(ctx, s.db, conns)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { stop() }() // the pools close before the rounds open theirs
+	defer stop()
 	var steps []warmStep
 	began := time.Now()
 	for left := d; left > 0 && ctx.Err() == nil; left -= warmChunk {
@@ -251,18 +261,7 @@ func (b *bench) warmScale(ctx context.Context, s *slot, callers, conns int, d ti
 		steps = append(steps, st)
 		b.logf("  warming %s: %3.0fs, %5.0f ops/s, %.2f full-page images/op, %5.0f WAL B/op", s.w.name, st.Seconds, st.Rate, st.FPIPerOp, st.WALPerOp)
 	}
-	stop()
-	stop = func() {}
-	// The rounds count from here.
-	c, err := s.db.counters(ctx)
-	if err != nil {
-		return steps, err
-	}
-	s.commits, s.blksRead, s.blksHit = -c.commits, -c.blksRead, -c.blksHit
-	if s.stmts != nil {
-		s.stmts, err = s.db.statementTotals(ctx)
-	}
-	return steps, err
+	return steps, nil
 }
 
 func (b *bench) logSizes(what string, s *ledgerSizes) {

@@ -106,38 +106,6 @@ func statementsSince(before, now map[string]stmtStat, ops int64) *statements {
 	return out
 }
 
-// poolStatements merges rounds' statements by query text.
-func poolStatements(rounds []*result) *statements {
-	out := &statements{}
-	at := map[string]int{}
-	for _, r := range rounds {
-		if r.Statements == nil {
-			return nil
-		}
-		out.Ops += r.Statements.Ops
-		for _, s := range r.Statements.Stmts {
-			i, ok := at[s.Query]
-			if !ok {
-				i = len(out.Stmts)
-				at[s.Query] = i
-				out.Stmts = append(out.Stmts, stmtStat{Query: s.Query})
-			}
-			t := &out.Stmts[i]
-			t.Calls, t.TotalMs, t.Rows = t.Calls+s.Calls, t.TotalMs+s.TotalMs, t.Rows+s.Rows
-		}
-	}
-	slices.SortStableFunc(out.Stmts, func(a, b stmtStat) int {
-		switch {
-		case a.TotalMs > b.TotalMs:
-			return -1
-		case a.TotalMs < b.TotalMs:
-			return 1
-		}
-		return 0
-	})
-	return out
-}
-
 // statementsTable writes, for the rows that have them, the statements that
 // took the most execution time, per operation.
 func (rep *report) statementsTable(sb *strings.Builder) {
