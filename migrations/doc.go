@@ -13,5 +13,13 @@
 // through search_path, so the same files serve any schema name and tests can
 // give each package its own database.
 //
+// A rule on one column of intents or actions is a domain (intent_name,
+// intent_key, action_status, action_attempt: 013), not a table CHECK:
+// PostgreSQL parses and plans a table's CHECK constraints again for every
+// statement that writes the table, which every call's claim and completion
+// would pay, and plans a domain's once per backend. Only the rule across
+// two columns (a started action holds a lease) is a table CHECK
+// (TestLedgerTablesCheckOnlyAcrossColumns).
+//
 // This package imports only pgx.
 package migrations

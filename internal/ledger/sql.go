@@ -299,8 +299,8 @@ ORDER BY updated_at DESC, idem_key LIMIT $3`
 // (TestGenericPlansReadWhatTheyName). Only the reconciler's scan, which
 // wants that index, names the status.
 const actionComplete = `UPDATE actions
-SET status = $5, response = $6::jsonb, error = $7::jsonb, lease_owner = NULL, lease_until = NULL,
-	finished_at = CASE WHEN $5 IN ('completed', 'failed') THEN now() END, updated_at = now()
+SET status = $5::text, response = $6::jsonb, error = $7::jsonb, lease_owner = NULL, lease_until = NULL,
+	finished_at = CASE WHEN $5::text IN ('completed', 'failed') THEN now() END, updated_at = now()
 WHERE tenant_id = $1 AND idem_key = $2 AND lease_owner = $3 AND attempt = $4 AND lease_until IS NOT NULL`
 
 // actionCompleteAsync is actionComplete committed without waiting for its
@@ -390,7 +390,7 @@ RETURNING a.tenant_id, a.idem_key, a.attempt, a.error, extract(epoch FROM now() 
 // actionResolve applies an operator's decision to an action in review (or,
 // when forced, to a started one whose lease expired).
 const actionResolve = `UPDATE actions
-SET status = $3,
+SET status = $3::text,
 	response = CASE WHEN $3 = 'completed' THEN $4::jsonb ELSE response END,
 	error = coalesce(error, '{}'::jsonb)
 		|| CASE WHEN $3 = 'failed' THEN '{"class":"definitive"}'::jsonb ELSE '{}'::jsonb END
@@ -528,7 +528,7 @@ VALUES ($1, $2, $3, 1, '{}', $5, now() - $4::bigint * interval '1 microsecond', 
 // settled, finished) $6 microseconds ago; a started one under a dead
 // worker's lease that ran out 30 seconds after it began.
 const actionInsertAged = `INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, lease_owner, lease_until, created_at, updated_at, finished_at)
-VALUES ($1, $2, $3, $4, $5,
+VALUES ($1, $2, $3, $4, $5::text,
 	CASE WHEN $5 = 'started' THEN 'dead-worker' END,
 	CASE WHEN $5 = 'started' THEN now() - $6::bigint * interval '1 microsecond' + interval '30 seconds' END,
 	now() - $6::bigint * interval '1 microsecond', now() - $6::bigint * interval '1 microsecond',

@@ -1,0 +1,163 @@
+package migrations_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/migrations"
+)
+
+// The column rules of intents and actions hold as they did when they were
+// table CHECK constraints (migration 013 made them domains): each bad
+// value is refused, and a good row goes in.
+func TestLedgerColumnRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := pgtest.Schema(t, nil)
+
+	intent := func(tenant, ref, action, key string) string {
+		return `INSERT INTO intents (tenant_id, intent_ref, action, rules_version, payload, idem_key) VALUES ('` +
+			tenant + `', '` + ref + `', '` + action + `', 1, '{}', '` + key + `')`
+	}
+	action := func(key, status, attempt, lease string) string {
+		return `INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, attempt, lease_until) VALUES ('t1', '` +
+			key + `', 'r', 'a', '` + status + `', ` + attempt + `, ` + lease + `)`
+	}
+	refused := map[string]string{
+		"empty tenant":            intent("", "r1", "a", "k1"),
+		"empty ref":               intent("t1", "", "a", "k2"),
+		"empty action":            intent("t1", "r3", "", "k3"),
+		"empty key":               intent("t1", "r4", "a", ""),
+		"key of 256":              intent("t1", "r5", "a", strings.Repeat("k", 256)),
+		"unknown status":          action("k6", "done", "1", "NULL"),
+		"attempt 0":               action("k7", "completed", "0", "NULL"),
+		"started without a lease": action("k8", "started", "1", "NULL"),
+		"completed with a lease":  action("k9", "completed", "1", "now()"),
+		"amended to empty ref":    `UPDATE intents SET intent_ref = '' WHERE tenant_id = 't1'`,
+		"completed to bad status": `UPDATE actions SET status = 'nope' WHERE tenant_id = 't1'`,
+	}
+	for _, ok := range []string{intent("t1", "r0", "a", strings.Repeat("k", 255)), action("k0", "completed", "1", "NULL"),
+		action("k00", "started", "2", "now()")} {
+		if _, err := pool.Exec(ctx, ok); err != nil {
+			t.Fatalf("%s: %v", ok, err)
+		}
+	}
+	for name, stmt := range refused {
+		_, err := pool.Exec(ctx, stmt)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "23514" {
+			t.Errorf("%s: got %v, want a check violation (23514)", name, err)
+		}
+	}
+}
+
+// intents and actions keep no table CHECK but the one cross-column rule:
+// a table's CHECK constraints are parsed and planned again by every
+// statement that writes the table, which the claim and the completion of
+// every call pay (see migrations/013_domain_checks.sql); a column's rule
+// belongs in a domain, whose constraints a backend plans once.
+func TestLedgerTablesCheckOnlyAcrossColumns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, schema := pgtest.Schema(t, nil)
+	rows, err := pool.Query(ctx, `SELECT conrelid::regclass::text, conname FROM pg_constraint
+WHERE connamespace = $1::regnamespace AND contype = 'c' AND conrelid IN ('intents'::regclass, 'actions'::regclass)
+ORDER BY 1, 2`, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var table, name string
+		err := r.Scan(&table, &name)
+		return table + "." + name, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != "actions.actions_check" {
+		t.Fatalf("table CHECK constraints on intents and actions: %v, want only actions.actions_check", got)
+	}
+}
+
+// Migration 013 changes the types of key columns of the two largest
+// tables: it must rewrite neither table nor their key indexes (a rewrite
+// holds an exclusive lock for as long as it copies every row). On a schema
+// with rows at version 12, their storage is the same file afterwards, and
+// the rows satisfy the new rules.
+func TestDomainMigrationRewritesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t, nil)
+	schema := pgtest.SchemaName(t, "m13_")
+	all, err := migrations.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			t.Fatalf("%.80s: %v", sql, err)
+		}
+	}
+	exec(`CREATE SCHEMA ` + schema)
+	exec(`SET LOCAL search_path TO ` + schema)
+	var m13 string
+	for _, m := range all {
+		switch {
+		case m.Version < 13:
+			exec(m.SQL)
+		case m.Version == 13:
+			m13 = m.SQL
+		}
+	}
+	if m13 == "" {
+		t.Fatal("no migration 013")
+	}
+	exec(`INSERT INTO intents (tenant_id, intent_ref, action, rules_version, payload, idem_key)
+SELECT 't1', 'r' || g, 'pix.charge', 1, '{}', md5(g::text) FROM generate_series(1, 500) g`)
+	exec(`INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, attempt, lease_owner, lease_until)
+SELECT 't1', md5(g::text), 'r' || g, 'pix.charge', 'started', 1, 'w', now() + interval '1 minute' FROM generate_series(1, 500) g`)
+	files := func() map[string]uint32 {
+		rows, err := tx.Query(ctx, `SELECT relname, relfilenode FROM pg_class
+WHERE relnamespace = $1::regnamespace AND relname IN ('intents', 'actions', 'intents_pkey', 'intents_idem_key_tenant_id_key', 'actions_pkey')`, schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]uint32{}
+		for rows.Next() {
+			var name string
+			var node uint32
+			if err := rows.Scan(&name, &node); err != nil {
+				t.Fatal(err)
+			}
+			m[name] = node
+		}
+		if err := rows.Err(); err != nil || len(m) != 5 {
+			t.Fatalf("relations %v, %v", m, err)
+		}
+		return m
+	}
+	before := files()
+	exec(m13)
+	after := files()
+	for name, node := range before {
+		if after[name] != node {
+			t.Errorf("%s was rewritten by migration 013 (file %d, now %d)", name, node, after[name])
+		}
+	}
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM intents i JOIN actions a USING (tenant_id, idem_key) WHERE a.status = 'started'`).Scan(&n); err != nil || n != 500 {
+		t.Fatalf("after 013: %d rows, %v", n, err)
+	}
+}
