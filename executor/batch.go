@@ -60,6 +60,9 @@ type grouper struct {
 	// statement over arrays per step where it can: claimsBuild(queueClaims,
 	// queueFresh or queueLookups), buildCompletes.
 	build func(*pgx.Batch, []*unit)
+	// plans opens every group's batch: ledger.QueuePlans, or
+	// ledger.QueueLookupPlans for the read-first lookups.
+	plans func(*pgx.Batch)
 
 	// readOnly: the latest groups wrote nothing (see Executor.noteClaim),
 	// so a further group goes out as soon as anything waits.
@@ -71,7 +74,7 @@ type grouper struct {
 }
 
 func newGrouper(db DBTX, max, slots int, build func(*pgx.Batch, []*unit)) *grouper {
-	return &grouper{db: db, max: max, slots: slots, build: build}
+	return &grouper{db: db, max: max, slots: slots, build: build, plans: ledger.QueuePlans}
 }
 
 // do runs queue's statements in the next group and returns the group's
@@ -145,7 +148,7 @@ func (g *grouper) send(units []*unit) {
 	}
 	slices.SortFunc(units, func(a, b *unit) int { return strings.Compare(a.order, b.order) })
 	b := &pgx.Batch{}
-	ledger.QueuePlans(b)
+	g.plans(b)
 	g.build(b, units)
 	// The group outlives any one caller: a caller that gives up must not
 	// cancel the others' writes.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/ledger"
 	"github.com/retrysafe/retrysafe/tools"
 )
 
@@ -300,6 +301,7 @@ func New(cfg Config) (*Executor, error) {
 	e.fresh = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, claimsBuild(e.queueFresh))
 	e.lookups = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, claimsBuild(e.queueLookups))
 	e.lookups.readOnly.Store(true) // nothing to commit: no reason to wait
+	e.lookups.plans = ledger.QueueLookupPlans
 	return e, nil
 }
 

@@ -335,7 +335,7 @@ func TestReadFirstReplays(t *testing.T) {
 				t.Fatalf("replay %d before read-only mode sent %q, want the fresh claim, then the freeze and claim's 4 statements, each batch behind the plan settings", i, sql)
 			}
 		case i >= 32:
-			if len(sql) != 2 || ledger.Name(sql[0]) != "groupPlans" || ledger.Name(sql[1]) != "intentActionGet" {
+			if len(sql) != 2 || ledger.Name(sql[0]) != "lookupPlans" || ledger.Name(sql[1]) != "intentActionGet" {
 				t.Fatalf("replay %d in read-only mode sent %d statements: %q", i, len(sql), sql)
 			}
 		}
@@ -366,6 +366,59 @@ func TestReadFirstReplays(t *testing.T) {
 	}
 	if ex.ClaimsReadOnly() {
 		t.Fatal("still in read-only mode after a claim that wrote")
+	}
+}
+
+// A replay storm's read-first lookups go out as groups, whose statement
+// (intentActionGetMany) runs its generic plan: left to choose, PostgreSQL
+// planned it afresh for every group (custom plans, the arrays' lengths
+// known), which took a third of the server's CPU per replay at 8 callers.
+// The other group statements keep choosing (see ledger's groupPlans).
+func TestLookupGroupsRunGenericPlans(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	pool := envPool(t, e, 1, nil) // one session: its prepared statements are what is read
+	ex := e.another(t, "generic", func(c *executor.Config) { c.DB = pool })
+	call := func(i int) executor.Call {
+		return pixCall("t1", fmt.Sprintf("gen-%d", i), extraction(i, testutil.CPF(77000+i)))
+	}
+	// First executions, then replays: past 32 that wrote nothing the
+	// claims turn read-first, and 64 callers on one connection share
+	// lookups groups.
+	for range 4 {
+		for i, r := range runConcurrent(64, call, ex) {
+			checkErr(t, i, r)
+		}
+	}
+	if !ex.ClaimsReadOnly() {
+		t.Fatal("not in read-only mode after replays")
+	}
+	plans := map[string][2]int64{}
+	rows, err := pool.Query(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var sql string
+		var generic, custom int64
+		if err := rows.Scan(&sql, &generic, &custom); err != nil {
+			t.Fatal(err)
+		}
+		plans[ledger.Name(sql)] = [2]int64{generic, custom}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := plans["intentActionGetMany"]
+	if !ok {
+		t.Fatalf("no lookups group ran: prepared %v", plans)
+	}
+	if got[0] == 0 || got[1] != 0 {
+		t.Fatalf("intentActionGetMany: %d generic and %d custom plans, want generic only", got[0], got[1])
+	}
+	if got, ok := plans["intentActionClaimNewMany"]; ok && got[1] == 0 {
+		t.Fatalf("intentActionClaimNewMany: %d generic and %d custom plans: the fresh claims groups should keep choosing", got[0], got[1])
 	}
 }
 

@@ -18,8 +18,13 @@ import (
 // they are there once the batch's results are closed, and a batch sent
 // again after a failure must be queued again (fresh results).
 
-// QueuePlans queues groupPlans: every executor batch opens with it.
+// QueuePlans queues groupPlans: every executor batch opens with it (a
+// lookups group with QueueLookupPlans, which includes it).
 func QueuePlans(b *pgx.Batch) { b.Queue(groupPlans) }
+
+// QueueLookupPlans queues lookupPlans: a group of read-first lookups
+// (QueueLookups) opens with it instead.
+func QueueLookupPlans(b *pgx.Batch) { b.Queue(lookupPlans) }
 
 // QueueDurable queues intentDurable: the batch commits synchronously
 // whatever the session says.

@@ -3,6 +3,7 @@ package ledger
 // statements names the ledger's statements by their text.
 var statements = map[string]string{
 	groupPlans:               "groupPlans",
+	lookupPlans:              "lookupPlans",
 	intentDurable:            "intentDurable",
 	intentFreeze:             "intentFreeze",
 	intentFreezeMany:         "intentFreezeMany",

@@ -43,11 +43,17 @@ const intentDurable = `SELECT ` + syncCommitOn
 // batch; a batch of one call measured the same with it and without, within
 // noise.
 //
-// The group statements' plans are not forced generic: PostgreSQL keeps
-// planning them for the arrays at hand, which costs CPU (a forced generic
-// plan took about 17 % less PostgreSQL time per replay at 8 callers) but
-// keeps every plan true to the tables as they are, where a generic plan
-// would be made once for a table as it looked at its first use.
+// The group statements' plans are not forced generic (the read-first
+// lookups' are: lookupPlans): PostgreSQL keeps planning them for the arrays
+// at hand, which costs CPU but keeps every plan true to the tables as they
+// are, where a generic plan is made once, for a table as it looked at its
+// first use. A generic plan made while the tables were vacuumed empty reads
+// whole indexes (TestGenericPlansOnVacuumedTables); a custom plan made on
+// the same statistics sees the table's current size, so it mends as the
+// table grows. For the completions group that plan is a read of the whole
+// primary key, per group, for as long as the connection lives or until an
+// ANALYZE of the table: not a risk to take for the CPU it would save (none
+// measurable in first executions).
 //
 // It also makes the batch's transaction commit synchronously
 // (syncCommitOn), whatever the server, database, role or session says: a
@@ -59,6 +65,21 @@ const intentDurable = `SELECT ` + syncCommitOn
 // and no round trip.
 const groupPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
 	set_config('enable_mergejoin', 'off', true), ` + syncCommitOn
+
+// lookupPlans is groupPlans for a group of read-first lookups
+// (intentActionGetMany, queued by QueueLookups), forcing its generic plan
+// for the batch's transaction: planned for the arrays at hand every time
+// it ran, replays at 8 callers took 60 to 68 µs of PostgreSQL CPU each,
+// and 39 to 44 with the generic plan, their rate going from 1.08 to 1.30
+// times the single-row floor to 1.51 to 1.68 (./scripts/bench --only
+// 'retrysafe/first execution$|retrysafe/replay$' --skip-dbos --skip-naive
+// --skip-scale, four runs before and four after, interleaved, 2026-12-01;
+// first executions unchanged). What the generic plan risks is what the
+// single lookup's (intentActionGet, which PostgreSQL caches generic by its
+// own choice) risks already: on tables vacuumed empty, its intent lookup
+// takes the key index on tenant_id (TestGenericPlansOnVacuumedTables), and
+// the next ANALYZE of intents replaces it.
+const lookupPlans = groupPlans + `, set_config('plan_cache_mode', 'force_generic_plan', true)`
 
 // --- intents ---
 
