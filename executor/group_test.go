@@ -399,15 +399,12 @@ func TestLookupGroupsRunGenericPlans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for rows.Next() {
-		var sql string
-		var generic, custom int64
-		if err := rows.Scan(&sql, &generic, &custom); err != nil {
-			t.Fatal(err)
-		}
+	var sql string
+	var generic, custom int64
+	if _, err := pgx.ForEachRow(rows, []any{&sql, &generic, &custom}, func() error {
 		plans[ledger.Name(sql)] = [2]int64{generic, custom}
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	got, ok := plans["intentActionGetMany"]

@@ -135,15 +135,13 @@ WHERE relnamespace = $1::regnamespace AND relname IN ('intents', 'actions', 'int
 			t.Fatal(err)
 		}
 		m := map[string]uint32{}
-		for rows.Next() {
-			var name string
-			var node uint32
-			if err := rows.Scan(&name, &node); err != nil {
-				t.Fatal(err)
-			}
+		var name string
+		var node uint32
+		_, err = pgx.ForEachRow(rows, []any{&name, &node}, func() error {
 			m[name] = node
-		}
-		if err := rows.Err(); err != nil || len(m) != 5 {
+			return nil
+		})
+		if err != nil || len(m) != 5 {
 			t.Fatalf("relations %v, %v", m, err)
 		}
 		return m
