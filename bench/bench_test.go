@@ -285,6 +285,36 @@ func TestSelfCPUAdvances(t *testing.T) {
 	}
 }
 
+// A stall that outlasts the window at one caller still yields a rate: the
+// window stays open until an operation that started in it completes. The
+// stall here ends with the window: the second operation (the first one the
+// window can count) is held until the window function is returning.
+func TestMeasureWindowOutlastedByStall(t *testing.T) {
+	t.Parallel()
+	windowDone := make(chan struct{})
+	started := make(chan struct{})
+	op := func(ctx context.Context, _ int, i int64) (toolSpan, error) {
+		switch i {
+		case 0:
+			<-started // the window opens while operation 0 runs
+		case 1:
+			<-windowDone
+		}
+		return toolSpan{}, nil
+	}
+	s := measureWhile(context.Background(), 1, 0, op, func() error {
+		close(started)
+		close(windowDone)
+		return nil
+	})
+	if s.Err != nil {
+		t.Fatal(s.Err)
+	}
+	if s.Ops < 1 || s.Extended < 0 || s.Extended > s.Elapsed {
+		t.Fatalf("ops %d, extended %v of %v", s.Ops, s.Extended, s.Elapsed)
+	}
+}
+
 // measure splits each operation that calls the tool at the call: the three
 // parts add up to its latency, added latency leaves the call out, and
 // operations that do not call it are not split.

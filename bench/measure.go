@@ -39,7 +39,10 @@ type sample struct {
 	// they are its work before the side effect (the claim) and after it
 	// (recording the outcome).
 	Before, Tool, After []time.Duration
-	Err                 error
+	// Extended is how long the window stayed open after it was due to
+	// close because no operation inside it had completed yet (usually 0).
+	Extended time.Duration
+	Err      error
 }
 
 func (s *sample) rate() float64 {
@@ -68,20 +71,31 @@ func measure(ctx context.Context, callers int, warmup, dur time.Duration, op opF
 // measureWhile runs op from callers goroutines; after warmup it runs window
 // in the foreground, and the operations that started and completed while it
 // ran are recorded.
+//
+// The window stays open past window's return until one operation that
+// started in it has completed. On a shared machine a single stall (a
+// neighbour's fsync, a checkpoint) can outlast a short slice at one caller;
+// closing the window on time would then record nothing, and a point with
+// no operation has no rate. Kept open, the slice's rate counts the stall
+// in its elapsed time, as a caller would have felt it, and Extended says
+// by how much.
 func measureWhile(ctx context.Context, callers int, warmup time.Duration, op opFunc, window func() error) *sample {
 	var (
-		next    atomic.Int64
-		total   atomic.Int64
-		stop    atomic.Bool
-		from    atomic.Int64 // unix ns; 0 until the window opens
-		to      atomic.Int64 // unix ns; 0 while the window is open
-		mu      sync.Mutex
-		wg      sync.WaitGroup
-		s       = &sample{}
-		errOnce sync.Once
+		next      atomic.Int64
+		total     atomic.Int64
+		stop      atomic.Bool
+		from      atomic.Int64 // unix ns; 0 until the window opens
+		to        atomic.Int64 // unix ns; 0 while the window is open
+		mu        sync.Mutex
+		wg        sync.WaitGroup
+		s         = &sample{}
+		errOnce   sync.Once
+		stopped   = make(chan struct{}) // closed by the first error
+		firstIn   = make(chan struct{}) // closed when an operation inside the window completes
+		firstOnce sync.Once
 	)
 	setErr := func(err error) {
-		errOnce.Do(func() { s.Err = err })
+		errOnce.Do(func() { s.Err = err; close(stopped) })
 		stop.Store(true)
 	}
 	next.Store(-1)
@@ -108,6 +122,7 @@ func measureWhile(ctx context.Context, callers int, warmup time.Duration, op opF
 				if f == 0 || t0.UnixNano() < f || (e != 0 && t1.UnixNano() > e) {
 					continue
 				}
+				firstOnce.Do(func() { close(firstIn) })
 				d := t1.Sub(t0)
 				lat = append(lat, d)
 				added = append(added, d-tool.in)
@@ -134,6 +149,18 @@ func measureWhile(ctx context.Context, callers int, warmup time.Duration, op opF
 			setErr(fmt.Errorf("during the window: %w", err))
 		}
 	}
+	var extended time.Duration
+	select {
+	case <-firstIn:
+	default:
+		closing := time.Now()
+		select {
+		case <-firstIn:
+		case <-stopped:
+		case <-ctx.Done():
+		}
+		extended = time.Since(closing)
+	}
 	end := time.Now()
 	to.Store(end.UnixNano())
 	stop.Store(true)
@@ -141,6 +168,9 @@ func measureWhile(ctx context.Context, callers int, warmup time.Duration, op opF
 	s.Ops = int64(len(s.Lat))
 	s.Total = total.Load()
 	s.Elapsed = end.Sub(start)
+	if s.Ops > 0 {
+		s.Extended = extended
+	}
 	if s.Err == nil && s.Ops == 0 {
 		s.Err = fmt.Errorf("no operation completed in %s", s.Elapsed)
 	}

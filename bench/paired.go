@@ -264,6 +264,9 @@ func (b *bench) measureSlice(ctx context.Context, s *slot, callers, conns int) (
 		s.err = sm.Err
 		return sliceData{}, false
 	}
+	if sm.Extended > 0 {
+		b.logf("  %s %s at %d callers: the slice stayed open %s past its end, until an operation that started in it completed", s.w.system, s.w.name, callers, sm.Extended.Round(time.Millisecond))
+	}
 	return sliceData{sm: sm, wal: k1.wal - k0.wal, fpi: k1.fpi - k0.fpi, client: cl1 - cl0, server: srv, serverKnown: known}, true
 }
 
