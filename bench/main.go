@@ -378,7 +378,11 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 			return nil, ctx.Err()
 		}
 		b.logf("callers=%d", n)
+		m0 := readMachineTicks()
 		b.level(ctx, rep, n)
+		if p := readMachineTicks().since(m0).stealPct(); p >= 0 {
+			b.logf("  callers=%d: CPU steal %.1f %% of the machine's time over the level", n, p)
+		}
 	}
 	if !cfg.skipNaive && b.wanted("naive/race") {
 		b.logf("race: callers on one key")

@@ -51,6 +51,8 @@ type slot struct {
 	server   time.Duration // CPU of the database's backends
 	// serverKnown: the backends' CPU could be read (/proc of a local server).
 	serverKnown bool
+	// machine is the machine's CPU time over the slices (for steal).
+	machine machineTicks
 	// commits, blksRead and blksHit start at minus the database's counters
 	// when the slot was prepared; pooled adds the counters at the end.
 	commits, blksRead, blksHit int64
@@ -224,6 +226,7 @@ type sliceData struct {
 	client      time.Duration
 	server      time.Duration
 	serverKnown bool
+	machine     machineTicks
 }
 
 // measureSlice measures one slice of s; false (with s.err set) when it
@@ -238,7 +241,7 @@ func (b *bench) measureSlice(ctx context.Context, s *slot, callers, conns int) (
 		s.err = err
 		return sliceData{}, false
 	}
-	cl0 := selfCPU()
+	cl0, m0 := selfCPU(), readMachineTicks()
 	op, stop, err := s.w.start(ctx, s.db, conns)
 	if err != nil {
 		s.err = fmt.Errorf("start: %w", err)
@@ -254,7 +257,7 @@ func (b *bench) measureSlice(ctx context.Context, s *slot, callers, conns int) (
 	// connections live as long as the slice's pools.
 	srv, known := cpuOf(b.backends(ctx, s.db))
 	stop()
-	cl1 := selfCPU()
+	cl1, m1 := selfCPU(), readMachineTicks()
 	k1, err := s.db.counters(ctx)
 	if err != nil {
 		s.err = err
@@ -267,7 +270,7 @@ func (b *bench) measureSlice(ctx context.Context, s *slot, callers, conns int) (
 	if sm.Extended > 0 {
 		b.logf("  %s %s at %d callers: the slice stayed open %s past its end, until an operation that started in it completed", s.w.system, s.w.name, callers, sm.Extended.Round(time.Millisecond))
 	}
-	return sliceData{sm: sm, wal: k1.wal - k0.wal, fpi: k1.fpi - k0.fpi, client: cl1 - cl0, server: srv, serverKnown: known}, true
+	return sliceData{sm: sm, wal: k1.wal - k0.wal, fpi: k1.fpi - k0.fpi, client: cl1 - cl0, server: srv, serverKnown: known, machine: m1.since(m0)}, true
 }
 
 // add adds one slice's measurement to s's tallies.
@@ -282,6 +285,11 @@ func (s *slot) add(d sliceData) {
 	s.client += d.client
 	s.server += d.server
 	s.serverKnown = d.serverKnown && (len(s.samples) == 1 || s.serverKnown)
+	if len(s.samples) == 1 {
+		s.machine = d.machine
+	} else {
+		s.machine = s.machine.add(d.machine)
+	}
 }
 
 // pooled is s's row: rate over all slices, latencies pooled, per-operation
@@ -327,6 +335,9 @@ func (b *bench) pooled(ctx context.Context, s *slot, callers, conns int) *result
 		if s.serverKnown {
 			r.ServerCPUPerOp = float64(s.server.Microseconds()) / float64(s.total)
 		}
+	}
+	if p := s.machine.stealPct(); p >= 0 {
+		r.StealPct = &p
 	}
 	if s.w.after != nil {
 		if err := s.w.after(ctx, s.db, r); err != nil {

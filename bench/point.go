@@ -38,8 +38,12 @@ type result struct {
 	// Statements is what pg_stat_statements saw, when the server has it
 	// loaded.
 	Statements *statements `json:"pg_stat_statements,omitempty"`
-	Note       string      `json:"note,omitempty"`
-	Err        string      `json:"error,omitempty"`
+	// StealPct is the share of the machine's CPU time over the row's
+	// slices that the hypervisor gave to other guests (/proc/stat's
+	// steal), in per cent; nil where it could not be read.
+	StealPct *float64 `json:"steal_pct,omitempty"`
+	Note     string   `json:"note,omitempty"`
+	Err      string   `json:"error,omitempty"`
 	// Rounds is how many measurements the row pools (see pool, rotate).
 	Rounds int `json:"rounds,omitempty"`
 	// RateQ1 and RateQ3 are the quartiles of the row's per-slice rates.

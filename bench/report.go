@@ -86,6 +86,11 @@ func kernel() string {
 	return runtime.GOOS + " " + strings.TrimSpace(string(b))
 }
 
+// stealNoted is the CPU steal (per cent of the machine's time over a
+// row's slices) from which the row's note names it: below it, steal moves
+// rates less than the slices' own spread.
+const stealNoted = 2
+
 // add records r with its ratio to the floor at the same callers.
 func (rep *report) add(r *result) {
 	if f := rep.floor[r.Callers]; f > 0 {
@@ -99,6 +104,9 @@ func (rep *report) add(r *result) {
 		if m := rep.find("floor", floorToolName, r.Callers); m != nil && m.Rate > 0 {
 			r.Note = strings.TrimPrefix(r.Note+"; ", "; ") + fmt.Sprintf("%.2f of commit + tool + commit", r.Rate/m.Rate)
 		}
+	}
+	if r.StealPct != nil && *r.StealPct >= stealNoted {
+		r.Note = strings.TrimPrefix(r.Note+"; ", "; ") + fmt.Sprintf("CPU steal %.0f %% during its slices", *r.StealPct)
 	}
 	rep.Results = append(rep.Results, r)
 }
@@ -345,7 +353,7 @@ func (rep *report) aroundTable(sb *strings.Builder) {
 }
 
 const legend = `
-- Every level's workloads run in slices (--slice, after --slice warm-up of a quarter of it at most), one workload at a time, each once per round, in a new random order every round (--rounds). A slice in which no operation that started in it has completed by its end stays open until one does (the log says so), so that a stall longer than a slice counts in the rate instead of failing the point. Rates and latencies pool a workload's slices; × floor is the median of its per-round ratios to the floor, with their quartiles. CPU µs/op: the benchmark process's CPU time (getrusage: callers, driver and the in-process tool) and the database backends' (from /proc, when the server is local) per operation issued, over the workload's slices: figures that a loaded machine's clock does not move the way it moves rates.
+- Every level's workloads run in slices (--slice, after --slice warm-up of a quarter of it at most), one workload at a time, each once per round, in a new random order every round (--rounds). A slice in which no operation that started in it has completed by its end stays open until one does (the log says so), so that a stall longer than a slice counts in the rate instead of failing the point. CPU steal (/proc/stat: time the hypervisor gave other guests while this one wanted to run) is logged for each level and noted on rows whose slices saw 2 % or more: it moves rates without any change in the code. Rates and latencies pool a workload's slices; × floor is the median of its per-round ratios to the floor, with their quartiles. CPU µs/op: the benchmark process's CPU time (getrusage: callers, driver and the in-process tool) and the database backends' (from /proc, when the server is local) per operation issued, over the workload's slices: figures that a loaded machine's clock does not move the way it moves rates.
 - floor: one INSERT ... ON CONFLICT DO NOTHING of a new key per transaction, through pgx, on the same server, callers and pool: the most commits per second this database gives. An execution that needs two commits can reach at most half of it.
 - floor commit + tool + commit: the same minimal commit, the same tool call, a second minimal commit: the least any design that commits a claim before calling and records the outcome after can do. First-execution rows note their ratio to it.
 - retrysafe first execution: Executor.Execute of a new intent: freeze + claim (one round trip, one statement, one commit that waits for the WAL flush), the tool call (a local HTTP no-op honouring Idempotency-Key), the fenced completion (one round trip, one commit that does not wait for the flush: a success lost in a crash is learned again from the provider by the key). Concurrent calls share those round trips and commits (group commit: Config.GroupCommit), so commits/op falls below 2 as callers rise. "sync completion": the same with Config.SyncCompletion, both commits waiting for the flush. "no group commit": GroupCommit 1, every call's round trips and commits its own.
