@@ -69,6 +69,14 @@ type result struct {
 	sample *sample // the measurement, for pooling rounds
 }
 
+// addNote appends a clause to r's note, after a "; " when it has one.
+func (r *result) addNote(format string, args ...any) {
+	if r.Note != "" {
+		r.Note += "; "
+	}
+	r.Note += fmt.Sprintf(format, args...)
+}
+
 // workload is one benchmark point's life cycle on its own database.
 type workload struct {
 	system, name string

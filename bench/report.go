@@ -99,14 +99,14 @@ func (rep *report) add(r *result) {
 	}
 	switch {
 	case r.System == "floor" && r.Workload == floorName && r.Rate > 0:
-		r.Note = strings.TrimPrefix(r.Note+"; ", "; ") + fmt.Sprintf("two-commit ceiling %.0f/s (0.50)", r.Rate/2)
+		r.addNote("two-commit ceiling %.0f/s (0.50)", r.Rate/2)
 	case strings.HasPrefix(r.Workload, "first execution") && !strings.Contains(r.Workload, " rows") && !strings.Contains(r.Workload, "purg") && r.System != "floor":
 		if m := rep.find("floor", floorToolName, r.Callers); m != nil && m.Rate > 0 {
-			r.Note = strings.TrimPrefix(r.Note+"; ", "; ") + fmt.Sprintf("%.2f of commit + tool + commit", r.Rate/m.Rate)
+			r.addNote("%.2f of commit + tool + commit", r.Rate/m.Rate)
 		}
 	}
 	if r.StealPct != nil && *r.StealPct >= stealNoted {
-		r.Note = strings.TrimPrefix(r.Note+"; ", "; ") + fmt.Sprintf("CPU steal %.0f %% during its slices", *r.StealPct)
+		r.addNote("CPU steal %.0f %% during its slices", *r.StealPct)
 	}
 	rep.Results = append(rep.Results, r)
 }
