@@ -99,7 +99,7 @@ func TestTinyRun(t *testing.T) {
 		if r.Rate <= 0 || r.Ratio <= 0 || r.P99 < r.P50 {
 			t.Errorf("%s/%s at %d: %+v", r.System, r.Workload, r.Callers, r)
 		}
-		if readMachineTicks().ok && (r.StealPct == nil || *r.StealPct < 0 || *r.StealPct > 100) {
+		if !readMachineTicks().unknown && (r.StealPct == nil || *r.StealPct < 0 || *r.StealPct > 100) {
 			t.Errorf("%s/%s at %d: steal %v", r.System, r.Workload, r.Callers, r.StealPct)
 		}
 	}
@@ -294,32 +294,37 @@ func TestMachineTicks(t *testing.T) {
 	t.Parallel()
 	const stat = "cpu  100 5 40 800 10 1 2 42 7 0\ncpu0 50 2 20 400 5 0 1 21 3 0\n"
 	m := parseMachineTicks(stat)
-	if !m.ok || m.total != 1000 || m.steal != 42 {
+	if m.unknown || m.total != 1000 || m.steal != 42 {
 		t.Fatalf("%+v", m)
 	}
 	later := parseMachineTicks("cpu  200 5 40 1700 10 1 2 142 7 0\n")
 	d := later.since(m)
-	if !d.ok || d.total != 1100 || d.steal != 100 {
+	if d.unknown || d.total != 1100 || d.steal != 100 {
 		t.Fatalf("since: %+v", d)
 	}
 	if p := d.stealPct(); p < 9.09 || p > 9.10 {
 		t.Fatalf("steal %v %%", p)
 	}
-	if sum := d.add(d); sum.total != 2200 || sum.steal != 200 {
+	if sum := d.add(d); sum.unknown || sum.total != 2200 || sum.steal != 200 {
 		t.Fatalf("add: %+v", sum)
 	}
+	if sum := (machineTicks{}).add(d); sum != d {
+		t.Fatalf("the zero interval plus %+v: %+v", d, sum)
+	}
 	for _, bad := range []string{"", "intr 1 2 3\n", "cpu 1 2 3\n", "cpu a 2 3 4 5 6 7 8\n", "cpu -1 2 3 4 5 6 7 8\n"} {
-		if parseMachineTicks(bad).ok {
+		if !parseMachineTicks(bad).unknown {
 			t.Errorf("%q parsed", bad)
 		}
 	}
-	if m.since(later).ok || (machineTicks{}).since(m).ok || (machineTicks{}).stealPct() != -1 {
-		t.Error("an interval backwards or from an unread stat is known")
+	unread := machineTicks{unknown: true}
+	if !m.since(later).unknown || !unread.since(m).unknown || !later.since(unread).unknown ||
+		!d.add(unread).unknown || unread.stealPct() != -1 || (machineTicks{}).stealPct() != -1 {
+		t.Error("an interval backwards, from an unread stat or empty is known")
 	}
 	if !strings.Contains(legend, fmt.Sprintf("saw %d %% or more", stealNoted)) {
 		t.Error("the legend does not give stealNoted")
 	}
-	if !readMachineTicks().ok {
+	if readMachineTicks().unknown {
 		t.Log("no /proc/stat here")
 	}
 }

@@ -285,11 +285,7 @@ func (s *slot) add(d sliceData) {
 	s.client += d.client
 	s.server += d.server
 	s.serverKnown = d.serverKnown && (len(s.samples) == 1 || s.serverKnown)
-	if len(s.samples) == 1 {
-		s.machine = d.machine
-	} else {
-		s.machine = s.machine.add(d.machine)
-	}
+	s.machine = s.machine.add(d.machine)
 }
 
 // pooled is s's row: rate over all slices, latencies pooled, per-operation
