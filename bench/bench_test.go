@@ -120,6 +120,23 @@ func TestTinyRun(t *testing.T) {
 	if p, ok := rep.findPair("retrysafe first execution, pix.cob / floor", 2); !ok || len(p.Ratios) != 3 || p.Median <= 0 {
 		t.Errorf("paired ratio of pix.cob first executions to the floor at 2 callers: %+v", p)
 	}
+	if l := rep.Lone; l == nil || l.Err != "" || len(l.Rows) != 4 {
+		t.Errorf("lone call: %+v", rep.Lone)
+	} else {
+		for _, r := range l.Rows {
+			if r.Ops != l.Rounds*l.Cycles*(loneBlock-1) || r.P50 <= 0 || r.P99 < r.P50 {
+				t.Errorf("lone call row %+v: want %d calls", r, l.Rounds*l.Cycles*(loneBlock-1))
+			}
+			if (r.Workload != floorTwoName) != (r.Around != nil && r.Around.BeforeP50 > 0) {
+				t.Errorf("lone call row %s: split %+v", r.Workload, r.Around)
+			}
+		}
+	}
+	for _, name := range []string{lonePairName, loneNoToolPairID} {
+		if p, ok := rep.findPair(name, 1); !ok || len(p.Ratios) != 4 || p.Median <= 0 {
+			t.Errorf("%s: %+v", name, p)
+		}
+	}
 	for _, r := range rep.Races {
 		if r.System == "retrysafe" && (r.ExtraCalls != 0 || r.ExtraRows != 0) {
 			t.Errorf("retrysafe duplicated under a race: %+v", r)
@@ -152,7 +169,7 @@ func TestTinyRun(t *testing.T) {
 	for _, s := range []string{"| floor | single-row commit | 1 |", "| retrysafe | replay | 2 |", "Targets (issue 24)", "× floor", "Paired ratios",
 		"Latency around the tool call", "| retrysafe | first execution | 2 |", "| retrysafe first execution, pix.cob / floor | 2 |",
 		"Scale: 2,000 intents", "| actions | `actions_pkey` |", "Purges of the expired rows", "| 20 | 10ms | 2 | 2,000 + 2,000 |",
-		"2k-row first executions within 10% of empty at 2 callers", "p99 added latency < 3 ms at 2 callers while purging (batch 20, pause 10ms)"} {
+		"2k-row first executions within 10% of empty at 2 callers", "A lone call, interleaved", "| retrysafe | first execution, tool in process |", "p99 added latency < 3 ms at 2 callers while purging (batch 20, pause 10ms)"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("markdown lacks %q:\n%s", s, md)
 		}
@@ -182,17 +199,88 @@ func TestFloorTargetsNameTheMinimalShape(t *testing.T) {
 		Results: []*result{{System: "floor", Workload: floorToolName, Callers: 32, Ratio: 0.37}},
 	}
 	rep.checkTargets()
-	if len(rep.Targets) != 1 || rep.Targets[0].Met || !strings.Contains(rep.Targets[0].Actual, "commit + tool + commit reaches 0.37 of the floor here") {
+	if len(rep.Targets) != 1 || rep.Targets[0].Met || rep.Targets[0].Undecided || rep.Targets[0].OutOfReach ||
+		!strings.Contains(rep.Targets[0].Bound, "commit + tool + commit reaches 0.37 of the floor here") {
 		t.Fatalf("targets: %+v", rep.Targets)
+	}
+}
+
+// A target is decided by where the interquartile range it rests on lies:
+// wholly on its side (however wide), wholly on the other, or across it.
+func TestVerdictsFromTheIQR(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		q1, q3, min  float64
+		rounds       int
+		met, decided bool
+	}{
+		{3.08, 4.76, 1, 6, true, true},      // a 39 % spread, all of it above: met
+		{0.58, 0.86, 0.60, 6, false, false}, // across the target
+		{0.35, 0.42, 0.50, 6, false, true},  // all of it below
+		{0.60, 0.61, 0.60, 6, true, true},
+		{0.61, 0.70, 0.60, 2, false, false}, // too few rounds
+	} {
+		if d := atLeast(c.q1, c.q3, c.min, c.rounds); d.met != c.met || d.decided != c.decided {
+			t.Errorf("atLeast(%v, %v, %v, %d) = %+v", c.q1, c.q3, c.min, c.rounds, d)
+		}
+	}
+	if d := atMost(0.92, 1.24, 1.25, 6); !d.met || !d.decided {
+		t.Errorf("a range under 1.25: %+v", d)
+	}
+	if d := atMost(1.11, 1.29, 1.25, 6); d.decided {
+		t.Errorf("a range across 1.25: %+v", d)
+	}
+	if d := below(3.0, 4.1, 3, 6); d.met || !d.decided {
+		t.Errorf("p99s from 3 ms up: %+v", d)
+	}
+	if d := all([]decision{{true, true}, {false, false}}); d.decided {
+		t.Errorf("one level undecided: %+v", d)
+	}
+	if d := all([]decision{{true, true}, {false, false}, {false, true}}); !d.decided || d.met {
+		t.Errorf("one level missed: %+v", d)
+	}
+
+	pair := func(name string, callers int, rs ...float64) pairStat { return newPair(name, callers, rs) }
+	rep := &report{
+		Pairs: []pairStat{
+			pair("retrysafe replay / floor", 1, 3.0, 4.3, 4.8, 5.0, 3.1, 4.9),
+			pair("retrysafe replay / floor", 8, 2.9, 3.3, 3.9, 3.0, 3.5, 2.9),
+			pair("retrysafe first execution / DBOS first execution", 1, 2.8, 2.8, 2.9, 2.7),
+			pair("retrysafe first execution / DBOS first execution", 8, 4.4, 4.6, 4.2, 4.5),
+			pair("naive first execution / DBOS first execution", 1, 3.6, 3.7, 3.5, 3.6),
+			pair(lonePairName, 1, 1.10, 1.12, 1.15, 1.11, 1.13),
+			pair("p50 latency: retrysafe first execution / commit + tool + commit", 1, 0.9, 1.3, 1.2, 1.4),
+		},
+		Results: []*result{
+			{System: "retrysafe", Workload: "first execution", Callers: 8, AddedP99: 9.0, AddedP99Q1: 8.1, AddedP99Q3: 10.2, Rounds: 6},
+			{System: "floor", Workload: floorName, Callers: 8, P99: 4.8},
+		},
+	}
+	rep.checkTargets()
+	got := map[string]target{}
+	for _, tg := range rep.Targets {
+		got[tg.Name] = tg
+	}
+	if tg := got["replays >= 1.0 x floor at every level"]; !tg.Met || tg.Undecided {
+		t.Errorf("replays, every quartile above 1: %+v", tg)
+	}
+	if tg := got["first executions >= 5 x DBOS at every level"]; tg.Met || tg.Undecided || !tg.OutOfReach || !strings.Contains(tg.Bound, "1: naive reaches 3.60x") {
+		t.Errorf("DBOS, naive's own ratio under 5 at one caller: %+v", tg)
+	}
+	if tg := got["a lone call's p50 <= 1.25 x commit + tool + commit's"]; !tg.Met || !strings.HasPrefix(tg.Actual, lonePairName) {
+		t.Errorf("the lone call rests on the interleave: %+v", tg)
+	}
+	if tg := got["p99 added latency < 3 ms at 8 callers"]; tg.Met || tg.Undecided || !tg.OutOfReach || !strings.Contains(tg.Bound, "4.80 ms") {
+		t.Errorf("p99 over a single commit's: %+v", tg)
 	}
 }
 
 func TestScaleTargets(t *testing.T) {
 	pair := newPair("x", 32, []float64{0.88, 0.91, 0.92, 0.93})
 	rep := &report{Scale: &scaleResult{Rows: 10_000_000, Callers: 32, Pair: &pair, Purges: []*purgeRun{
-		{Batch: 1000, Callers: 8, Rounds: 6, WithP99: 3.4, WithoutP99: 2.5},
-		{Batch: 200, PauseMs: 5, Callers: 8, Rounds: 6, WithP99: 2.9, WithoutP99: 2.5},
-		{Batch: 100, PauseMs: 20, Callers: 8, Rounds: 2, WithP99: 2.0, WithoutP99: 2.0},
+		{Batch: 1000, Callers: 8, Rounds: 6, WithP99: 3.4, WithoutP99: 2.5, WithQ1: 3.1, WithQ3: 3.7},
+		{Batch: 200, PauseMs: 5, Callers: 8, Rounds: 6, WithP99: 2.9, WithoutP99: 2.5, WithQ1: 2.6, WithQ3: 2.95},
+		{Batch: 100, PauseMs: 20, Callers: 8, Rounds: 2, WithP99: 2.0, WithoutP99: 2.0, WithQ1: 1.9, WithQ3: 2.1},
 	}}}
 	rep.checkTargets()
 	want := map[string]bool{

@@ -9,11 +9,14 @@
 // Every database-touching benchmark creates its own database on the server
 // (--db, default $BENCH_DATABASE_URL, $TEST_DATABASE_URL or the local one)
 // and drops it afterwards. Every throughput is also given as a ratio to the
-// floor measured in the same run at the same number of callers; the floor
-// and retrysafe's first execution run --rounds times at each level,
-// alternating, and their rows pool the rounds. Rows whose operations call
-// the tool also split their latency at the call, and when the server has
-// pg_stat_statements loaded each point records its statements.
+// floor measured in the same run at the same number of callers; every
+// workload of a level runs --rounds slices, one workload at a time in a new
+// order each round, and each comparison is the median of the ratios of
+// slices of the same round (paired.go). At one caller the lone call is
+// also measured interleaved block by block (lone.go). Rows whose
+// operations call the tool also split their latency at the call, and when
+// the server has pg_stat_statements loaded each point records its
+// statements.
 package main
 
 import (
@@ -157,7 +160,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.out, "out", "results", "directory for the Markdown and JSON results")
 	priv := fs.String("private-server", "", "start a private, durable PostgreSQL cluster (the installed server binaries, a temporary directory, removed at the end) with these server settings, name=value comma-separated, and run every benchmark on it instead of --db: e.g. shared_buffers=4GB,max_wal_size=16GB,checkpoint_timeout=30min to size the server for the 10M-row point; - for the installation's defaults")
 	sess := fs.String("session-settings", "", "PostgreSQL settings every session on a benchmark database starts with, name=value comma-separated (session-level: the server's configuration is not changed), e.g. wal_compression=lz4")
-	only := fs.String("only", "", "regexp: run only the points whose \"system/workload\" matches (the floor always runs)")
+	only := fs.String("only", "", "regexp: run only the points whose \"system/workload\" matches (the floor always runs; the lone-call interleave at one caller is \"retrysafe/lone call\", the scale runs \"retrysafe/scale\")")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.IntVar(&c.groupCommit, "group-commit", 0, "retrysafe's executor.Config.GroupCommit (default: the executor's)")
 	fs.IntVar(&c.groupCommitConns, "group-commit-conns", 0, "retrysafe's executor.Config.GroupCommitConns (default: the executor's)")
@@ -380,6 +383,11 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 		b.logf("callers=%d", n)
 		m0 := readMachineTicks()
 		b.level(ctx, rep, n)
+		if n == 1 && b.loneWanted() {
+			lone, pairs := b.loneCall(ctx)
+			rep.Lone = lone
+			rep.Pairs = append(rep.Pairs, pairs...)
+		}
 		if p := readMachineTicks().since(m0).stealPct(); p >= 0 {
 			b.logf("  callers=%d: CPU steal %.1f %% of the machine's time over the level", n, p)
 		}

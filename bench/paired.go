@@ -311,6 +311,7 @@ func (b *bench) pooled(ctx context.Context, s *slot, callers, conns int) *result
 	r.Rounds = len(s.samples)
 	q1, _, q3 := quartiles(s.rates)
 	r.RateQ1, r.RateQ3 = q1, q3
+	r.AddedP99Q1, _, r.AddedP99Q3 = quartiles(s.added99s)
 	if err := b.waitIdle(ctx, s.db); err != nil {
 		return b.failed(s.w, callers, err)
 	}
@@ -498,6 +499,7 @@ func (b *bench) level(ctx context.Context, rep *report, n int) {
 	pair("retrysafe first execution, pix.cob / first execution", find("retrysafe", cobName), first, false)
 	pair("retrysafe replay / floor", find("retrysafe", replayName), floor, false)
 	pair("retrysafe first execution / DBOS first execution", first, find("dbos", firstName), false)
+	pair("naive first execution / DBOS first execution", find("naive", firstName), find("dbos", firstName), false)
 	pair("p50 latency: retrysafe first execution / commit + tool + commit", first, find("floor", floorToolName), true)
 }
 

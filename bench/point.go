@@ -21,6 +21,10 @@ type result struct {
 	P99      float64 `json:"p99_ms"`
 	AddedP50 float64 `json:"added_p50_ms"` // latency minus time in the tool
 	AddedP99 float64 `json:"added_p99_ms"`
+	// AddedP99Q1 and AddedP99Q3 are the quartiles of the per-round p99s
+	// of added latency (rows of the rotation only).
+	AddedP99Q1 float64 `json:"added_p99_q1_ms,omitempty"`
+	AddedP99Q3 float64 `json:"added_p99_q3_ms,omitempty"`
 	// Around is the latency of the operations that called the tool, split
 	// at the call (nil when none did).
 	Around *around `json:"around_tool,omitempty"`

@@ -51,7 +51,13 @@ func newRSWith(ctx context.Context, db *database, conns int, mod func(*executor.
 func wireRS(p *pgxpool.Pool, prov *provider) (*rsEnv, error) { return wireRSWith(p, prov, nil) }
 
 func wireRSWith(p *pgxpool.Pool, prov *provider, mod func(*executor.Config)) (*rsEnv, error) {
-	reg, err := tools.NewRegistry(prov.tool())
+	return wireRSTool(p, prov, prov.tool(), mod)
+}
+
+// wireRSTool is wireRSWith with tool as the benchmark action's tool (prov
+// may then be nil).
+func wireRSTool(p *pgxpool.Pool, prov *provider, tool tools.Tool, mod func(*executor.Config)) (*rsEnv, error) {
+	reg, err := tools.NewRegistry(tool)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +84,9 @@ func wireRSWith(p *pgxpool.Pool, prov *provider, mod func(*executor.Config)) (*r
 }
 
 func (e *rsEnv) close() {
-	e.prov.Close()
+	if e.prov != nil {
+		e.prov.Close()
+	}
 	e.pool.Close()
 }
 

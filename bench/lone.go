@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/retrysafe/retrysafe/derive"
+	"github.com/retrysafe/retrysafe/tools"
+)
+
+// A lone call (one caller, one call at a time, as an agent's conversation
+// makes them) is compared with the least a claim-before-call design waits
+// for by interleaving the two block by block, milliseconds apart. The
+// level's slices cannot do that at one caller: a slice holds a few hundred
+// calls, and between two slices of a round, seconds apart, this shared
+// machine moves more than retrysafe differs from the minimal shape (the
+// slice-paired p50 ratio spread 20 to 30 % in most runs). Blocks of a few
+// calls, each workload's block after the other's in a new order every
+// cycle, see the same machine.
+//
+// A block's first call is not recorded: it pays for what the block before
+// it left. retrysafe's completion does not wait for its WAL flush, so the
+// next commit that flushes, whichever workload's, writes it; interleaved
+// call by call, the shape's first commit paid for retrysafe's completion
+// and retrysafe measured as fast as two single-row commits, which in blocks
+// it is not (BenchmarkLoneCall in executor measures the same split
+// without the benchmark's tool).
+
+// loneBlock is how many calls of one workload run back to back; the first
+// is not recorded.
+const loneBlock = 16
+
+// Workload names of the lone-call interleave.
+const (
+	loneNoToolName   = "first execution, tool in process"
+	floorTwoName     = "two single-row commits"
+	lonePairName     = "lone call p50: retrysafe first execution / commit + tool + commit"
+	loneNoToolPairID = "lone call p50, tool in process: retrysafe first execution / two single-row commits"
+)
+
+// loneRow is one workload's calls in the interleave, pooled over its
+// rounds.
+type loneRow struct {
+	System   string  `json:"system"`
+	Workload string  `json:"workload"`
+	Ops      int     `json:"ops"`
+	P50      float64 `json:"p50_ms"`
+	P99      float64 `json:"p99_ms"`
+	Around   *around `json:"around_tool,omitempty"`
+}
+
+// loneResult is the lone-call interleave: its rows and the paired ratios
+// of their per-round p50s.
+type loneResult struct {
+	Rounds int       `json:"rounds"`
+	Cycles int       `json:"cycles_per_round"`
+	Block  int       `json:"block"`
+	Rows   []loneRow `json:"rows"`
+	Err    string    `json:"error,omitempty"`
+}
+
+// loneShape is the rounds and cycles of the interleave: each round runs
+// cycles blocks of every workload.
+func (b *bench) loneShape() (rounds, cycles int) {
+	if b.cfg.quick {
+		return 4, 3
+	}
+	return 12, 6
+}
+
+// loneCall runs the interleave at one caller and returns it with its
+// paired ratios.
+func (b *bench) loneCall(ctx context.Context) (*loneResult, []pairStat) {
+	ws := []workload{b.floorToolWorkload(), b.rsFirstWorkload(firstName, nil), b.floorTwoWorkload(), b.rsInProcessWorkload()}
+	rounds, cycles := b.loneShape()
+	res := &loneResult{Rounds: rounds, Cycles: cycles, Block: loneBlock}
+	slots := make([]*slot, len(ws))
+	for i, w := range ws {
+		slots[i] = b.newSlot(ctx, w, nil)
+	}
+	defer b.dropSlots(slots)
+	type running struct {
+		op     opFunc
+		stop   func()
+		next   int64
+		rounds [][]time.Duration // per round, the recorded latencies
+		all    *sample
+	}
+	rs := make([]*running, len(slots))
+	defer func() {
+		for _, r := range rs {
+			if r != nil {
+				r.stop()
+			}
+		}
+	}()
+	fail := func(err error) (*loneResult, []pairStat) {
+		res.Err = err.Error()
+		b.logf("  lone call: %v", err)
+		return res, nil
+	}
+	for i, s := range slots {
+		if s.err != nil {
+			return fail(fmt.Errorf("%s/%s: %w", s.w.system, s.w.name, s.err))
+		}
+		op, stop, err := s.w.start(ctx, s.db, 1)
+		if err != nil {
+			return fail(fmt.Errorf("%s/%s: start: %w", s.w.system, s.w.name, err))
+		}
+		rs[i] = &running{op: op, stop: stop, rounds: make([][]time.Duration, rounds), all: &sample{}}
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 24))
+	order := make([]int, len(rs))
+	for i := range order {
+		order[i] = i
+	}
+	for round := range rounds {
+		for range cycles {
+			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+			for _, k := range order {
+				r := rs[k]
+				for j := range loneBlock {
+					if err := ctx.Err(); err != nil {
+						return fail(err)
+					}
+					t0 := time.Now()
+					tool, err := r.op(ctx, 0, r.next)
+					d := time.Since(t0)
+					r.next++
+					if err != nil {
+						return fail(fmt.Errorf("%s/%s: %w", slots[k].w.system, slots[k].w.name, err))
+					}
+					if j == 0 {
+						continue
+					}
+					r.rounds[round] = append(r.rounds[round], d)
+					r.all.Lat = append(r.all.Lat, d)
+					if !tool.start.IsZero() {
+						r.all.Before = append(r.all.Before, tool.start.Sub(t0))
+						r.all.Tool = append(r.all.Tool, tool.in)
+						r.all.After = append(r.all.After, t0.Add(d).Sub(tool.end))
+					}
+				}
+			}
+		}
+	}
+	for i, s := range slots {
+		if s.w.after != nil {
+			if err := s.w.after(ctx, s.db, &result{}); err != nil {
+				return fail(fmt.Errorf("%s/%s: %w", s.w.system, s.w.name, err))
+			}
+		}
+		row := &result{}
+		row.fill(rs[i].all)
+		res.Rows = append(res.Rows, loneRow{System: s.w.system, Workload: s.w.name, Ops: len(rs[i].all.Lat), P50: row.P50, P99: row.P99, Around: row.Around})
+		b.logf("  lone call: %-10s %-34s p50 %6.3f ms  p99 %6.3f ms (%d calls)", s.w.system, s.w.name, row.P50, row.P99, len(rs[i].all.Lat))
+	}
+	p50s := func(k int) []float64 {
+		out := make([]float64, rounds)
+		for r, lat := range rs[k].rounds {
+			out[r] = pct(lat, 0.50)
+		}
+		return out
+	}
+	pairs := []pairStat{
+		newPair(lonePairName, 1, ratioOf(p50s(1), p50s(0))),
+		newPair(loneNoToolPairID, 1, ratioOf(p50s(3), p50s(2))),
+	}
+	for _, p := range pairs {
+		b.logf("  lone call: %s %s", p.Name, p.text("x"))
+	}
+	return res, pairs
+}
+
+// floorTwoWorkload is floorToolWorkload without its tool: two minimal
+// commits, what a claim and its outcome cost at the least without the
+// call between them.
+func (b *bench) floorTwoWorkload() workload {
+	run := randHex(4)
+	return workload{
+		system: "floor", name: floorTwoName, prep: floorPrep,
+		start: func(ctx context.Context, db *database, conns int) (opFunc, func(), error) {
+			p, err := db.pool(ctx, conns)
+			if err != nil {
+				return nil, nil, err
+			}
+			op := func(ctx context.Context, _ int, i int64) (toolSpan, error) {
+				k := fmt.Sprintf("%s-%d", run, i)
+				if _, err := p.Exec(ctx, `INSERT INTO public.floor (k) VALUES ($1) ON CONFLICT DO NOTHING`, k); err != nil {
+					return toolSpan{}, err
+				}
+				_, err := p.Exec(ctx, `INSERT INTO public.floor (k) VALUES ($1) ON CONFLICT DO NOTHING`, k+"-done")
+				return toolSpan{}, err
+			}
+			return op, p.Close, nil
+		},
+	}
+}
+
+// inProcessTool is the benchmark action answered in the process, without
+// the provider's HTTP round trip: what is left of a first execution is
+// retrysafe's own work and its two round trips to the database.
+func inProcessTool() *tools.Func {
+	return &tools.Func{
+		ToolName: toolName, ToolDescription: "benchmark charge (answered in process)",
+		Fields: toolSchema(), HonoursKey: true,
+		Exec: func(ctx context.Context, key string, _ derive.Payload) (json.RawMessage, error) {
+			return timed(ctx, func() (json.RawMessage, error) {
+				return json.RawMessage(`{"id":"ch_` + key[:12] + `","status":"paid"}`), nil
+			})
+		},
+	}
+}
+
+// rsInProcessWorkload is retrysafe's first execution with inProcessTool.
+func (b *bench) rsInProcessWorkload() workload {
+	run := randHex(4)
+	return workload{
+		system: "retrysafe", name: loneNoToolName, prep: migrated,
+		start: func(ctx context.Context, db *database, conns int) (opFunc, func(), error) {
+			p, err := db.pool(ctx, conns)
+			if err != nil {
+				return nil, nil, err
+			}
+			e, err := wireRSTool(p, nil, inProcessTool(), nil)
+			if err != nil {
+				p.Close()
+				return nil, nil, err
+			}
+			op := func(ctx context.Context, _ int, i int64) (toolSpan, error) {
+				return e.execute(ctx, benchCall(run, i), false)
+			}
+			return op, e.close, nil
+		},
+	}
+}
+
+// loneSection writes the interleave's table.
+func (rep *report) loneSection(sb *strings.Builder) {
+	l := rep.Lone
+	if l == nil {
+		return
+	}
+	fmt.Fprintf(sb, "\nA lone call, interleaved: one caller, each workload's block of %d calls after another's in a new order, %d blocks of each per round, %d rounds; a block's first call not recorded (it pays for what the block before it left):\n\n",
+		l.Block, l.Cycles, l.Rounds)
+	if l.Err != "" {
+		fmt.Fprintf(sb, "error: %s\n", l.Err)
+		return
+	}
+	sb.WriteString("| system | workload | calls | p50 ms | p99 ms | p50 ms before / in / after the tool |\n|---|---|---:|---:|---:|---:|\n")
+	for _, r := range l.Rows {
+		split := "–"
+		if a := r.Around; a != nil {
+			split = fmt.Sprintf("%.3f / %.3f / %.3f", a.BeforeP50, a.ToolP50, a.AfterP50)
+		}
+		fmt.Fprintf(sb, "| %s | %s | %d | %.3f | %.3f | %s |\n", r.System, r.Workload, r.Ops, r.P50, r.P99, split)
+	}
+	for _, name := range []string{lonePairName, loneNoToolPairID} {
+		if p, ok := rep.findPair(name, 1); ok {
+			fmt.Fprintf(sb, "\n- %s: %s", name, p.text("x"))
+		}
+	}
+	sb.WriteString("\n")
+}
+
+// loneWanted: the interleave runs at one caller, when --only allows
+// retrysafe/lone call.
+func (b *bench) loneWanted() bool {
+	return slices.Contains(b.cfg.concurrency, 1) && b.wanted("retrysafe/lone call")
+}
