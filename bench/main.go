@@ -2,7 +2,7 @@
 // runs on and against durable-execution peers, and writes a Markdown table
 // (to stdout and results/) and the same figures as JSON (results/).
 //
-//	./scripts/bench                      the full run (under 10 minutes on 2 cores)
+//	./scripts/bench                      the full run (about 10 minutes on 2 cores)
 //	./scripts/bench --quick              a smoke run (about a minute)
 //	./scripts/bench --concurrency 8,32 --slice 2s --skip-dbos --skip-scale
 //
