@@ -177,31 +177,6 @@ func (b *bench) loneCall(ctx context.Context) (*loneResult, []pairStat) {
 	return res, pairs
 }
 
-// floorTwoWorkload is floorToolWorkload without its tool: two minimal
-// commits, what a claim and its outcome cost at the least without the
-// call between them.
-func (b *bench) floorTwoWorkload() workload {
-	run := randHex(4)
-	return workload{
-		system: "floor", name: floorTwoName, prep: floorPrep,
-		start: func(ctx context.Context, db *database, conns int) (opFunc, func(), error) {
-			p, err := db.pool(ctx, conns)
-			if err != nil {
-				return nil, nil, err
-			}
-			op := func(ctx context.Context, _ int, i int64) (toolSpan, error) {
-				k := fmt.Sprintf("%s-%d", run, i)
-				if _, err := p.Exec(ctx, `INSERT INTO public.floor (k) VALUES ($1) ON CONFLICT DO NOTHING`, k); err != nil {
-					return toolSpan{}, err
-				}
-				_, err := p.Exec(ctx, `INSERT INTO public.floor (k) VALUES ($1) ON CONFLICT DO NOTHING`, k+"-done")
-				return toolSpan{}, err
-			}
-			return op, p.Close, nil
-		},
-	}
-}
-
 // inProcessTool is the benchmark action answered in the process, without
 // the provider's HTTP round trip: what is left of a first execution is
 // retrysafe's own work and its two round trips to the database.

@@ -64,40 +64,30 @@ type target struct {
 // narrow one across the target does not.
 type decision struct{ met, decided bool }
 
-func atLeast(q1, q3, min float64, rounds int) decision {
+// decide is the decision on the range [q1, q3] for a target ok meets on
+// one side of a threshold: the two ends then tell for all of it.
+func decide(q1, q3 float64, rounds int, ok func(float64) bool) decision {
 	switch {
 	case rounds < 3:
 		return decision{}
-	case q1 >= min:
+	case ok(q1) && ok(q3):
 		return decision{met: true, decided: true}
-	case q3 < min:
+	case !ok(q1) && !ok(q3):
 		return decision{decided: true}
 	}
 	return decision{}
 }
 
-func below(q1, q3, max float64, rounds int) decision {
-	switch {
-	case rounds < 3:
-		return decision{}
-	case q3 < max:
-		return decision{met: true, decided: true}
-	case q1 >= max:
-		return decision{decided: true}
-	}
-	return decision{}
+func atLeast(q1, q3, min float64, rounds int) decision {
+	return decide(q1, q3, rounds, func(x float64) bool { return x >= min })
 }
 
 func atMost(q1, q3, max float64, rounds int) decision {
-	switch {
-	case rounds < 3:
-		return decision{}
-	case q3 <= max:
-		return decision{met: true, decided: true}
-	case q1 > max:
-		return decision{decided: true}
-	}
-	return decision{}
+	return decide(q1, q3, rounds, func(x float64) bool { return x <= max })
+}
+
+func below(q1, q3, max float64, rounds int) decision {
+	return decide(q1, q3, rounds, func(x float64) bool { return x < max })
 }
 
 // all is the decision of a target that holds at every level: missed when
