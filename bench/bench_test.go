@@ -132,7 +132,7 @@ func TestTinyRun(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{lonePairName, loneNoToolPairID} {
+	for _, name := range []string{lonePairName, loneNoToolPairName} {
 		if p, ok := rep.findPair(name, 1); !ok || len(p.Ratios) != 4 || p.Median <= 0 {
 			t.Errorf("%s: %+v", name, p)
 		}

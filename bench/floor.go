@@ -9,6 +9,7 @@ import (
 const (
 	floorName     = "single-row commit"
 	floorToolName = "commit + tool + commit"
+	floorTwoName  = "two single-row commits"
 )
 
 func floorPrep(ctx context.Context, db *database) error {

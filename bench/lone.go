@@ -35,12 +35,11 @@ import (
 // is not recorded.
 const loneBlock = 16
 
-// Workload names of the lone-call interleave.
+// The lone-call interleave's own workload and its paired ratios.
 const (
-	loneNoToolName   = "first execution, tool in process"
-	floorTwoName     = "two single-row commits"
-	lonePairName     = "lone call p50: retrysafe first execution / commit + tool + commit"
-	loneNoToolPairID = "lone call p50, tool in process: retrysafe first execution / two single-row commits"
+	loneNoToolName     = "first execution, tool in process"
+	lonePairName       = "lone call p50: retrysafe first execution / commit + tool + commit"
+	loneNoToolPairName = "lone call p50, tool in process: retrysafe first execution / two single-row commits"
 )
 
 // loneRow is one workload's calls in the interleave, pooled over its
@@ -54,8 +53,8 @@ type loneRow struct {
 	Around   *around `json:"around_tool,omitempty"`
 }
 
-// loneResult is the lone-call interleave: its rows and the paired ratios
-// of their per-round p50s.
+// loneResult is the lone-call interleave's rows; its paired ratios (of
+// per-round p50s) go with the report's others.
 type loneResult struct {
 	Rounds int       `json:"rounds"`
 	Cycles int       `json:"cycles_per_round"`
@@ -169,7 +168,7 @@ func (b *bench) loneCall(ctx context.Context) (*loneResult, []pairStat) {
 	}
 	pairs := []pairStat{
 		newPair(lonePairName, 1, ratioOf(p50s(1), p50s(0))),
-		newPair(loneNoToolPairID, 1, ratioOf(p50s(3), p50s(2))),
+		newPair(loneNoToolPairName, 1, ratioOf(p50s(3), p50s(2))),
 	}
 	for _, p := range pairs {
 		b.logf("  lone call: %s %s", p.Name, p.text("x"))
@@ -235,7 +234,7 @@ func (rep *report) loneSection(sb *strings.Builder) {
 		}
 		fmt.Fprintf(sb, "| %s | %s | %d | %.3f | %.3f | %s |\n", r.System, r.Workload, r.Ops, r.P50, r.P99, split)
 	}
-	for _, name := range []string{lonePairName, loneNoToolPairID} {
+	for _, name := range []string{lonePairName, loneNoToolPairName} {
 		if p, ok := rep.findPair(name, 1); ok {
 			fmt.Fprintf(sb, "\n- %s: %s", name, p.text("x"))
 		}
