@@ -397,13 +397,13 @@ func (rep *report) markdown() string {
 		}
 	}
 	if len(rep.Targets) > 0 {
-		sb.WriteString("\nTargets (issue 24): met when the whole interquartile range they rest on is on the target's side, not met when all of it is on the other, no verdict when it straddles the target. \"Out of reach\": what bounds the target in this run (the database's own commit, or the least a claim-before-call design does) misses it too.\n\n")
+		sb.WriteString("\nTargets (issue 24): met when the whole interquartile range they rest on is on the target's side, not met when all of it is on the other, no verdict when it straddles the target or rests on fewer than three rounds. \"Out of reach\": what bounds the target in this run (the database's own commit, or the least a claim-before-call design does) misses it too.\n\n")
 		sb.WriteString("| target | this run | met | bound in this run |\n|---|---|---|---|\n")
 		for _, t := range rep.Targets {
 			mark := "no"
 			switch {
 			case t.Undecided:
-				mark = "no verdict (the IQR straddles the target)"
+				mark = "no verdict (the IQR straddles the target, or rests on under 3 rounds)"
 			case t.Met:
 				mark = "yes"
 			}
