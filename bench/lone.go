@@ -129,7 +129,7 @@ func (b *bench) loneCall(ctx context.Context) (*loneResult, []pairStat) {
 					}
 					t0 := time.Now()
 					tool, err := r.op(ctx, 0, r.next)
-					d := time.Since(t0)
+					t1 := time.Now()
 					r.next++
 					if err != nil {
 						return fail(fmt.Errorf("%s/%s: %w", slots[k].w.system, slots[k].w.name, err))
@@ -137,13 +137,8 @@ func (b *bench) loneCall(ctx context.Context) (*loneResult, []pairStat) {
 					if j == 0 {
 						continue
 					}
-					r.rounds[round] = append(r.rounds[round], d)
-					r.all.Lat = append(r.all.Lat, d)
-					if !tool.start.IsZero() {
-						r.all.Before = append(r.all.Before, tool.start.Sub(t0))
-						r.all.Tool = append(r.all.Tool, tool.in)
-						r.all.After = append(r.all.After, t0.Add(d).Sub(tool.end))
-					}
+					r.rounds[round] = append(r.rounds[round], t1.Sub(t0))
+					r.all.record(t0, t1, tool)
 				}
 			}
 		}

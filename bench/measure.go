@@ -45,6 +45,28 @@ type sample struct {
 	Err      error
 }
 
+// record adds one operation that ran from t0 to t1, and was in the tool
+// during tool (zero when it did not call it), to s's latencies.
+func (s *sample) record(t0, t1 time.Time, tool toolSpan) {
+	d := t1.Sub(t0)
+	s.Lat = append(s.Lat, d)
+	s.Added = append(s.Added, d-tool.in)
+	if !tool.start.IsZero() {
+		s.Before = append(s.Before, tool.start.Sub(t0))
+		s.Tool = append(s.Tool, tool.in)
+		s.After = append(s.After, t1.Sub(tool.end))
+	}
+}
+
+// merge adds o's latencies to s's (not its counters).
+func (s *sample) merge(o *sample) {
+	s.Lat = append(s.Lat, o.Lat...)
+	s.Added = append(s.Added, o.Added...)
+	s.Before = append(s.Before, o.Before...)
+	s.Tool = append(s.Tool, o.Tool...)
+	s.After = append(s.After, o.After...)
+}
+
 func (s *sample) rate() float64 {
 	if s.Elapsed <= 0 {
 		return 0
@@ -105,7 +127,7 @@ func measureWhile(ctx context.Context, callers int, warmup time.Duration, op opF
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var lat, added, before, in, after []time.Duration
+			var mine sample
 			for !stop.Load() {
 				i := next.Add(1)
 				t0 := time.Now()
@@ -123,21 +145,10 @@ func measureWhile(ctx context.Context, callers int, warmup time.Duration, op opF
 					continue
 				}
 				firstOnce.Do(func() { close(firstIn) })
-				d := t1.Sub(t0)
-				lat = append(lat, d)
-				added = append(added, d-tool.in)
-				if !tool.start.IsZero() {
-					before = append(before, tool.start.Sub(t0))
-					in = append(in, tool.in)
-					after = append(after, t1.Sub(tool.end))
-				}
+				mine.record(t0, t1, tool)
 			}
 			mu.Lock()
-			s.Lat = append(s.Lat, lat...)
-			s.Added = append(s.Added, added...)
-			s.Before = append(s.Before, before...)
-			s.Tool = append(s.Tool, in...)
-			s.After = append(s.After, after...)
+			s.merge(&mine)
 			mu.Unlock()
 		}()
 	}

@@ -300,11 +300,7 @@ func (b *bench) pooled(ctx context.Context, s *slot, callers, conns int) *result
 		all.Ops += sm.Ops
 		all.Total += sm.Total
 		all.Elapsed += sm.Elapsed
-		all.Lat = append(all.Lat, sm.Lat...)
-		all.Added = append(all.Added, sm.Added...)
-		all.Before = append(all.Before, sm.Before...)
-		all.Tool = append(all.Tool, sm.Tool...)
-		all.After = append(all.After, sm.After...)
+		all.merge(sm)
 	}
 	r.fill(all)
 	r.sample = all
