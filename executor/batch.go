@@ -54,8 +54,9 @@ type unit struct {
 // result.
 type grouper struct {
 	db    DBTX
-	max   int // units per group
-	slots int // groups in flight at once
+	bound *writeBound // the deadline of every group's batch
+	max   int         // units per group
+	slots int         // groups in flight at once
 	// build queues a group's statements, folding the units' into one
 	// statement over arrays per step where it can: claimsBuild(queueClaims,
 	// queueFresh or queueLookups), buildCompletes.
@@ -73,8 +74,8 @@ type grouper struct {
 	running int
 }
 
-func newGrouper(db DBTX, max, slots int, build func(*pgx.Batch, []*unit)) *grouper {
-	return &grouper{db: db, max: max, slots: slots, build: build, plans: ledger.QueuePlans}
+func newGrouper(db DBTX, bound *writeBound, max, slots int, build func(*pgx.Batch, []*unit)) *grouper {
+	return &grouper{db: db, bound: bound, max: max, slots: slots, build: build, plans: ledger.QueuePlans}
 }
 
 // do runs queue's statements in the next group and returns the group's
@@ -152,9 +153,7 @@ func (g *grouper) send(units []*unit) {
 	g.build(b, units)
 	// The group outlives any one caller: a caller that gives up must not
 	// cancel the others' writes.
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-	err := g.db.SendBatch(ctx, b).Close()
-	cancel()
+	err := g.db.SendBatch(g.bound.get(), b).Close()
 	var pgErr *pgconn.PgError
 	if err != nil && len(units) > 1 && (errors.As(err, &pgErr) || pgconn.SafeToRetry(err)) {
 		err = errAlone

@@ -283,6 +283,8 @@ type Executor struct {
 	// readOnlyRun counts the latest freeze-and-claims that wrote nothing
 	// (see noteClaim).
 	readOnlyRun atomic.Int64
+	// bound is the deadline of the executor's own writes (see writeBound).
+	bound writeBound
 }
 
 // New validates cfg.
@@ -295,11 +297,11 @@ func New(cfg Config) (*Executor, error) {
 		c.Logger = slog.Default()
 	}
 	e := &Executor{cfg: c}
-	e.claims = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, claimsBuild(e.queueClaims))
-	e.completions = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildCompletes(false))
-	e.completionsAsync = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, e.buildCompletes(true))
-	e.fresh = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, claimsBuild(e.queueFresh))
-	e.lookups = newGrouper(c.DB, c.GroupCommit, c.GroupCommitConns, claimsBuild(e.queueLookups))
+	e.claims = newGrouper(c.DB, &e.bound, c.GroupCommit, c.GroupCommitConns, claimsBuild(e.queueClaims))
+	e.completions = newGrouper(c.DB, &e.bound, c.GroupCommit, c.GroupCommitConns, e.buildCompletes(false))
+	e.completionsAsync = newGrouper(c.DB, &e.bound, c.GroupCommit, c.GroupCommitConns, e.buildCompletes(true))
+	e.fresh = newGrouper(c.DB, &e.bound, c.GroupCommit, c.GroupCommitConns, claimsBuild(e.queueFresh))
+	e.lookups = newGrouper(c.DB, &e.bound, c.GroupCommit, c.GroupCommitConns, claimsBuild(e.queueLookups))
 	e.lookups.readOnly.Store(true) // nothing to commit: no reason to wait
 	e.lookups.plans = ledger.QueueLookupPlans
 	return e, nil

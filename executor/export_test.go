@@ -129,7 +129,7 @@ var ErrAlone = errAlone
 
 // NewGrouper is newGrouper with each unit's own statements.
 func NewGrouper(db DBTX, max, slots int) *Grouper {
-	return newGrouper(db, max, slots, func(b *pgx.Batch, units []*unit) {
+	return newGrouper(db, &writeBound{}, max, slots, func(b *pgx.Batch, units []*unit) {
 		for _, u := range units {
 			u.queue(b)
 		}

@@ -63,8 +63,7 @@ func (e *Executor) heartbeat(ctx context.Context, cancel context.CancelCauseFunc
 }
 
 func (e *Executor) release(ctx context.Context, h held, delay time.Duration, f *ToolFailure) error {
-	wctx, cancel := writeCtx(ctx)
-	defer cancel()
+	wctx := e.writeCtx(ctx)
 	fj, _ := json.Marshal(f)
 	var fenced *ledger.Fenced
 	err := e.planned(wctx, func(b *pgx.Batch) {

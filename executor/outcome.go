@@ -30,8 +30,7 @@ func (e *Executor) giveUp(ctx context.Context, h held, mayHaveActed bool, last *
 
 // finish writes the outcome, fenced by owner and attempt.
 func (e *Executor) finish(ctx context.Context, h held, status string, resp json.RawMessage, f *ToolFailure, out *Outcome) (*Outcome, error) {
-	wctx, cancel := writeCtx(ctx)
-	defer cancel()
+	wctx := e.writeCtx(ctx)
 	cu := &completeUnit{Completion: ledger.Completion{Tenant: h.tenant, Key: h.key, Attempt: int32(h.attempt), Status: status}}
 	if resp != nil {
 		s := string(resp)

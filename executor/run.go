@@ -17,13 +17,12 @@ import (
 // Execute and ExecuteKey: the freeze and claim (see batch.go), then the
 // state table (drive), then the attempts (attempt.go).
 
-// writeTimeout bounds the bookkeeping writes that follow a provider call.
-// They run detached from the caller's context: once the provider answered,
-// a caller that gave up must not keep the answer from being recorded.
-const writeTimeout = 10 * time.Second
-
-func writeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+// writeCtx is ctx for a bookkeeping write that follows a provider call:
+// detached from the caller's cancellation (once the provider answered, a
+// caller that gave up must not keep the answer from being recorded) and
+// bounded by the shared write bound instead (see writeBound).
+func (e *Executor) writeCtx(ctx context.Context) context.Context {
+	return e.bound.detach(ctx)
 }
 
 // backoff is the delay after a transient failure at attempt n: exponential,
@@ -186,8 +185,7 @@ func (e *Executor) drive(ctx context.Context, tool tools.Tool, in *intent.Intent
 
 // current re-reads the action and reports it as stored.
 func (e *Executor) current(ctx context.Context, out *Outcome) (*Outcome, error) {
-	rctx, cancel := writeCtx(ctx)
-	defer cancel()
+	rctx := e.writeCtx(ctx)
 	a, err := Get(rctx, e.cfg.DB, out.Tenant, out.Key)
 	if err != nil {
 		return nil, err
