@@ -63,6 +63,21 @@ type slot struct {
 	// runs on db beside the slot's, so its per-database counters are not
 	// the slot's and its row leaves them out.
 	shared, mixed bool
+	// keep: the workload's pools stay open from the slot's first slice to
+	// closeKept, as a deployment's pool does, instead of opening for each
+	// slice (see measureSlice). stop closes them.
+	keep bool
+	stop func()
+}
+
+// closeKept closes the pools of slots that keep theirs open.
+func closeKept(slots []*slot) {
+	for _, s := range slots {
+		if s.stop != nil {
+			s.stop()
+			s.stop, s.op = nil, nil
+		}
+	}
 }
 
 // pairStat is one paired comparison at one level.
@@ -234,7 +249,9 @@ type sliceData struct {
 // it: a level's workloads at 128 callers, all open at once, would need more
 // connections than a default server allows. The CPU figures therefore
 // include the slice's connection set-up and warm-up, spread over its
-// operations.
+// operations. A slot that keeps its pools (the scale pair's two) opens them
+// at its first slice and counts, from then on, only what its backends
+// spent during each slice.
 func (b *bench) measureSlice(ctx context.Context, s *slot, callers, conns int) (sliceData, bool) {
 	k0, err := s.db.counters(ctx)
 	if err != nil {
@@ -242,12 +259,23 @@ func (b *bench) measureSlice(ctx context.Context, s *slot, callers, conns int) (
 		return sliceData{}, false
 	}
 	cl0, m0 := selfCPU(), readMachineTicks()
-	op, stop, err := s.w.start(ctx, s.db, conns)
-	if err != nil {
-		s.err = fmt.Errorf("start: %w", err)
-		return sliceData{}, false
+	var srv0 time.Duration // the kept backends' CPU before this slice
+	stop := func() {}
+	if s.keep && s.stop != nil {
+		srv0, _ = cpuOf(b.backends(ctx, s.db))
+	} else {
+		op, stopPools, err := s.w.start(ctx, s.db, conns)
+		if err != nil {
+			s.err = fmt.Errorf("start: %w", err)
+			return sliceData{}, false
+		}
+		s.op = op
+		if s.keep {
+			s.stop = stopPools
+		} else {
+			stop = stopPools
+		}
 	}
-	s.op = op
 	base := s.issued
 	sm := measure(ctx, callers, b.cfg.sliceWarmup, b.cfg.slice, func(ctx context.Context, w int, i int64) (toolSpan, error) {
 		return s.op(ctx, w, base+i)
@@ -256,6 +284,7 @@ func (b *bench) measureSlice(ctx context.Context, s *slot, callers, conns int) (
 	// The backends that served the slice, from their start: pooled
 	// connections live as long as the slice's pools.
 	srv, known := cpuOf(b.backends(ctx, s.db))
+	srv -= srv0
 	stop()
 	cl1, m1 := selfCPU(), readMachineTicks()
 	k1, err := s.db.counters(ctx)
