@@ -180,7 +180,6 @@ func (b *bench) scalePair(ctx context.Context, db *database, sr *scaleResult) ([
 	empty.keep, full.keep = true, true
 	slots := []*slot{empty, full}
 	defer b.dropSlots(slots)
-	defer closeKept(slots)
 	if b.cfg.scaleWarmup > 0 && full.err == nil {
 		if sr.Warmup, full.err = b.warmScale(ctx, full, callers, conns, b.cfg.scaleWarmup); full.err != nil {
 			full.err = fmt.Errorf("warm-up: %w", full.err)
