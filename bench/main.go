@@ -90,6 +90,9 @@ type config struct {
 	// groupCommit and groupCommitConns, when > 0, override the executor's
 	// defaults in every retrysafe point.
 	groupCommit, groupCommitConns int
+	// keepPools: every workload of a level keeps its pools from its first
+	// slice to the level's end (paired.go: rotate).
+	keepPools bool
 }
 
 type bench struct {
@@ -156,6 +159,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.purgeRows, "purge-rows", -1, "how many of the preloaded rows finished 8 days ago and are purged (default: a day at 15/s per 10M rows, 12.96 %)")
 	fs.IntVar(&c.purgeCallers, "purge-callers", 8, "concurrent callers while purging")
 	fs.BoolVar(&c.purgeTail, "purge-tail", true, "let each purge finish under load after its paired rounds (false: stop it there, to compare settings quickly; its rate is then the rounds')")
+	fs.BoolVar(&c.keepPools, "keep-pools", false, "every workload of a level keeps its pools open from its first slice to the level's end, as a deployment does, instead of opening them for each slice (needs about 10 x min(callers, max-conns) connections)")
 	fs.BoolVar(&c.skipNaive, "skip-naive", false, "skip the naive check-then-act handler")
 	fs.StringVar(&c.out, "out", "results", "directory for the Markdown and JSON results")
 	priv := fs.String("private-server", "", "start a private, durable PostgreSQL cluster (the installed server binaries, a temporary directory, removed at the end) with these server settings, name=value comma-separated, and run every benchmark on it instead of --db: e.g. shared_buffers=4GB,max_wal_size=16GB,checkpoint_timeout=30min to size the server for the 10M-row point; - for the installation's defaults")

@@ -40,7 +40,12 @@ type slot struct {
 
 	samples []*sample
 	rates   []float64 // per round, ops/s
-	p50s    []float64 // per round, ms
+	// cpus is each round's CPU time per operation issued, µs: the
+	// process's and the backends' together (0 when the backends' could not
+	// be read). On a machine whose CPU is what runs out, two workloads'
+	// rates stand in the inverse ratio of these.
+	cpus []float64
+	p50s []float64 // per round, ms
 	// added99s is each round's p99 of added latency (latency minus the
 	// time in the tool), ms.
 	added99s []float64
@@ -152,9 +157,11 @@ func (b *bench) rotate(ctx context.Context, ws []workload, callers int) ([]*resu
 	slots := make([]*slot, len(ws))
 	for i, w := range ws {
 		slots[i] = b.newSlot(ctx, w, nil)
+		slots[i].keep = b.cfg.keepPools
 	}
 	defer b.dropSlots(slots)
 	b.rounds(ctx, slots, callers)
+	closeKept(slots)
 	conns := min(callers, b.cfg.maxConns)
 	out := make([]*result, len(slots))
 	for i, s := range slots {
@@ -249,9 +256,13 @@ type sliceData struct {
 // it: a level's workloads at 128 callers, all open at once, would need more
 // connections than a default server allows. The CPU figures therefore
 // include the slice's connection set-up and warm-up, spread over its
-// operations. A slot that keeps its pools (the scale pair's two) opens them
-// at its first slice and counts, from then on, only what its backends
-// spent during each slice.
+// operations. A slot that keeps its pools (the scale pair's two, every
+// workload with --keep-pools) opens them at its first slice and counts,
+// from then on, only what its backends spent during each slice. Kept
+// pools did not move the level's ratios (2026-12-02, private server, two
+// runs each way alternating: 0.27 to 0.31 of the floor at 8 callers
+// fresh against 0.29 kept, 0.39 to 0.41 at 32 against 0.34 to 0.40), so
+// the default stays a pool per slice, which fits a default server.
 func (b *bench) measureSlice(ctx context.Context, s *slot, callers, conns int) (sliceData, bool) {
 	k0, err := s.db.counters(ctx)
 	if err != nil {
@@ -306,6 +317,11 @@ func (b *bench) measureSlice(ctx context.Context, s *slot, callers, conns int) (
 func (s *slot) add(d sliceData) {
 	s.samples = append(s.samples, d.sm)
 	s.rates = append(s.rates, d.sm.rate())
+	cpu := 0.0
+	if d.serverKnown && d.sm.Total > 0 {
+		cpu = float64((d.client + d.server).Microseconds()) / float64(d.sm.Total)
+	}
+	s.cpus = append(s.cpus, cpu)
 	s.p50s = append(s.p50s, pct(d.sm.Lat, 0.50))
 	s.added99s = append(s.added99s, pct(d.sm.Added, 0.99))
 	s.wal += d.wal
@@ -526,7 +542,19 @@ func (b *bench) level(ctx context.Context, rep *report, n int) {
 	pair("retrysafe first execution / DBOS first execution", first, find("dbos", firstName), false)
 	pair("naive first execution / DBOS first execution", find("naive", firstName), find("dbos", firstName), false)
 	pair("p50 latency: retrysafe first execution / commit + tool + commit", first, find("floor", floorToolName), true)
+	// The floor's CPU per operation over retrysafe's, slice by slice: the
+	// rate ratio a machine whose CPU runs out allows (the same ratio of
+	// rates when both are CPU-bound), a figure the host's WAL flush time
+	// does not move the way it moves rates.
+	if floor != nil && first != nil {
+		if rs := ratioOf(floor.cpus, first.cpus); len(rs) > 0 {
+			rep.Pairs = append(rep.Pairs, newPair(cpuPairName, n, rs))
+		}
+	}
 }
+
+// cpuPairName is the paired ratio of CPU per operation (level).
+const cpuPairName = "CPU per operation: floor / retrysafe first execution"
 
 // findPair returns the pair of that name at callers.
 func (rep *report) findPair(name string, callers int) (pairStat, bool) {
