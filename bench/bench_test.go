@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -568,5 +569,28 @@ func TestStatementsSince(t *testing.T) {
 	if !strings.Contains(sb.String(), "| retrysafe | first execution | 8 | 0.302 |") || !strings.Contains(sb.String(), "`complete` | 1.00 | 0.250 | 1.0 |") ||
 		!strings.Contains(sb.String(), "`WITH ins AS ( INSERT` |") {
 		t.Fatalf("table:\n%s", sb.String())
+	}
+}
+
+// --keep-pools is refused before anything runs when the server cannot hold
+// a level's pools at once, and says what to change.
+func TestKeepPoolsNeedsConnections(t *testing.T) {
+	cfg, err := parseFlags([]string{"--keep-pools", "--concurrency", "1,32", "--skip-dbos"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bench{cfg: cfg}
+	n := len(b.levelWorkloads())
+	need := n*33 + keepPoolsSpare
+	if err := b.checkKeepPools(map[string]string{"max_connections": strconv.Itoa(need - 1)}); err == nil ||
+		!strings.Contains(err.Error(), fmt.Sprintf("needs about %d connections", need)) || !strings.Contains(err.Error(), "max_connections=") {
+		t.Errorf("%d allowed: %v", need-1, err)
+	}
+	if err := b.checkKeepPools(map[string]string{"max_connections": strconv.Itoa(need)}); err != nil {
+		t.Errorf("%d allowed: %v", need, err)
+	}
+	b.cfg.keepPools = false
+	if err := b.checkKeepPools(map[string]string{"max_connections": "1"}); err != nil {
+		t.Errorf("without --keep-pools: %v", err)
 	}
 }

@@ -369,6 +369,9 @@ func run(ctx context.Context, cfg config, log io.Writer) (*report, error) {
 	if b.pgss, err = b.srv.pgssAvailable(ctx); err != nil {
 		return nil, err
 	}
+	if err := b.checkKeepPools(settings); err != nil {
+		return nil, err
+	}
 	rep := newReport(cfg, settings)
 	began := time.Now()
 	b.logf("bench: %s, fsync=%s synchronous_commit=%s; slices of %s after %s warm-up, %d rounds per level; callers %v; pool min(callers, %d)",
@@ -441,3 +444,29 @@ func resultsDir(dir string) (string, error) {
 	}
 	return filepath.Join(wd, dir), nil
 }
+
+// checkKeepPools refuses --keep-pools up front when the server's
+// max_connections cannot hold a level's pools all at once (each workload
+// min(callers, --max-conns) connections, one more for DBOS's LISTEN, and a
+// few for the benchmark's own administrative connections), instead of
+// failing the level's points one by one with "too many clients".
+func (b *bench) checkKeepPools(settings map[string]string) error {
+	if !b.cfg.keepPools {
+		return nil
+	}
+	allowed, err := strconv.Atoi(settings["max_connections"])
+	if err != nil {
+		return fmt.Errorf("--keep-pools: the server's max_connections %q: %w", settings["max_connections"], err)
+	}
+	conns := min(slices.Max(b.cfg.concurrency), b.cfg.maxConns)
+	need := len(b.levelWorkloads())*(conns+1) + keepPoolsSpare
+	if need > allowed {
+		return fmt.Errorf("--keep-pools needs about %d connections at %d callers (%d workloads of %d, and %d to spare), and the server allows %d: raise max_connections (e.g. --private-server max_connections=%d), lower --max-conns, or drop --keep-pools",
+			need, slices.Max(b.cfg.concurrency), len(b.levelWorkloads()), conns+1, keepPoolsSpare, allowed, need)
+	}
+	return nil
+}
+
+// keepPoolsSpare is the connections checkKeepPools leaves for the
+// benchmark's administrative ones, the server's reserved ones and others'.
+const keepPoolsSpare = 10

@@ -492,6 +492,14 @@ const (
 // level runs the rotation of n callers and records its rows and paired
 // ratios in rep.
 func (b *bench) level(ctx context.Context, rep *report, n int) {
+	rows, slots := b.rotate(ctx, b.levelWorkloads(), n)
+	b.levelPairs(rep, n, rows, slots)
+}
+
+// levelWorkloads is what every level rotates: the floor first (every ratio
+// is to it, so it always runs), then those --only and the --skip flags
+// leave.
+func (b *bench) levelWorkloads() []workload {
 	ws := []workload{b.floorWorkload(), b.floorToolWorkload(), b.rsFirstWorkload(firstName, nil),
 		b.rsFirstWorkloadWith("first execution, sync completion", nil, syncCompletion),
 		b.rsFirstWorkloadWith("first execution, no group commit", nil, noGroupCommit), b.rsCobWorkload(), b.rsReplayWorkload()}
@@ -508,7 +516,11 @@ func (b *bench) level(ctx context.Context, rep *report, n int) {
 			kept = append(kept, w)
 		}
 	}
-	rows, slots := b.rotate(ctx, kept, n)
+	return kept
+}
+
+// levelPairs records a level's rows and its paired ratios in rep.
+func (b *bench) levelPairs(rep *report, n int, rows []*result, slots []*slot) {
 	find := func(system, name string) *slot {
 		for _, s := range slots {
 			if s.w.system == system && s.w.name == name && s.err == nil {
