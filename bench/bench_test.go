@@ -105,7 +105,7 @@ func TestTinyRun(t *testing.T) {
 		}
 	}
 	for _, w := range []string{"floor/single-row commit", "floor/commit + tool + commit", "retrysafe/first execution",
-		"retrysafe/replay", "retrysafe/" + cobName, "dbos/first execution", "dbos/replay (re-run)", "naive/first execution",
+		"retrysafe/replay", "retrysafe/" + cobName, "retrysafe/" + loneNoToolName, "dbos/first execution", "dbos/replay (re-run)", "naive/first execution",
 		"retrysafe/first execution, 0 rows", "retrysafe/first execution, 2k rows",
 		"retrysafe/first execution while purging (batch 20, pause 10ms)", "retrysafe/first execution, purge held (batch 20, pause 10ms)"} {
 		if !want[w] {
@@ -118,8 +118,10 @@ func TestTinyRun(t *testing.T) {
 	if p, ok := rep.findPair("retrysafe first execution / floor", 2); !ok || len(p.Ratios) != 3 {
 		t.Errorf("paired ratio of first executions to the floor at 2 callers: %+v", p)
 	}
-	if p, ok := rep.findPair(cpuPairName, 2); !ok || len(p.Ratios) != 3 || p.Median <= 0 {
-		t.Errorf("paired ratio of CPU per operation at 2 callers: %+v", p)
+	for _, name := range []string{cpuPairName, inProcPairName, cpuInProcPairName} {
+		if p, ok := rep.findPair(name, 2); !ok || len(p.Ratios) != 3 || p.Median <= 0 {
+			t.Errorf("%s at 2 callers: %+v", name, p)
+		}
 	}
 	if p, ok := rep.findPair("retrysafe first execution, pix.cob / floor", 2); !ok || len(p.Ratios) != 3 || p.Median <= 0 {
 		t.Errorf("paired ratio of pix.cob first executions to the floor at 2 callers: %+v", p)
@@ -201,7 +203,8 @@ func TestFloorTargetsNameTheMinimalShape(t *testing.T) {
 	rep := &report{
 		Machine: machine{Cores: 2},
 		Pairs: []pairStat{newPair("retrysafe first execution / floor", 32, []float64{0.40, 0.41, 0.42, 0.39}),
-			newPair(cpuPairName, 32, []float64{0.38, 0.40, 0.39, 0.41})},
+			newPair(cpuPairName, 32, []float64{0.38, 0.40, 0.39, 0.41}),
+			newPair(inProcPairName, 32, []float64{0.55, 0.56, 0.57, 0.58}), newPair(cpuInProcPairName, 32, []float64{0.54, 0.55, 0.56})},
 		Results: []*result{{System: "floor", Workload: floorToolName, Callers: 32, Ratio: 0.37},
 			{System: "floor", Workload: floorName, Callers: 32, Rate: 10000, ClientCPUPerOp: 40, ServerCPUPerOp: 90}},
 	}
@@ -211,7 +214,8 @@ func TestFloorTargetsNameTheMinimalShape(t *testing.T) {
 	}
 	for _, want := range []string{"commit + tool + commit reaches 0.37 of the floor here",
 		"retrysafe's CPU per execution allows 0.40 (IQR 0.39–0.40, 4 rounds) on a machine whose CPU runs out",
-		"the floor kept about 1.3 of 2 cores busy"} {
+		"the floor kept about 1.3 of 2 cores busy",
+		"with the tool answered in process (no HTTP provider on these cores) retrysafe reaches 0.56 (IQR 0.56–0.57, 4 rounds), its CPU allows 0.55"} {
 		if !strings.Contains(rep.Targets[0].Bound, want) {
 			t.Errorf("bound %q lacks %q", rep.Targets[0].Bound, want)
 		}
