@@ -213,7 +213,7 @@ func TestFloorTargetsNameTheMinimalShape(t *testing.T) {
 		t.Fatalf("targets: %+v", rep.Targets)
 	}
 	for _, want := range []string{"commit + tool + commit reaches 0.37 of the floor here",
-		"retrysafe's CPU per execution allows 0.40 (IQR 0.39–0.40, 4 rounds) on a machine whose CPU runs out",
+		"on a machine whose CPU runs out retrysafe's CPU per execution allows 0.40 (IQR 0.39–0.40, 4 rounds)",
 		"the floor kept about 1.3 of 2 cores busy",
 		"with the tool answered in process (no HTTP provider on these cores) retrysafe reaches 0.56 (IQR 0.56–0.57, 4 rounds), its CPU allows 0.55"} {
 		if !strings.Contains(rep.Targets[0].Bound, want) {

@@ -223,7 +223,7 @@ func (rep *report) checkTargets() {
 			parts = append(parts, fmt.Sprintf("naive %.2f", f.Ratio))
 		}
 		if p, ok := rep.findPair(cpuPairName, callers); ok {
-			parts = append(parts, "retrysafe's CPU per execution allows "+p.text("")+" on a machine whose CPU runs out")
+			parts = append(parts, "on a machine whose CPU runs out retrysafe's CPU per execution allows "+p.text(""))
 		}
 		if p, ok := rep.findPair(inProcPairName, callers); ok {
 			s := "with the tool answered in process (no HTTP provider on these cores) retrysafe reaches " + p.text("")
