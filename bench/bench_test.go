@@ -78,22 +78,10 @@ func TestTinyRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs PostgreSQL; -short skips it")
 	}
-	cfg, err := parseFlags([]string{"--quick", "--concurrency", "1,2",
+	rep, cfg, _ := runOrFail(t, 5*time.Minute, "--quick", "--concurrency", "1,2",
 		"--scale-rows", "2000", "--scale-callers", "2", "--rounds", "3", "--slice", "200ms",
-		"--purge-rows", "2000", "--purge-settings", "20/10ms", "--purge-callers", "2", "--purge-rounds", "3"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log strings.Builder
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	rep, err := run(ctx, cfg, &log)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
-	if n := rep.failures(); n > 0 {
-		t.Fatalf("%d points failed:\n%s", n, log.String())
-	}
+		"--purge-rows", "2000", "--purge-settings", "20/10ms", "--purge-callers", "2", "--purge-rounds", "3")
+	ctx := t.Context()
 	want := map[string]bool{}
 	for _, r := range rep.Results {
 		want[r.System+"/"+r.Workload] = true
@@ -229,24 +217,11 @@ func TestKeepPools(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs PostgreSQL; -short skips it")
 	}
-	cfg, err := parseFlags([]string{"--quick", "--keep-pools", "--concurrency", "2", "--skip-scale", "--skip-dbos",
-		"--rounds", "3", "--slice", "150ms", "--only", "retrysafe/first execution$"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log strings.Builder
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	rep, err := run(ctx, cfg, &log)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
-	if n := rep.failures(); n > 0 {
-		t.Fatalf("%d points failed:\n%s", n, log.String())
-	}
+	rep, _, log := runOrFail(t, 2*time.Minute, "--quick", "--keep-pools", "--concurrency", "2", "--skip-scale", "--skip-dbos",
+		"--rounds", "3", "--slice", "150ms", "--only", "retrysafe/first execution$")
 	r := rep.find("retrysafe", firstName, 2)
 	if r == nil || r.Rounds != 3 || r.ServerCPUPerOp <= 0 {
-		t.Fatalf("first execution on kept pools: %+v\n%s", r, log.String())
+		t.Fatalf("first execution on kept pools: %+v\n%s", r, log)
 	}
 	if p, ok := rep.findPair(cpuPairName, 2); !ok || len(p.Ratios) != 3 {
 		t.Errorf("CPU pair on kept pools: %+v", p)
@@ -597,4 +572,25 @@ func TestKeepPoolsNeedsConnections(t *testing.T) {
 	if err := b.checkKeepPools(map[string]string{"max_connections": "1"}); err != nil {
 		t.Errorf("without --keep-pools: %v", err)
 	}
+}
+
+// runOrFail runs the benchmark with args (within timeout) and fails the
+// test, with the run's log, when it errs or any point failed.
+func runOrFail(t *testing.T, timeout time.Duration, args ...string) (*report, config, string) {
+	t.Helper()
+	cfg, err := parseFlags(args, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	rep, err := run(ctx, cfg, &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if n := rep.failures(); n > 0 {
+		t.Fatalf("%d points failed:\n%s", n, log.String())
+	}
+	return rep, cfg, log.String()
 }
