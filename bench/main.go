@@ -12,8 +12,12 @@
 // floor measured in the same run at the same number of callers; every
 // workload of a level runs --rounds slices, one workload at a time in a new
 // order each round, and each comparison is the median of the ratios of
-// slices of the same round (paired.go). At one caller the lone call is
-// also measured interleaved block by block (lone.go). Rows whose
+// slices of the same round (paired.go); the CPU time per operation of
+// the floor and of retrysafe's first executions is paired the same way,
+// and first executions also run with the tool answered in process, since
+// the benchmark's HTTP provider shares the database's cores. At one
+// caller the lone call is also measured interleaved block by block
+// (lone.go). Rows whose
 // operations call the tool also split their latency at the call, and when
 // the server has pg_stat_statements loaded each point records its
 // statements.
