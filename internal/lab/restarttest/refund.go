@@ -248,10 +248,16 @@ func (t *tester) refundBatch(ctx context.Context, p CrashPoint, chunk []*RunPlan
 			t.killWorker(w, "proxy")
 		}
 	})
-	// Its reconciler looks ten times as often as serve's, so that it, not
-	// serve, takes over most refunds once the sidecar's attempt failed.
+	// Its reconciler looks fifty times as often as serve's, so that it,
+	// not serve, takes over the refunds once the sidecar's attempt failed:
+	// each refund serve takes is one the armed worker cannot meet its
+	// point with, and when serve took enough of a chunk that the worker
+	// never reached its k-th hit, the point went uncovered (a CI run on
+	// 2026-12-02 failed so, "refund at action-claimed not covered", at ten
+	// times as often; serve's chance per refund is about the ratio of the
+	// two intervals).
 	w, err := t.startWorker(ctx, "refund-"+p.Name, p.Failpoint, k, proxy,
-		"--reconcile-interval", min(100*time.Millisecond, t.cfg.Timings.ReconcileInterval/10).String())
+		"--reconcile-interval", min(20*time.Millisecond, t.cfg.Timings.ReconcileInterval/50).String())
 	if err != nil {
 		return err
 	}
