@@ -462,11 +462,12 @@ func (b *bench) checkKeepPools(settings map[string]string) error {
 	if err != nil {
 		return fmt.Errorf("--keep-pools: the server's max_connections %q: %w", settings["max_connections"], err)
 	}
-	conns := min(slices.Max(b.cfg.concurrency), b.cfg.maxConns)
-	need := len(b.levelWorkloads())*(conns+1) + keepPoolsSpare
+	callers, workloads := slices.Max(b.cfg.concurrency), len(b.levelWorkloads())
+	conns := min(callers, b.cfg.maxConns)
+	need := workloads*(conns+1) + keepPoolsSpare
 	if need > allowed {
 		return fmt.Errorf("--keep-pools needs about %d connections at %d callers (%d workloads of %d, and %d to spare), and the server allows %d: raise max_connections (e.g. --private-server max_connections=%d), lower --max-conns, or drop --keep-pools",
-			need, slices.Max(b.cfg.concurrency), len(b.levelWorkloads()), conns+1, keepPoolsSpare, allowed, need)
+			need, callers, workloads, conns+1, keepPoolsSpare, allowed, need)
 	}
 	return nil
 }
