@@ -149,18 +149,19 @@ func (b *bench) waitIdle(ctx context.Context, db *database) error {
 	defer c.Close(ctx)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var n int
-		if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'`, db.name).Scan(&n); err != nil {
+		var (
+			n     int
+			doing string
+		)
+		if err := c.QueryRow(ctx, `SELECT count(*), coalesce(string_agg(left(query, 60), '; '), '')
+			FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'`, db.name).Scan(&n, &doing); err != nil {
 			return err
 		}
 		if n == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			var kinds string
-			_ = c.QueryRow(ctx, `SELECT string_agg(backend_type || ': ' || left(query, 60), '; ') FROM pg_stat_activity
-				WHERE datname = $1 AND backend_type = 'client backend'`, db.name).Scan(&kinds)
-			return fmt.Errorf("%d client backends still on %s (%s)", n, db.name, kinds)
+			return fmt.Errorf("%d client backends still on %s (last statements: %s)", n, db.name, doing)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
