@@ -525,7 +525,7 @@ func TestStatementsSince(t *testing.T) {
 		"idle":     {Query: "idle", Calls: 7, TotalMs: 3},
 	}
 	now := map[string]stmtStat{
-		"claim":    {Query: "claim", Calls: 150, TotalMs: 30, Rows: 150},
+		"claim":    {Query: "claim", Calls: 150, TotalMs: 30, PlanMs: 8, Rows: 150},
 		"complete": {Query: "complete", Calls: 450, TotalMs: 105, Rows: 450},
 		"idle":     {Query: "idle", Calls: 7, TotalMs: 3},
 		"plans":    {Query: "plans", Calls: 300, TotalMs: 1},
@@ -538,6 +538,9 @@ func TestStatementsSince(t *testing.T) {
 	if got := p.execMsPerOp(); got != 121.0/400 {
 		t.Fatalf("exec ms/op %v", got)
 	}
+	if got := p.planMsPerOp(); got != 8.0/400 {
+		t.Fatalf("plan ms/op %v", got)
+	}
 	if empty := statementsSince(now, now, 10); len(empty.Stmts) != 0 {
 		t.Fatalf("statements that did not run again: %+v", empty)
 	}
@@ -545,7 +548,7 @@ func TestStatementsSince(t *testing.T) {
 	p.Stmts[1].Query = "WITH ins AS (\n\tINSERT"
 	var sb strings.Builder
 	(&report{Results: []*result{a}}).statementsTable(&sb)
-	if !strings.Contains(sb.String(), "| retrysafe | first execution | 8 | 0.302 |") || !strings.Contains(sb.String(), "`complete` | 1.00 | 0.250 | 1.0 |") ||
+	if !strings.Contains(sb.String(), "| retrysafe | first execution | 8 | 0.302 | 0.020 |") || !strings.Contains(sb.String(), "`complete` | 1.00 | 0.250 | 1.0 |") ||
 		!strings.Contains(sb.String(), "`WITH ins AS ( INSERT` |") {
 		t.Fatalf("table:\n%s", sb.String())
 	}

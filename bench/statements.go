@@ -20,7 +20,10 @@ type stmtStat struct {
 	Query   string  `json:"query"`
 	Calls   int64   `json:"calls"`
 	TotalMs float64 `json:"total_exec_ms"`
-	Rows    int64   `json:"rows"`
+	// PlanMs is the time spent planning it: 0 unless the server also sets
+	// pg_stat_statements.track_planning = on.
+	PlanMs float64 `json:"total_plan_ms,omitempty"`
+	Rows   int64   `json:"rows"`
 }
 
 // statements is what pg_stat_statements saw during a point.
@@ -36,6 +39,18 @@ func (s *statements) execMsPerOp() float64 {
 	var t float64
 	for _, st := range s.Stmts {
 		t += st.TotalMs
+	}
+	return t / float64(max(s.Ops, 1))
+}
+
+// planMsPerOp is the statements' planning time per operation (0 without
+// pg_stat_statements.track_planning): a prepared statement whose plan is
+// custom is planned again at every execution, which its execution time
+// does not include.
+func (s *statements) planMsPerOp() float64 {
+	var t float64
+	for _, st := range s.Stmts {
+		t += st.PlanMs
 	}
 	return t / float64(max(s.Ops, 1))
 }
@@ -70,7 +85,7 @@ func (d *database) statementTotals(ctx context.Context) (map[string]stmtStat, er
 		return nil, err
 	}
 	defer c.Close(ctx)
-	rows, err := c.Query(ctx, `SELECT query, sum(calls)::int8, sum(total_exec_time)::float8, sum(rows)::int8
+	rows, err := c.Query(ctx, `SELECT query, sum(calls)::int8, sum(total_exec_time)::float8, sum(total_plan_time)::float8, sum(rows)::int8
 		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = $1) GROUP BY query`, d.name)
 	if err != nil {
 		return nil, err
@@ -78,7 +93,7 @@ func (d *database) statementTotals(ctx context.Context) (map[string]stmtStat, er
 	out := map[string]stmtStat{}
 	for rows.Next() {
 		var s stmtStat
-		if err := rows.Scan(&s.Query, &s.Calls, &s.TotalMs, &s.Rows); err != nil {
+		if err := rows.Scan(&s.Query, &s.Calls, &s.TotalMs, &s.PlanMs, &s.Rows); err != nil {
 			return nil, err
 		}
 		out[s.Query] = s
@@ -95,7 +110,8 @@ func statementsSince(before, now map[string]stmtStat, ops int64) *statements {
 		if s.Calls-b.Calls <= 0 {
 			continue
 		}
-		out.Stmts = append(out.Stmts, stmtStat{Query: q, Calls: s.Calls - b.Calls, TotalMs: s.TotalMs - b.TotalMs, Rows: s.Rows - b.Rows})
+		out.Stmts = append(out.Stmts, stmtStat{Query: q, Calls: s.Calls - b.Calls, TotalMs: s.TotalMs - b.TotalMs,
+			PlanMs: s.PlanMs - b.PlanMs, Rows: s.Rows - b.Rows})
 	}
 	slices.SortFunc(out.Stmts, func(a, b stmtStat) int {
 		if c := cmp.Compare(b.TotalMs, a.TotalMs); c != 0 {
@@ -116,18 +132,18 @@ func (rep *report) statementsTable(sb *strings.Builder) {
 	if len(rows) == 0 {
 		return
 	}
-	sb.WriteString("\nStatements (pg_stat_statements, warm-up included): execution time inside statements per operation, without commits' WAL flushes and the network, and the statements that took most of it:\n\n")
-	sb.WriteString("| system | workload | callers | exec ms/op | p50 ms | statement | calls/op | ms/call | rows/call |\n")
-	sb.WriteString("|---|---|---:|---:|---:|---|---:|---:|---:|\n")
+	sb.WriteString("\nStatements (pg_stat_statements, warm-up included): execution time inside statements per operation, without commits' WAL flushes and the network, planning time per operation (with pg_stat_statements.track_planning = on, else 0), and the statements that took most of the execution time:\n\n")
+	sb.WriteString("| system | workload | callers | exec ms/op | plan ms/op | p50 ms | statement | calls/op | ms/call | rows/call |\n")
+	sb.WriteString("|---|---|---:|---:|---:|---:|---|---:|---:|---:|\n")
 	for _, r := range rows {
 		st := r.Statements
-		head := fmt.Sprintf("| %s | %s | %d | %.3f | %s |", r.System, r.Workload, r.Callers, st.execMsPerOp(), ms(r.P50))
+		head := fmt.Sprintf("| %s | %s | %d | %.3f | %.3f | %s |", r.System, r.Workload, r.Callers, st.execMsPerOp(), st.planMsPerOp(), ms(r.P50))
 		for i, s := range st.Stmts {
 			if i == 3 {
 				break
 			}
 			if i > 0 {
-				head = "| | | | | |"
+				head = "| | | | | | |"
 			}
 			q := strings.Join(strings.Fields(s.Query), " ")
 			if len(q) > 70 {
