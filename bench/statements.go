@@ -36,11 +36,7 @@ type statements struct {
 // server's work inside statements, without commits' WAL flushes, network
 // or waiting for a connection.
 func (s *statements) execMsPerOp() float64 {
-	var t float64
-	for _, st := range s.Stmts {
-		t += st.TotalMs
-	}
-	return t / float64(max(s.Ops, 1))
+	return s.msPerOp(func(st stmtStat) float64 { return st.TotalMs })
 }
 
 // planMsPerOp is the statements' planning time per operation (0 without
@@ -48,9 +44,14 @@ func (s *statements) execMsPerOp() float64 {
 // custom is planned again at every execution, which its execution time
 // does not include.
 func (s *statements) planMsPerOp() float64 {
+	return s.msPerOp(func(st stmtStat) float64 { return st.PlanMs })
+}
+
+// msPerOp sums ms over the statements, per operation.
+func (s *statements) msPerOp(ms func(stmtStat) float64) float64 {
 	var t float64
 	for _, st := range s.Stmts {
-		t += st.PlanMs
+		t += ms(st)
 	}
 	return t / float64(max(s.Ops, 1))
 }
