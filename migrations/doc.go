@@ -21,5 +21,13 @@
 // two columns (a started action holds a lease) is a table CHECK
 // (TestLedgerTablesCheckOnlyAcrossColumns).
 //
+// Index order is part of the schema where costs tie: on intents vacuumed
+// while empty, a lookup by (tenant_id, idem_key) costs the same through the
+// primary key as through the key index, and PostgreSQL keeps the newer
+// index's path. The key index is the newest index on intents (014, after
+// 013's type change had made both again in an order of the catalog's
+// choosing; TestIntentKeyIndexIsNewest); a migration that makes an index on
+// intents again must keep it so.
+//
 // This package imports only pgx.
 package migrations
