@@ -27,7 +27,7 @@ func floorPrep(ctx context.Context, db *database) error {
 // the same number of callers on the same pool size. An execution that needs
 // two commits can reach at most half of it.
 func (b *bench) floorWorkload() workload {
-	run := randHex(4)
+	run := newRun()
 	return workload{
 		system: "floor", name: floorName,
 		prep: floorPrep,
@@ -56,7 +56,7 @@ func (b *bench) floorTwoWorkload() workload { return b.twoCommits(floorTwoName, 
 // twoCommits is two minimal commits of a new key per operation, with the
 // benchmark's tool called between them when withTool.
 func (b *bench) twoCommits(name string, withTool bool) workload {
-	run := randHex(4)
+	run := newRun()
 	return workload{
 		system: "floor", name: name, prep: floorPrep,
 		start: func(ctx context.Context, db *database, conns int) (opFunc, func(), error) {

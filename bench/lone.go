@@ -188,7 +188,7 @@ func inProcessTool() *tools.Func {
 
 // rsInProcessWorkload is retrysafe's first execution with inProcessTool.
 func (b *bench) rsInProcessWorkload() workload {
-	run := randHex(4)
+	run := newRun()
 	return workload{
 		system: "retrysafe", name: loneNoToolName, prep: migrated,
 		start: func(ctx context.Context, db *database, conns int) (opFunc, func(), error) {

@@ -97,6 +97,11 @@ type config struct {
 	// keepPools: every workload of a level keeps its pools from its first
 	// slice to the level's end (paired.go: rotate).
 	keepPools bool
+	// instructions: count instructions per operation under callgrind
+	// (instructions.go) instead of the timed benchmark.
+	instructions bool
+	// callgrindDir keeps callgrind's output files of --instructions.
+	callgrindDir string
 }
 
 type bench struct {
@@ -170,6 +175,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	sess := fs.String("session-settings", "", "PostgreSQL settings every session on a benchmark database starts with, name=value comma-separated (session-level: the server's configuration is not changed), e.g. wal_compression=lz4")
 	only := fs.String("only", "", "regexp: run only the points whose \"system/workload\" matches (the floor always runs; the lone-call interleave at one caller is \"retrysafe/lone call\", the scale runs \"retrysafe/scale\")")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.BoolVar(&c.instructions, "instructions", false, "instead of the timed benchmark, count the instructions one operation executes at one caller, in this process and in its PostgreSQL backend (valgrind's callgrind; a private cluster under it, with --private-server's settings if given): a cost that does not move with the machine's load; --quick for fewer operations, --only to choose workloads")
+	fs.StringVar(&c.callgrindDir, "callgrind-dir", "", "with --instructions: keep callgrind's output files here (client.PID for this process's runs, pg.PID for the server's processes), for callgrind_annotate")
 	fs.IntVar(&c.groupCommit, "group-commit", 0, "retrysafe's executor.Config.GroupCommit (default: the executor's)")
 	fs.IntVar(&c.groupCommitConns, "group-commit-conns", 0, "retrysafe's executor.Config.GroupCommitConns (default: the executor's)")
 	if err := fs.Parse(args); err != nil {
@@ -298,6 +305,9 @@ func main() { os.Exit(mainCode()) }
 
 // mainCode is main, returning the exit code so that its defers run.
 func mainCode() int {
+	if len(os.Args) > 1 && os.Args[1] == instrChildCmd {
+		return instrChild(os.Args[2:])
+	}
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -319,6 +329,9 @@ func mainCode() int {
 			return 1
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if cfg.instructions {
+		return runInstructions(ctx, cfg)
 	}
 	if cfg.privateServer != nil {
 		// A private cluster: its settings are the run's, and the shared
@@ -348,19 +361,27 @@ func finish(ctx context.Context, cfg config) int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 1
 	}
-	md := rep.markdown()
-	fmt.Print(md)
-	paths, err := rep.write(cfg.out, md)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
+	if !printAndWrite(rep.markdown(), cfg.out, rep.write) {
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "wrote %s\n", strings.Join(paths, ", "))
 	if rep.failures() > 0 {
 		fmt.Fprintf(os.Stderr, "bench: %d points failed\n", rep.failures())
 		return 1
 	}
 	return 0
+}
+
+// printAndWrite prints a report's Markdown, writes it with write and says
+// where; false when writing failed (and said so).
+func printAndWrite(md, dir string, write func(dir, md string) ([]string, error)) bool {
+	fmt.Print(md)
+	paths, err := write(dir, md)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return false
+	}
+	fmt.Fprintf(os.Stderr, "wrote %s\n", strings.Join(paths, ", "))
+	return true
 }
 
 // run performs every benchmark cfg asks for and returns the report.

@@ -481,6 +481,13 @@ const legend = `
 
 // write saves the Markdown and the JSON under dir (and as latest.*).
 func (rep *report) write(dir, md string) ([]string, error) {
+	return writeResults(dir, "bench", rep.Date, md, rep, true)
+}
+
+// writeResults writes the Markdown and the JSON of a run to dir as
+// PREFIX-STAMP.md and .json (and, when latest, as latest.md and .json)
+// and returns the first two paths.
+func writeResults(dir, prefix string, date time.Time, md string, v any, latest bool) ([]string, error) {
 	d, err := resultsDir(dir)
 	if err != nil {
 		return nil, err
@@ -488,19 +495,21 @@ func (rep *report) write(dir, md string) ([]string, error) {
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		return nil, err
 	}
-	js, err := json.MarshalIndent(rep, "", "  ")
+	js, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return nil, err
 	}
-	stamp := rep.Date.Format("20060102-150405")
-	var paths []string
-	for _, f := range []struct {
+	stamp := date.Format("20060102-150405")
+	files := []struct {
 		name string
 		data []byte
-	}{
-		{"bench-" + stamp + ".md", []byte(md)}, {"bench-" + stamp + ".json", js},
-		{"latest.md", []byte(md)}, {"latest.json", js},
-	} {
+	}{{prefix + "-" + stamp + ".md", []byte(md)}, {prefix + "-" + stamp + ".json", js}}
+	if latest {
+		files = append(files, files[0], files[1])
+		files[2].name, files[3].name = "latest.md", "latest.json"
+	}
+	var paths []string
+	for _, f := range files {
 		p := filepath.Join(d, f.name)
 		if err := os.WriteFile(p, f.data, 0o644); err != nil {
 			return nil, err

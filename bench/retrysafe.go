@@ -141,7 +141,7 @@ func (b *bench) rsFirstWorkloadWith(name string, prep func(context.Context, *dat
 // leads with the tenant takes each one's new keys at random in its range,
 // so spread calls touch as many of its pages as a deployment's do.
 func (b *bench) rsFirstWorkloadOver(name string, prep func(context.Context, *database) error, mod func(*executor.Config), tenants int) workload {
-	run := randHex(4)
+	run := newRun()
 	if prep == nil {
 		prep = migrated
 	}
@@ -206,7 +206,7 @@ func inParallel(n int, op func(i int64) error) error {
 // rsReplayWorkload: executions of intents that already completed (a
 // redelivered message): one round trip, no write, the stored response.
 func (b *bench) rsReplayWorkload() workload {
-	run := randHex(4)
+	run := newRun()
 	keys := b.replayKeys()
 	var e *rsEnv
 	return workload{

@@ -11,6 +11,15 @@ ensure_go() {
   fi
 }
 
+# ensure_valgrind installs valgrind through apt when it is missing: the
+# benchmark's instruction counts (--instructions) run under its callgrind.
+ensure_valgrind() {
+  if command -v valgrind >/dev/null 2>&1; then return 0; fi
+  echo "==> installing valgrind (apt-get) for the benchmark's instruction counts"
+  sudo_if_needed apt-get update -qq
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null
+}
+
 pg_ready() {
   if command -v pg_isready >/dev/null 2>&1; then
     pg_isready -q -h 127.0.0.1 -p 5432

@@ -60,6 +60,9 @@ type Cluster struct {
 	bin  string
 	cred *syscall.Credential
 	opts string // the postgres options pg_ctl starts it with (Recover reuses them)
+	// exe, when not empty, is the script pg_ctl starts instead of the
+	// postgres binary (Options.Wrap).
+	exe string
 	// reaper stops and removes the cluster if this process dies without
 	// Stop (SIGKILL, a crash): pg_ctl daemonizes the postmaster, so nothing
 	// else would.
@@ -112,6 +115,12 @@ type Options struct {
 	Settings []string
 	// Port to listen on; 0 picks a free one.
 	Port int
+	// Wrap, when set, is a command line the server runs under: the
+	// postmaster is started as Wrap followed by the postgres binary and its
+	// arguments (pg_ctl -p with a script in the cluster's directory), and
+	// every backend it forks runs under it too. The benchmark's instruction
+	// counts use it to run the server under valgrind's callgrind.
+	Wrap []string
 }
 
 // durableSettings are passed explicitly, so that the cluster is durable
@@ -141,6 +150,12 @@ func StartWith(ctx context.Context, o Options) (*Cluster, error) {
 	settings := durableSettings
 	if o.Unsafe {
 		settings = unsafeSettings
+	}
+	if len(o.Wrap) > 0 {
+		if err := c.wrap(o.Wrap); err != nil {
+			os.RemoveAll(c.Dir)
+			return nil, err
+		}
 	}
 	if err := c.launch(ctx, o.Port, append(slices.Clone(settings), o.Settings...)); err != nil {
 		os.RemoveAll(c.Dir)
@@ -178,10 +193,36 @@ func newCluster() (*Cluster, error) {
 	return c, nil
 }
 
+// wrap writes the script that runs postgres under cmd and makes it the
+// executable pg_ctl starts.
+func (c *Cluster) wrap(cmd []string) error {
+	quoted := make([]string, 0, len(cmd)+1)
+	for _, a := range append(slices.Clone(cmd), filepath.Join(c.bin, "postgres")) {
+		quoted = append(quoted, "'"+strings.ReplaceAll(a, "'", `'\''`)+"'")
+	}
+	c.exe = filepath.Join(c.Dir, "postgres-wrapped")
+	if err := os.WriteFile(c.exe, []byte("#!/bin/sh\nexec "+strings.Join(quoted, " ")+` "$@"`+"\n"), 0o755); err != nil {
+		return err
+	}
+	if c.cred != nil {
+		return os.Chown(c.exe, int(c.cred.Uid), int(c.cred.Gid))
+	}
+	return nil
+}
+
+// startArgs are pg_ctl's arguments to start the server with the cluster's
+// options, and its own executable when wrapped.
+func (c *Cluster) startArgs(timeout string) []string {
+	args := []string{"-D", filepath.Join(c.Dir, "data"), "-o", c.opts, "-l", filepath.Join(c.Dir, "log"), "-w", "-t", timeout}
+	if c.exe != "" {
+		args = append(args, "-p", c.exe)
+	}
+	return append(args, "start")
+}
+
 // launch starts the server on port (0: a free one, retried if taken
 // meanwhile) with settings, and its reaper.
 func (c *Cluster) launch(ctx context.Context, port int, settings []string) error {
-	data := filepath.Join(c.Dir, "data")
 	for attempt := 0; ; attempt++ {
 		c.Port = port
 		if port == 0 {
@@ -196,7 +237,7 @@ func (c *Cluster) launch(ctx context.Context, port int, settings []string) error
 			opts += " -c " + s
 		}
 		c.opts = opts
-		out, err := c.run(ctx, "pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(c.Dir, "log"), "-w", "-t", "60", "start")
+		out, err := c.run(ctx, "pg_ctl", c.startArgs("120")...)
 		if err == nil {
 			break
 		}
@@ -306,7 +347,7 @@ func (c *Cluster) Crash() error {
 // had; PostgreSQL replays its WAL from the last checkpoint (crash
 // recovery) before it accepts connections.
 func (c *Cluster) Recover(ctx context.Context) error {
-	out, err := c.run(ctx, "pg_ctl", "-D", filepath.Join(c.Dir, "data"), "-o", c.opts, "-l", filepath.Join(c.Dir, "log"), "-w", "-t", "120", "start")
+	out, err := c.run(ctx, "pg_ctl", c.startArgs("120")...)
 	if err != nil {
 		log, _ := os.ReadFile(filepath.Join(c.Dir, "log"))
 		return fmt.Errorf("pg_ctl start after a crash: %w\n%s\n%s", err, out, tail(log, 20))

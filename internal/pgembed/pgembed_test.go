@@ -127,15 +127,7 @@ func TestCrashRecover(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := pgembed.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
-	conn, err := pgx.Connect(ctx, c.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, conn := startConnected(ctx, t, pgembed.Options{})
 	var fsync, syncCommit, fpw string
 	if err := conn.QueryRow(ctx, "SELECT current_setting('fsync'), current_setting('synchronous_commit'), current_setting('full_page_writes')").Scan(&fsync, &syncCommit, &fpw); err != nil {
 		t.Fatal(err)
@@ -164,7 +156,7 @@ func TestCrashRecover(t *testing.T) {
 	if !strings.Contains(string(log), "was interrupted") && !strings.Contains(string(log), "not properly shut down") {
 		t.Errorf("no crash recovery in the server's log:\n%s", log)
 	}
-	conn, err = pgx.Connect(ctx, c.URL)
+	conn, err := pgx.Connect(ctx, c.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,4 +233,49 @@ func TestStandbyFailover(t *testing.T) {
 	if err := sc.QueryRow(ctx, "SELECT count(*) FROM t").Scan(&n); err != nil || n != 2 {
 		t.Errorf("promoted standby: %d rows, %v; want 2", n, err)
 	}
+}
+
+// A wrapped server is started through the wrapper (the benchmark's
+// instruction counts run it under callgrind, whose children, the
+// backends, it then counts too): here a shell that leaves a mark, with a
+// quote in its script, and then runs the server.
+func TestWrap(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "pgembed-wrap-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o777); err != nil { // the server's user writes the mark
+		t.Fatal(err)
+	}
+	mark := dir + "/mark"
+	script := `echo "it's wrapped" > '` + mark + `'; exec "$0" "$@"`
+	_, conn := startConnected(ctx, t, pgembed.Options{Wrap: []string{"sh", "-c", script}})
+	var one int
+	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Fatalf("SELECT 1 = %d, %v", one, err)
+	}
+	if b, err := os.ReadFile(mark); err != nil || string(b) != "it's wrapped\n" {
+		t.Errorf("the wrapper's mark: %q, %v", b, err)
+	}
+}
+
+// startConnected starts a cluster with o and connects to it; both end with
+// the test.
+func startConnected(ctx context.Context, t *testing.T, o pgembed.Options) (*pgembed.Cluster, *pgx.Conn) {
+	t.Helper()
+	c, err := pgembed.StartWith(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	conn, err := pgx.Connect(ctx, c.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return c, conn
 }

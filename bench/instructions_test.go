@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary be --instructions' child, as the bench
+// binary is: instructions() runs os.Executable() under callgrind.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == instrChildCmd {
+		os.Exit(instrChild(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+func TestParseCallgrindTotal(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want float64
+		bad  bool
+	}{
+		{in: "version: 1\ncreator: callgrind-3.19.0\nevents: Ir\nsummary: 52466744\n\nfl=(1)\ntotals: 52466744\n", want: 52466744},
+		{in: "events: Ir\ntotals: 1234\n", want: 1234},
+		{in: "events: Ir\ntotals: 99\nsummary: 100\n", want: 100}, // summary wins
+		{in: "events: Ir\nfn=(1) main\n0 12\n", bad: true},
+		{in: "summary: many\n", bad: true},
+	} {
+		got, err := parseCallgrindTotal(strings.NewReader(tc.in))
+		if tc.bad != (err != nil) || (!tc.bad && got != tc.want) {
+			t.Errorf("%q: %v, %v (want %v, error %v)", tc.in, got, err, tc.want, tc.bad)
+		}
+	}
+}
+
+// TestInstructions counts the floor's single-row commit and retrysafe's
+// first execution for real (valgrind, a private cluster under callgrind,
+// this test binary as the child), at the smallest size, and checks that
+// the counts are there and plausible: a first execution does more than
+// one single-row commit on both sides, and the repetitions agree.
+func TestInstructions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs valgrind and PostgreSQL's server binaries; -short skips it")
+	}
+	cfg, err := parseFlags([]string{"--instructions", "--quick", "--only", `^floor/single-row commit$|^retrysafe/first execution$`}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	rep, err := instructions(ctx, cfg, &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	floor, rs := rep.find("floor/single-row commit"), rep.find("retrysafe/first execution")
+	if floor == nil || rs == nil || len(rep.Rows) != 2 {
+		t.Fatalf("rows %+v", rep.Rows)
+	}
+	for _, r := range []*instrRow{floor, rs} {
+		if len(r.Client) != 2 || len(r.Backend) != 2 {
+			t.Fatalf("%s/%s: %d and %d repetitions, want 2", r.System, r.Workload, len(r.Client), len(r.Backend))
+		}
+		for i := range r.Client {
+			// Far below what one operation executes on either side would
+			// mean the difference of the two runs lost the operations.
+			if r.Client[i] < 5e3 || r.Backend[i] < 5e3 {
+				t.Errorf("%s/%s repetition %d: client %.0f, backend %.0f instructions per operation", r.System, r.Workload, i, r.Client[i], r.Backend[i])
+			}
+		}
+		if a, b := r.total()[0], r.total()[1]; a/b > 1.2 || b/a > 1.2 {
+			t.Errorf("%s/%s: repetitions %.0f and %.0f differ by more than a fifth", r.System, r.Workload, a, b)
+		}
+	}
+	for i := range 2 {
+		if rs.Client[i] <= floor.Client[i] || rs.Backend[i] <= floor.Backend[i] {
+			t.Errorf("repetition %d: a first execution (%.0f, %.0f) no dearer than a single-row commit (%.0f, %.0f)",
+				i, rs.Client[i], rs.Backend[i], floor.Client[i], floor.Backend[i])
+		}
+	}
+	md := rep.markdown()
+	if !strings.Contains(md, "| floor / retrysafe first execution") {
+		t.Errorf("no ratio in the report:\n%s", md)
+	}
+}
