@@ -40,8 +40,11 @@ func TestParseCallgrindTotal(t *testing.T) {
 // TestInstructions counts the floor's single-row commit and retrysafe's
 // first execution for real (valgrind, a private cluster under callgrind,
 // this test binary as the child), at the smallest size, and checks that
-// the counts are there and plausible: a first execution does more than
-// one single-row commit on both sides, and the repetitions agree.
+// the counts are there and plausible. The backend's counts repeat closely,
+// so each repetition is checked; the client's include the Go runtime's
+// collections and background work, which at 40 operations' difference can
+// outweigh a single-row commit's client side (a CI run measured -10k per
+// operation for the floor once), so only their averages are compared.
 func TestInstructions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs valgrind and PostgreSQL's server binaries; -short skips it")
@@ -57,6 +60,7 @@ func TestInstructions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
+	t.Logf("counts (shown with -v, or when a check fails):\n%+v", rep.Rows)
 	floor, rs := rep.find("floor/single-row commit"), rep.find("retrysafe/first execution")
 	if floor == nil || rs == nil || len(rep.Rows) != 2 {
 		t.Fatalf("rows %+v", rep.Rows)
@@ -65,25 +69,35 @@ func TestInstructions(t *testing.T) {
 		if len(r.Client) != 2 || len(r.Backend) != 2 {
 			t.Fatalf("%s/%s: %d and %d repetitions, want 2", r.System, r.Workload, len(r.Client), len(r.Backend))
 		}
-		for i := range r.Client {
-			// Far below what one operation executes on either side would
-			// mean the difference of the two runs lost the operations.
-			if r.Client[i] < 5e3 || r.Backend[i] < 5e3 {
-				t.Errorf("%s/%s repetition %d: client %.0f, backend %.0f instructions per operation", r.System, r.Workload, i, r.Client[i], r.Backend[i])
+		for i, b := range r.Backend {
+			// Far below what one statement executes would mean the
+			// difference of the two runs lost the operations.
+			if b < 5e3 {
+				t.Errorf("%s/%s repetition %d: backend %.0f instructions per operation", r.System, r.Workload, i, b)
 			}
 		}
-		if a, b := r.total()[0], r.total()[1]; a/b > 1.2 || b/a > 1.2 {
-			t.Errorf("%s/%s: repetitions %.0f and %.0f differ by more than a fifth", r.System, r.Workload, a, b)
+		if a, b := r.Backend[0], r.Backend[1]; a/b > 1.1 || b/a > 1.1 {
+			t.Errorf("%s/%s: backend repetitions %.0f and %.0f differ by more than a tenth", r.System, r.Workload, a, b)
 		}
 	}
 	for i := range 2 {
-		if rs.Client[i] <= floor.Client[i] || rs.Backend[i] <= floor.Backend[i] {
-			t.Errorf("repetition %d: a first execution (%.0f, %.0f) no dearer than a single-row commit (%.0f, %.0f)",
-				i, rs.Client[i], rs.Backend[i], floor.Client[i], floor.Backend[i])
+		if rs.Backend[i] <= floor.Backend[i] {
+			t.Errorf("repetition %d: a first execution's backend (%.0f) no dearer than a single-row commit's (%.0f)", i, rs.Backend[i], floor.Backend[i])
 		}
+	}
+	if c, f := mean(rs.Client), mean(floor.Client); c < 5e4 || c <= f {
+		t.Errorf("client: a first execution %.0f instructions per operation, a single-row commit %.0f", c, f)
 	}
 	md := rep.markdown()
 	if !strings.Contains(md, "| floor / retrysafe first execution") {
 		t.Errorf("no ratio in the report:\n%s", md)
 	}
+}
+
+func mean(vs []float64) float64 {
+	var sum float64
+	for _, v := range vs {
+		sum += v
+	}
+	return sum / float64(len(vs))
 }
