@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/retrysafe/retrysafe/internal/pgtest"
-	"github.com/retrysafe/retrysafe/migrations"
 )
 
 // On intents vacuumed while empty, a lookup by (tenant_id, idem_key)
@@ -21,10 +20,6 @@ func TestIntentKeyIndexIsNewest(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, &pgtest.Opts{MaxConns: 1})
 	schema := pgtest.SchemaName(t, "m14_")
-	all, err := migrations.All()
-	if err != nil {
-		t.Fatal(err)
-	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -39,18 +34,7 @@ func TestIntentKeyIndexIsNewest(t *testing.T) {
 	exec(`CREATE SCHEMA ` + schema)
 	exec(`SET search_path TO ` + schema)
 	defer exec(`RESET search_path`)
-	var m14 string
-	for _, m := range all {
-		switch {
-		case m.Version < 14:
-			exec(m.SQL)
-		case m.Version == 14:
-			m14 = m.SQL
-		}
-	}
-	if m14 == "" {
-		t.Fatal("no migration 014")
-	}
+	m14 := migrateBefore(t, 14, exec)
 	// The order 013 leaves on a server whose pg_depend has reused space.
 	exec(`ALTER TABLE intent_revisions DROP CONSTRAINT intent_revisions_tenant_id_intent_ref_action_fkey`)
 	exec(`ALTER TABLE intents DROP CONSTRAINT intents_pkey, ADD PRIMARY KEY (tenant_id, intent_ref, action)`)

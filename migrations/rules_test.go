@@ -95,10 +95,6 @@ func TestDomainMigrationRewritesNothing(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, nil)
 	schema := pgtest.SchemaName(t, "m13_")
-	all, err := migrations.All()
-	if err != nil {
-		t.Fatal(err)
-	}
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -112,18 +108,7 @@ func TestDomainMigrationRewritesNothing(t *testing.T) {
 	}
 	exec(`CREATE SCHEMA ` + schema)
 	exec(`SET LOCAL search_path TO ` + schema)
-	var m13 string
-	for _, m := range all {
-		switch {
-		case m.Version < 13:
-			exec(m.SQL)
-		case m.Version == 13:
-			m13 = m.SQL
-		}
-	}
-	if m13 == "" {
-		t.Fatal("no migration 013")
-	}
+	m13 := migrateBefore(t, 13, exec)
 	exec(`INSERT INTO intents (tenant_id, intent_ref, action, rules_version, payload, idem_key)
 SELECT 't1', 'r' || g, 'pix.charge', 1, '{}', md5(g::text) FROM generate_series(1, 500) g`)
 	exec(`INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, attempt, lease_owner, lease_until)
@@ -158,4 +143,27 @@ WHERE relnamespace = $1::regnamespace AND relname IN ('intents', 'actions', 'int
 	if err := tx.QueryRow(ctx, `SELECT count(*) FROM intents i JOIN actions a USING (tenant_id, idem_key) WHERE a.status = 'started'`).Scan(&n); err != nil || n != 500 {
 		t.Fatalf("after 013: %d rows, %v", n, err)
 	}
+}
+
+// migrateBefore runs every migration before version v through exec and
+// returns v's SQL, unapplied.
+func migrateBefore(t *testing.T, v int, exec func(sql string)) string {
+	t.Helper()
+	all, err := migrations.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sql string
+	for _, m := range all {
+		switch {
+		case m.Version < v:
+			exec(m.SQL)
+		case m.Version == v:
+			sql = m.SQL
+		}
+	}
+	if sql == "" {
+		t.Fatalf("no migration %03d", v)
+	}
+	return sql
 }
