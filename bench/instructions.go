@@ -433,19 +433,15 @@ func instrChildRun(ctx context.Context, adminURL, name, wname, run string, warmu
 		}
 	}
 	runtime.GC()
-	pc, err := pgx.ParseConfig(db.url)
-	if err != nil {
-		return nil, err
-	}
-	pc.RuntimeParams["application_name"] = "retrysafe-bench-probe"
-	probe, err := pgx.ConnectConfig(ctx, pc)
+	// Every backend on the database but the probe's own is the workload's.
+	probe, err := pgx.Connect(ctx, db.url)
 	if err != nil {
 		return nil, err
 	}
 	defer probe.Close(ctx)
 	var pids []int
 	err = probe.QueryRow(ctx, `SELECT coalesce(array_agg(pid ORDER BY pid), '{}') FROM pg_stat_activity
-WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name <> 'retrysafe-bench-probe'`).Scan(&pids)
+WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&pids)
 	return pids, err
 }
 

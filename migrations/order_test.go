@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 )
 
@@ -40,15 +42,7 @@ func TestIntentKeyIndexIsNewest(t *testing.T) {
 	exec(`ALTER TABLE intents DROP CONSTRAINT intents_pkey, ADD PRIMARY KEY (tenant_id, intent_ref, action)`)
 	exec(`ALTER TABLE intent_revisions ADD FOREIGN KEY (tenant_id, intent_ref, action) REFERENCES intents ON DELETE CASCADE`)
 
-	newest := func() string {
-		t.Helper()
-		var name string
-		if err := conn.QueryRow(ctx, `SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-WHERE i.indrelid = 'intents'::regclass ORDER BY c.oid DESC LIMIT 1`).Scan(&name); err != nil {
-			t.Fatal(err)
-		}
-		return name
-	}
+	newest := func() string { return newestIntentsIndex(ctx, t, conn) }
 	// What a connection caches on intents vacuumed empty, under the
 	// executor's planner settings (ledger's groupPlans: no sequential
 	// scans).
@@ -87,9 +81,20 @@ WHERE i.indrelid = 'intents'::regclass ORDER BY c.oid DESC LIMIT 1`).Scan(&name)
 
 	// And on every schema the migrator makes.
 	fresh, _ := pgtest.Schema(t, nil)
-	var name string
-	if err := fresh.QueryRow(ctx, `SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-WHERE i.indrelid = 'intents'::regclass ORDER BY c.oid DESC LIMIT 1`).Scan(&name); err != nil || name != "intents_idem_key_tenant_id_key" {
-		t.Errorf("a migrated schema: newest index on intents %q (%v), want intents_idem_key_tenant_id_key", name, err)
+	if got := newestIntentsIndex(ctx, t, fresh); got != "intents_idem_key_tenant_id_key" {
+		t.Errorf("a migrated schema: newest index on intents %q, want intents_idem_key_tenant_id_key", got)
 	}
+}
+
+// newestIntentsIndex names the index on intents made last.
+func newestIntentsIndex(ctx context.Context, t *testing.T, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) string {
+	t.Helper()
+	var name string
+	if err := q.QueryRow(ctx, `SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE i.indrelid = 'intents'::regclass ORDER BY c.oid DESC LIMIT 1`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	return name
 }
