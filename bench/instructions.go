@@ -273,12 +273,22 @@ func (b *bench) instrOnce(ctx context.Context, w workload, db *database, run str
 	cmd := exec.CommandContext(ctx, valgrind, args...)
 	// One P, and no preemption signals: callgrind asserts on a SIGURG now
 	// and then (threads.c, vgCallgrind_post_signal), and a preemption is a
-	// clock-driven cost in an instruction count.
-	cmd.Env = append(os.Environ(), "GOMAXPROCS=1", "GODEBUG=asyncpreemptoff=1")
+	// clock-driven cost in an instruction count. No RDTSCP either: on CPUs
+	// that report it (AMD EPYC hosts here), the runtime's cputicks uses
+	// it, and valgrind 3.19 cannot decode it (SIGILL, "unhandled
+	// instruction bytes: 0xF 0x1 0xF9"); without it the runtime reads the
+	// clock with a fenced RDTSC, which valgrind runs.
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1", "GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off")
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return instrSample{}, fmt.Errorf("%s: %w\n%s", instrChildCmd, err, tailLines(stderr.String(), 80))
+		// A Go crash says what it is in its first lines and where in its
+		// last: keep all of it next to callgrind's files.
+		log := filepath.Join(out, fmt.Sprintf("child-stderr.%d", cmd.Process.Pid))
+		if werr := os.WriteFile(log, []byte(stderr.String()), 0o644); werr != nil {
+			log = werr.Error()
+		}
+		return instrSample{}, fmt.Errorf("%s: %w (its whole stderr: %s)\n%s", instrChildCmd, err, log, tailLines(stderr.String(), 80))
 	}
 	var res struct {
 		Backends []int `json:"backends"`
