@@ -282,13 +282,7 @@ func (b *bench) instrOnce(ctx context.Context, w workload, db *database, run str
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		// A Go crash says what it is in its first lines and where in its
-		// last: keep all of it next to callgrind's files.
-		log := filepath.Join(out, fmt.Sprintf("child-stderr.%d", cmd.Process.Pid))
-		if werr := os.WriteFile(log, []byte(stderr.String()), 0o644); werr != nil {
-			log = werr.Error()
-		}
-		return instrSample{}, fmt.Errorf("%s: %w (its whole stderr: %s)\n%s", instrChildCmd, err, log, tailLines(stderr.String(), 80))
+		return instrSample{}, fmt.Errorf("%s: %w\n%s", instrChildCmd, err, excerpt(stderr.String(), 30, 60))
 	}
 	var res struct {
 		Backends []int `json:"backends"`
@@ -373,9 +367,16 @@ func parseCallgrindTotal(r io.Reader) (float64, error) {
 	return total, nil
 }
 
-func tailLines(s string, n int) string {
+// excerpt keeps the first head and the last tail lines of s: a crash under
+// valgrind says what it is in its first lines (an unhandled instruction,
+// say) and Go's traceback where in its last.
+func excerpt(s string, head, tail int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+	if len(lines) <= head+tail {
+		return strings.Join(lines, "\n")
+	}
+	return strings.Join(lines[:head], "\n") + fmt.Sprintf("\n[... %d lines ...]\n", len(lines)-head-tail) +
+		strings.Join(lines[len(lines)-tail:], "\n")
 }
 
 // instrChild is one measured run, under callgrind: warm-up operations and

@@ -101,3 +101,14 @@ func mean(vs []float64) float64 {
 	}
 	return sum / float64(len(vs))
 }
+
+func TestExcerpt(t *testing.T) {
+	t.Parallel()
+	s := "a\nb\nc\nd\ne\n"
+	if got := excerpt(s, 1, 1); got != "a\n[... 3 lines ...]\ne" {
+		t.Errorf("excerpt(s, 1, 1) = %q", got)
+	}
+	if got := excerpt(s, 3, 2); got != "a\nb\nc\nd\ne" {
+		t.Errorf("excerpt(s, 3, 2) = %q", got)
+	}
+}
