@@ -61,8 +61,10 @@ type grouper struct {
 	// statement over arrays per step where it can: claimsBuild(queueClaims,
 	// queueFresh or queueLookups), buildCompletes.
 	build func(*pgx.Batch, []*unit)
-	// plans opens every group's batch: ledger.QueuePlans, or
-	// ledger.QueueLookupPlans for the read-first lookups.
+	// plans opens every group's batch, and the batch of a unit run alone
+	// (see grouped): ledger.QueuePlans, ledger.QueueLookupPlans for the
+	// read-first lookups, nil for the fresh claims, whose statement makes
+	// the settings itself (ledger.QueueFreshClaims).
 	plans func(*pgx.Batch)
 
 	// readOnly: the latest groups wrote nothing (see Executor.noteClaim),
@@ -149,7 +151,9 @@ func (g *grouper) send(units []*unit) {
 	}
 	slices.SortFunc(units, func(a, b *unit) int { return strings.Compare(a.order, b.order) })
 	b := &pgx.Batch{}
-	g.plans(b)
+	if g.plans != nil {
+		g.plans(b)
+	}
 	g.build(b, units)
 	// The group outlives any one caller: a caller that gives up must not
 	// cancel the others' writes.
@@ -166,22 +170,29 @@ func (g *grouper) send(units []*unit) {
 
 // grouped runs queue's statements in g's next group, or alone when grouping
 // is off or the group failed (queue is then called again, and must start
-// its results afresh).
+// its results afresh), in a batch opened as g opens its groups'.
 func (e *Executor) grouped(ctx context.Context, g *grouper, order string, queue func(*pgx.Batch), data any) error {
 	err := g.do(ctx, order, queue, data)
 	if !errors.Is(err, errAlone) {
 		return err
 	}
-	return e.planned(ctx, queue)
+	return e.send(ctx, g.plans, queue)
 }
 
 // planned runs what queue queues in a batch opened by the plan settings
 // (ledger.QueuePlans), so that its cached plans are index lookups and it
-// commits synchronously: a call alone, and the one-offs of the failure
-// paths and the reconciler.
+// commits synchronously: the one-offs of the failure paths and the
+// reconciler.
 func (e *Executor) planned(ctx context.Context, queue func(*pgx.Batch)) error {
+	return e.send(ctx, ledger.QueuePlans, queue)
+}
+
+// send runs what queue queues in one batch, opened by plans unless nil.
+func (e *Executor) send(ctx context.Context, plans, queue func(*pgx.Batch)) error {
 	b := &pgx.Batch{}
-	ledger.QueuePlans(b)
+	if plans != nil {
+		plans(b)
+	}
 	queue(b)
 	return e.cfg.DB.SendBatch(ctx, b).Close()
 }

@@ -126,8 +126,8 @@ func BenchmarkReplay(b *testing.B) {
 //   - execute: Executor.Execute, group commit on (the default);
 //   - alone: the same with GroupCommit 1 (no grouper in the path);
 //   - statements: the ledger's statements as the executor sends them (the
-//     plan settings and the fresh claim in one batch, the plan settings
-//     and the asynchronous completion in another), queued by the test
+//     fresh claim in one batch, the plan settings and the asynchronous
+//     completion in another), queued by the test
 //     itself: the database's share and the driver's, without the executor;
 //   - two commits: two INSERT ... ON CONFLICT DO NOTHING of a new key,
 //     each its own transaction.
@@ -182,7 +182,6 @@ func BenchmarkLoneCall(b *testing.B) {
 			row := &ledger.NewIntent{ID: ledger.ID{Tenant: c.Tenant, Ref: c.Ref, Action: c.Action},
 				Version: x.Result.Version, Payload: x.Result.Payload, Key: x.Result.Key}
 			bt := &pgx.Batch{}
-			ledger.QueuePlans(bt)
 			fs := ledger.QueueFreshClaims(bt, []*ledger.NewIntent{row}, "owner-1", 30*time.Second)
 			if err := e.pool.SendBatch(ctx, bt).Close(); err != nil {
 				return err

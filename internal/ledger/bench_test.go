@@ -16,8 +16,8 @@ import (
 // call by call (so that a noisy machine moves both alike), the fresh claim
 // of one extraction as a lone call sends it (intentActionClaimNew, scalars)
 // against the group form it used to send (intentActionClaimNewMany over
-// one-element arrays), each behind groupPlans in one batch as the executor
-// sends it. It reports each form's mean time per claim and their ratio.
+// one-element arrays), each a batch of its own as the executor sends it.
+// It reports each form's mean time per claim and their ratio.
 //
 //	go test ./internal/ledger -run '^$' -bench FreshClaimForms -count 5
 func BenchmarkFreshClaimForms(b *testing.B) {
@@ -29,7 +29,6 @@ func BenchmarkFreshClaimForms(b *testing.B) {
 	claim := func(i int, scalar bool) {
 		r := row("t1", fmt.Sprintf("r%d-%d-%t", run, i, scalar), "pix.charge", p, "")
 		bt := &pgx.Batch{}
-		QueuePlans(bt)
 		var fs []FreshClaim
 		if scalar {
 			fs = QueueFreshClaims(bt, []*NewIntent{r}, "owner-1", 30*time.Second)

@@ -19,7 +19,9 @@ import (
 // again after a failure must be queued again (fresh results).
 
 // QueuePlans queues groupPlans: every executor batch opens with it (a
-// lookups group with QueueLookupPlans, which includes it).
+// lookups group with QueueLookupPlans, which includes it), but a batch of
+// fresh claims (QueueFreshClaims), whose statement needs none of it but
+// the synchronous commit, which it makes itself.
 func QueuePlans(b *pgx.Batch) { b.Queue(groupPlans) }
 
 // QueueLookupPlans queues lookupPlans: a group of read-first lookups
@@ -188,7 +190,8 @@ type FreshClaim struct {
 
 // QueueFreshClaims queues the fresh claim of rows: one statement that
 // inserts their intents and claims the actions of the intents it inserted,
-// reading nothing else back. A row whose intent was already frozen (a
+// reading nothing else back, and commits synchronously with no QueuePlans
+// before it (see actionClaimNewTail). A row whose intent was already frozen (a
 // redelivery, a concurrent duplicate) gets nothing: its insert conflicted.
 // Of rows for the same intent, the one whose values went in gets the
 // result (matched by key too), the first of them when they are equal.
@@ -208,7 +211,8 @@ func QueueFreshClaims(b *pgx.Batch, rows []*NewIntent, owner string, lease time.
 			key                 string
 			createdAt           time.Time
 		)
-		_, err := pgx.ForEachRow(rs, []any{&attempt, &tenant, &ref, &action, &key, &createdAt}, func() error {
+		// nil: syncCommitOn's column is not decoded.
+		_, err := pgx.ForEachRow(rs, []any{&attempt, &tenant, &ref, &action, &key, &createdAt, nil}, func() error {
 			for i, row := range rows {
 				if fs[i].Inserted || row.Tenant != tenant || row.Ref != ref || row.Action != action || row.Key != key {
 					continue
