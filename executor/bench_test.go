@@ -188,7 +188,7 @@ func BenchmarkLoneCall(b *testing.B) {
 			}
 			done := &ledger.Completion{Tenant: c.Tenant, Key: row.Key, Attempt: int32(fs[0].Attempt), Status: "completed", Response: &resp}
 			bt = &pgx.Batch{}
-			ledger.QueuePlans(bt)
+			ledger.QueueCompletePlans(bt)
 			ledger.QueueComplete(bt, done, "owner-1", true)
 			if err := e.pool.SendBatch(ctx, bt).Close(); err != nil {
 				return err

@@ -83,9 +83,10 @@
 // TestFreshClaimsFireNoTrigger), so a lone first execution sends three
 // statements, not four (about 29k fewer PostgreSQL instructions per
 // execution, 611k against 640k, ./scripts/bench --instructions --quick).
-// The asynchronous completion turns it off again later in its
-// own batch (its set_config runs after the plan settings'), which is its
-// documented exception. The intent store does the same for Freeze and
+// The asynchronous completion turns it off again in its own batch (its
+// set_config runs after the plan settings' in a group's batch; a lone one
+// opens with the sequential-scan setting alone), which is its documented
+// exception. The intent store does the same for Freeze and
 // Amend (one more statement in the same round trip or transaction), and
 // Resolve for an operator's decision. TestClaimsCommitSynchronouslyWhateverTheSession
 // checks, on a session whose synchronous_commit is off, that the setting
@@ -115,7 +116,10 @@
 // call (a fresh claims group and a lookups group are one): the same insert, read-back, claim and read-back over arrays, each a
 // primary-key lookup per element (lateral subqueries kept from being
 // flattened into joins). Every batch of claims, lookups and completions,
-// of one call or many, but the fresh claims' (whose plans read no table),
+// of one call or many, but the fresh claims' (whose plans read no table)
+// and a lone asynchronous completion's (a primary-key lookup, behind
+// ledger.QueueCompletePlans, which turns sequential scans off and nothing
+// else: 21k fewer PostgreSQL instructions per lone first execution),
 // opens with the plan settings (as do the failure paths'
 // one-offs and the reconciler's statements), which turns sequential scans
 // and hash and merge joins off for its transaction, so that no cached plan

@@ -304,7 +304,8 @@ func New(cfg Config) (*Executor, error) {
 	e.lookups = newGrouper(c.DB, &e.bound, c.GroupCommit, c.GroupCommitConns, claimsBuild(e.queueLookups))
 	e.lookups.readOnly.Store(true) // nothing to commit: no reason to wait
 	e.lookups.plans = ledger.QueueLookupPlans
-	e.fresh.plans = nil // the fresh claim makes the plan settings itself
+	e.fresh.plans = nil            // the fresh claim makes the plan settings itself
+	e.completionsAsync.plans = nil // see buildCompletes
 	return e, nil
 }
 

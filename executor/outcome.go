@@ -71,8 +71,12 @@ func (e *Executor) finish(ctx context.Context, h held, status string, resp json.
 }
 
 // queueComplete queues cu's own completion statement, asynchronous or
-// not (see ledger.QueueComplete).
+// not (see ledger.QueueComplete); an asynchronous one behind its own plan
+// settings (see buildCompletes).
 func (e *Executor) queueComplete(b *pgx.Batch, async bool, cu *completeUnit) {
+	if async {
+		ledger.QueueCompletePlans(b)
+	}
 	ledger.QueueComplete(b, &cu.Completion, e.cfg.Owner, async)
 }
 

@@ -21,8 +21,13 @@ import (
 // QueuePlans queues groupPlans: every executor batch opens with it (a
 // lookups group with QueueLookupPlans, which includes it), but a batch of
 // fresh claims (QueueFreshClaims), whose statement needs none of it but
-// the synchronous commit, which it makes itself.
+// the synchronous commit, which it makes itself, and a lone asynchronous
+// completion's (QueueCompletePlans).
 func QueuePlans(b *pgx.Batch) { b.Queue(groupPlans) }
+
+// QueueCompletePlans queues completePlans: a lone asynchronous
+// completion (QueueComplete with async) opens its batch with it.
+func QueueCompletePlans(b *pgx.Batch) { b.Queue(completePlans) }
 
 // QueueLookupPlans queues lookupPlans: a group of read-first lookups
 // (QueueLookups) opens with it instead.

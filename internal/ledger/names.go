@@ -4,6 +4,7 @@ package ledger
 var statements = map[string]string{
 	groupPlans:               "groupPlans",
 	lookupPlans:              "lookupPlans",
+	completePlans:            "completePlans",
 	intentDurable:            "intentDurable",
 	intentFreeze:             "intentFreeze",
 	intentFreezeMany:         "intentFreezeMany",

@@ -42,6 +42,17 @@ func TestGenericPlansReadWhatTheyName(t *testing.T) {
 		Tables:     []string{"intents", "actions"},
 		Statements: append(slices.Clone(unplanned), freshClaims...),
 	})
+	pgtest.CheckGenericPlans(t, pgtest.PlanCheck{
+		Tables:     []string{"intents", "actions"},
+		Settings:   []string{completePlans},
+		Statements: lonePlanned,
+	})
+}
+
+// lonePlanned are the statements a lone call runs behind completePlans
+// instead of groupPlans.
+var lonePlanned = []pgtest.Statement{
+	{Name: "actionCompleteAsync", SQL: actionCompleteAsync},
 }
 
 // freshClaims are the executor's statements that run without groupPlans
@@ -161,5 +172,11 @@ func TestGenericPlansOnVacuumedTables(t *testing.T) {
 		Tables:     []string{"intents", "actions"},
 		Vacuumed:   true,
 		Statements: freshClaims,
+	})
+	pgtest.CheckGenericPlans(t, pgtest.PlanCheck{
+		Tables:     []string{"intents", "actions"},
+		Settings:   []string{completePlans},
+		Vacuumed:   true,
+		Statements: lonePlanned,
 	})
 }

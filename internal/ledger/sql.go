@@ -28,21 +28,20 @@ const syncCommitOn = `set_config('synchronous_commit',
 // same round trip (see syncCommitOn).
 const intentDurable = `SELECT ` + syncCommitOn
 
-// groupPlans opens every batch of the executor but the fresh claims'
-// (claims, lookups and completions, grouped or alone, the failure paths'
-// one-offs and the reconciler's statements; see actionClaimNewTail for the
-// fresh claims), for that batch's transaction only: no
-// sequential scans, no hash or merge joins, so that the only plans left are
-// index lookups. Prepared while a table looked empty (vacuumed empty, then
-// filling up), statements got sequential scans, which the plan cache kept
-// as the table grew: 7 ms per group statement in the benchmark's
-// empty-table run, and a generic plan of a single-row lookup made on a
-// vacuumed empty table scans the whole table for as long as the connection
-// lives, or until an ANALYZE of the table (autovacuum's or by hand)
-// invalidates it. Since these statements only ever run after this one,
-// their cached plans are always made under it. It costs one statement per
-// batch; a batch of one call measured the same with it and without, within
-// noise.
+// groupPlans opens the executor's batches (claims, lookups and
+// completions, grouped or alone, the failure paths' one-offs, the
+// reconciler's statements) but the fresh claims' (actionClaimNewTail) and
+// a lone asynchronous completion's (completePlans), for that batch's
+// transaction only: no sequential scans, no hash or merge joins, so that
+// the only plans left are index lookups. Prepared while a table looked
+// empty (vacuumed empty, then filling up), statements got sequential
+// scans, which the plan cache kept as the table grew: 7 ms per group
+// statement in the benchmark's empty-table run; a generic plan of a
+// single-row lookup made on a vacuumed empty table scans the whole table
+// for the connection's life, or until an ANALYZE invalidates it. Since
+// these statements only ever run after this one, their cached plans are
+// always made under it. It costs a statement per batch (with its GUC
+// changes, 20k to 30k PostgreSQL instructions).
 //
 // The group statements' plans are not forced generic (the read-first
 // lookups' are: lookupPlans): PostgreSQL keeps planning them for the arrays
@@ -57,29 +56,30 @@ const intentDurable = `SELECT ` + syncCommitOn
 // measurable in first executions).
 //
 // It also makes the batch's transaction commit synchronously
-// (syncCommitOn), whatever the server, database, role or session says: a
-// claim, a takeover, a retake, the reconciler's take and every failure or
+// (syncCommitOn), whatever the server, database, role or session says:
+// claims, takeovers, retakes, the reconciler's take and every failure or
 // review outcome wait for their WAL flush even under ALTER DATABASE ... SET
-// synchronous_commit = off. The asynchronous completions turn it off again
-// for their own transaction, later in the batch (actionCompleteAsync).
-// Being part of a statement every batch sends anyway, it costs no statement
-// and no round trip.
+// synchronous_commit = off (actionCompleteAsync turns it off again for its
+// own transaction), at no extra statement or round trip.
 const groupPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
 	set_config('enable_mergejoin', 'off', true), ` + syncCommitOn
 
+// completePlans opens a lone asynchronous completion's batch instead: a
+// primary-key lookup, no join, that turns synchronous_commit off itself
+// (584k and 585k PostgreSQL instructions per lone first execution against
+// 605k and 607k behind groupPlans, ./scripts/bench --instructions --quick).
+const completePlans = `SELECT set_config('enable_seqscan', 'off', true)`
+
 // lookupPlans is groupPlans for a group of read-first lookups
-// (intentActionGetMany, queued by QueueLookups), forcing its generic plan
-// for the batch's transaction: planned for the arrays at hand every time
-// it ran, replays at 8 callers took 60 to 68 µs of PostgreSQL CPU each,
-// and 39 to 44 with the generic plan, their rate going from 1.08 to 1.30
-// times the single-row floor to 1.51 to 1.68 (./scripts/bench --only
-// 'retrysafe/first execution$|retrysafe/replay$' --skip-dbos --skip-naive
-// --skip-scale, four runs before and four after, interleaved, 2026-12-01;
-// first executions unchanged). What the generic plan risks is what the
-// single lookup's (intentActionGet, which PostgreSQL caches generic by its
-// own choice) risks already: on tables vacuumed empty, its intent lookup
-// takes the key index on tenant_id (TestGenericPlansOnVacuumedTables), and
-// the next ANALYZE of intents replaces it.
+// (intentActionGetMany, QueueLookups), forcing its generic plan for the
+// batch's transaction: planned for the arrays at hand every time, replays
+// at 8 callers took 60 to 68 µs of PostgreSQL CPU each, and 39 to 44 with
+// the generic plan, their rate going from 1.08 to 1.30 times the single-row
+// floor to 1.51 to 1.68 (four runs each, interleaved, 2026-12-01; first
+// executions unchanged). What the generic plan risks is what the single
+// lookup's (intentActionGet, generic by PostgreSQL's own choice) risks
+// already: on tables vacuumed empty, its intent lookup takes the key index
+// on tenant_id (TestGenericPlansOnVacuumedTables), until the next ANALYZE.
 const lookupPlans = groupPlans + `, set_config('plan_cache_mode', 'force_generic_plan', true)`
 
 // --- intents ---
