@@ -93,13 +93,32 @@ ORDER BY 1, 2`, schema)
 func TestDomainMigrationRewritesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	tx, exec, m13 := schemaBefore(t, "m13_", 13)
+	exec(`INSERT INTO intents (tenant_id, intent_ref, action, rules_version, payload, idem_key)
+SELECT 't1', 'r' || g, 'pix.charge', 1, '{}', md5(g::text) FROM generate_series(1, 500) g`)
+	exec(`INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, attempt, lease_owner, lease_until)
+SELECT 't1', md5(g::text), 'r' || g, 'pix.charge', 'started', 1, 'w', now() + interval '1 minute' FROM generate_series(1, 500) g`)
+	applyRewritingNothing(t, tx, exec, m13, "intents", "actions", "intents_pkey", "intents_idem_key_tenant_id_key", "actions_pkey")
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM intents i JOIN actions a USING (tenant_id, idem_key) WHERE a.status = 'started'`).Scan(&n); err != nil || n != 500 {
+		t.Fatalf("after 013: %d rows, %v", n, err)
+	}
+}
+
+// schemaBefore makes a new schema in a transaction rolled back at the
+// test's end, migrated to just before version v, with search_path on it;
+// it returns the transaction, an exec that fails the test on error, and
+// v's SQL, unapplied.
+func schemaBefore(t *testing.T, prefix string, v int) (pgx.Tx, func(sql string), string) {
+	t.Helper()
+	ctx := context.Background()
 	pool := pgtest.Pool(t, nil)
-	schema := pgtest.SchemaName(t, "m13_")
+	schema := pgtest.SchemaName(t, prefix)
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx)
+	t.Cleanup(func() { tx.Rollback(ctx) })
 	exec := func(sql string) {
 		t.Helper()
 		if _, err := tx.Exec(ctx, sql); err != nil {
@@ -108,41 +127,42 @@ func TestDomainMigrationRewritesNothing(t *testing.T) {
 	}
 	exec(`CREATE SCHEMA ` + schema)
 	exec(`SET LOCAL search_path TO ` + schema)
-	m13 := migrateBefore(t, 13, exec)
-	exec(`INSERT INTO intents (tenant_id, intent_ref, action, rules_version, payload, idem_key)
-SELECT 't1', 'r' || g, 'pix.charge', 1, '{}', md5(g::text) FROM generate_series(1, 500) g`)
-	exec(`INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, attempt, lease_owner, lease_until)
-SELECT 't1', md5(g::text), 'r' || g, 'pix.charge', 'started', 1, 'w', now() + interval '1 minute' FROM generate_series(1, 500) g`)
-	files := func() map[string]uint32 {
-		rows, err := tx.Query(ctx, `SELECT relname, relfilenode FROM pg_class
-WHERE relnamespace = $1::regnamespace AND relname IN ('intents', 'actions', 'intents_pkey', 'intents_idem_key_tenant_id_key', 'actions_pkey')`, schema)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := map[string]uint32{}
-		var name string
-		var node uint32
-		_, err = pgx.ForEachRow(rows, []any{&name, &node}, func() error {
-			m[name] = node
-			return nil
-		})
-		if err != nil || len(m) != 5 {
-			t.Fatalf("relations %v, %v", m, err)
-		}
-		return m
-	}
-	before := files()
-	exec(m13)
-	after := files()
+	return tx, exec, migrateBefore(t, v, exec)
+}
+
+// applyRewritingNothing runs a migration's SQL and fails the test if
+// any of the named relations was rewritten by it.
+func applyRewritingNothing(t *testing.T, tx pgx.Tx, exec func(string), sql string, rels ...string) {
+	t.Helper()
+	before := relFiles(t, tx, rels...)
+	exec(sql)
+	after := relFiles(t, tx, rels...)
 	for name, node := range before {
 		if after[name] != node {
-			t.Errorf("%s was rewritten by migration 013 (file %d, now %d)", name, node, after[name])
+			t.Errorf("%s was rewritten (file %d, now %d)", name, node, after[name])
 		}
 	}
-	var n int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM intents i JOIN actions a USING (tenant_id, idem_key) WHERE a.status = 'started'`).Scan(&n); err != nil || n != 500 {
-		t.Fatalf("after 013: %d rows, %v", n, err)
+}
+
+// relFiles maps each named relation of the current schema to its storage
+// file: a rewrite gives it a new one.
+func relFiles(t *testing.T, tx pgx.Tx, names ...string) map[string]uint32 {
+	t.Helper()
+	rows, err := tx.Query(context.Background(), `SELECT relname, relfilenode FROM pg_class
+WHERE relnamespace = current_schema()::regnamespace AND relname = ANY ($1)`, names)
+	if err != nil {
+		t.Fatal(err)
 	}
+	m := map[string]uint32{}
+	var name string
+	var node uint32
+	if _, err := pgx.ForEachRow(rows, []any{&name, &node}, func() error {
+		m[name] = node
+		return nil
+	}); err != nil || len(m) != len(names) {
+		t.Fatalf("relations %v, %v", m, err)
+	}
+	return m
 }
 
 // migrateBefore runs every migration before version v through exec and
