@@ -60,7 +60,16 @@ func TestKeyColumnsCollateC(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	got := keyCollations(ctx, t, conn)
+	checkKeysCollateC(ctx, t, conn)
+}
+
+// checkKeysCollateC fails the test unless every column of keyColumns, and
+// every other column keyCollations finds, is collated "C".
+func checkKeysCollateC(ctx context.Context, t *testing.T, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}) {
+	t.Helper()
+	got := keyCollations(ctx, t, q)
 	n := 0
 	for table, cols := range keyColumns {
 		for _, c := range cols {
@@ -89,9 +98,7 @@ func TestKeyCollationMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	tx, exec, m15 := schemaBefore(t, "m15_", 15)
-	exec(`ALTER TABLE intent_revisions DROP CONSTRAINT intent_revisions_tenant_id_intent_ref_action_fkey`)
-	exec(`ALTER TABLE intents DROP CONSTRAINT intents_pkey, ADD PRIMARY KEY (tenant_id, intent_ref, action)`)
-	exec(`ALTER TABLE intent_revisions ADD FOREIGN KEY (tenant_id, intent_ref, action) REFERENCES intents ON DELETE CASCADE`)
+	makePrimaryKeyNewest(exec)
 	if got := newestIntentsIndex(ctx, t, tx); got != "intents_pkey" {
 		t.Fatalf("set-up: newest index %s, want intents_pkey", got)
 	}
@@ -108,11 +115,7 @@ SELECT tenant_id, intent_ref, action, 0, 1, '{}', idem_key, idem_key, 'test' FRO
 	if got := newestIntentsIndex(ctx, t, tx); got != "intents_idem_key_tenant_id_key" {
 		t.Errorf("after 015: newest index %s, want intents_idem_key_tenant_id_key", got)
 	}
-	for col, coll := range keyCollations(ctx, t, tx) {
-		if coll != "C" {
-			t.Errorf("after 015: %s collated %q", col, coll)
-		}
-	}
+	checkKeysCollateC(ctx, t, tx)
 	// Every row is found by each rebuilt index (index scans forced), and
 	// the unique keys still refuse a duplicate.
 	exec(`SET LOCAL enable_seqscan = off`)

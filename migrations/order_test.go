@@ -37,10 +37,7 @@ func TestIntentKeyIndexIsNewest(t *testing.T) {
 	exec(`SET search_path TO ` + schema)
 	defer exec(`RESET search_path`)
 	m14 := migrateBefore(t, 14, exec)
-	// The order 013 leaves on a server whose pg_depend has reused space.
-	exec(`ALTER TABLE intent_revisions DROP CONSTRAINT intent_revisions_tenant_id_intent_ref_action_fkey`)
-	exec(`ALTER TABLE intents DROP CONSTRAINT intents_pkey, ADD PRIMARY KEY (tenant_id, intent_ref, action)`)
-	exec(`ALTER TABLE intent_revisions ADD FOREIGN KEY (tenant_id, intent_ref, action) REFERENCES intents ON DELETE CASCADE`)
+	makePrimaryKeyNewest(exec)
 
 	newest := func() string { return newestIntentsIndex(ctx, t, conn) }
 	// What a connection caches on intents vacuumed empty, under the
@@ -84,6 +81,15 @@ func TestIntentKeyIndexIsNewest(t *testing.T) {
 	if got := newestIntentsIndex(ctx, t, fresh); got != "intents_idem_key_tenant_id_key" {
 		t.Errorf("a migrated schema: newest index on intents %q, want intents_idem_key_tenant_id_key", got)
 	}
+}
+
+// makePrimaryKeyNewest makes the intents' primary key again, so that it
+// is newer than the key index: the order 013 leaves on a server whose
+// pg_depend has reused space.
+func makePrimaryKeyNewest(exec func(sql string)) {
+	exec(`ALTER TABLE intent_revisions DROP CONSTRAINT intent_revisions_tenant_id_intent_ref_action_fkey`)
+	exec(`ALTER TABLE intents DROP CONSTRAINT intents_pkey, ADD PRIMARY KEY (tenant_id, intent_ref, action)`)
+	exec(`ALTER TABLE intent_revisions ADD FOREIGN KEY (tenant_id, intent_ref, action) REFERENCES intents ON DELETE CASCADE`)
 }
 
 // newestIntentsIndex names the index on intents made last.
