@@ -29,5 +29,20 @@
 // choosing; TestIntentKeyIndexIsNewest); a migration that makes an index on
 // intents again must keep it so.
 //
+// Every key is collated "C", whatever the database's locale: the text
+// columns that primary keys, unique keys, foreign keys and indexes order
+// by, and a column a query compares with one of them (015 for the ledger,
+// 016 for the rest; TestKeyColumnsCollateC finds any other). Byte order is
+// an order no C library upgrade can change under a unique index (an index
+// that misses its duplicate lets a second charge, webhook effect or reply
+// in), and each B-tree comparison is a memcmp instead of a strcoll. On a
+// pt_BR.UTF-8 database with 1,000,000 rows per table that took 21 % of the
+// backend's instructions off a first execution, 30 % off a webhook
+// effect's claim and 9 % off an Idempotency-Key's reservation, and made
+// them cost what they cost on C.UTF-8 (bench/collation/run). A migration
+// that adds a key column gives it COLLATE "C"; one that changes columns'
+// collation keeps each table's indexes in the order they were made (016,
+// TestKeyCollationRestMigration).
+//
 // This package imports only pgx.
 package migrations
