@@ -19,6 +19,12 @@ func TestCollationScript(t *testing.T) {
 		t.Skip("makes a PostgreSQL cluster and runs it under callgrind")
 	}
 	t.Parallel()
+	if out, err := exec.Command("collation/run", "--help").CombinedOutput(); err != nil || !strings.Contains(string(out), "bench/collation/run [LOCALE] [ROWS] [ROUNDS]") {
+		t.Errorf("collation/run --help: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("collation/run", "C.UTF-8", "many").CombinedOutput(); err == nil || !strings.Contains(string(out), "usage") {
+		t.Errorf("collation/run with a bad ROWS: %v\n%s", err, out)
+	}
 	out, err := exec.Command("collation/run", "C.UTF-8", "2000", "1").CombinedOutput()
 	if err != nil {
 		t.Fatalf("collation/run: %v\n%s", err, out)
