@@ -19,12 +19,7 @@ func TestCollationScript(t *testing.T) {
 		t.Skip("makes a PostgreSQL cluster and runs it under callgrind")
 	}
 	t.Parallel()
-	if out, err := exec.Command("collation/run", "--help").CombinedOutput(); err != nil || !strings.Contains(string(out), "bench/collation/run [LOCALE] [ROWS] [ROUNDS]") {
-		t.Errorf("collation/run --help: %v\n%s", err, out)
-	}
-	if out, err := exec.Command("collation/run", "C.UTF-8", "many").CombinedOutput(); err == nil || !strings.Contains(string(out), "usage") {
-		t.Errorf("collation/run with a bad ROWS: %v\n%s", err, out)
-	}
+	checkScriptCLI(t, "collation/run", "collation/run [LOCALE] [ROWS] [ROUNDS]", []string{"C.UTF-8", "many"})
 	out, err := exec.Command("collation/run", "C.UTF-8", "2000", "1").CombinedOutput()
 	if err != nil {
 		t.Fatalf("collation/run: %v\n%s", err, out)
@@ -44,6 +39,20 @@ func TestCollationScript(t *testing.T) {
 		// near zero means the wrong backend's file was read.
 		if n, _ := strconv.Atoi(r[3]); n < 50 {
 			t.Errorf("%s, %s: %sk instructions per statement", r[1], r[2], r[3])
+		}
+	}
+}
+
+// checkScriptCLI checks a benchmark script's command line: --help succeeds
+// and prints its usage line, and each of bad fails and prints it too.
+func checkScriptCLI(t *testing.T, script, usage string, bad ...[]string) {
+	t.Helper()
+	if out, err := exec.Command(script, "--help").CombinedOutput(); err != nil || !strings.Contains(string(out), usage) {
+		t.Errorf("%s --help: %v\n%s", script, err, out)
+	}
+	for _, args := range bad {
+		if out, err := exec.Command(script, args...).CombinedOutput(); err == nil || !strings.Contains(string(out), usage) {
+			t.Errorf("%s %v: %v, want a failure with the usage\n%s", script, args, err, out)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 )
 
@@ -19,14 +18,7 @@ func TestPgbenchScript(t *testing.T) {
 		t.Skip("runs pgbench against the local server")
 	}
 	t.Parallel()
-	if out, err := exec.Command("pgbench/run", "--help").CombinedOutput(); err != nil || !strings.Contains(string(out), "bench/pgbench/run [CLIENTS] [SECONDS] [SCRIPT...]") {
-		t.Errorf("pgbench/run --help: %v\n%s", err, out)
-	}
-	for _, args := range [][]string{{"0"}, {"2", "1s"}, {"2", "1", "no-such-script"}} {
-		if out, err := exec.Command("pgbench/run", args...).CombinedOutput(); err == nil || !strings.Contains(string(out), "bench/pgbench/run [CLIENTS]") {
-			t.Errorf("pgbench/run %v: %v\n%s", args, err, out)
-		}
-	}
+	checkScriptCLI(t, "pgbench/run", "pgbench/run [CLIENTS] [SECONDS] [SCRIPT...]", []string{"0"}, []string{"2", "1s"}, []string{"2", "1", "no-such-script"})
 	out, err := exec.Command("pgbench/run", "2", "1").CombinedOutput()
 	if err != nil {
 		t.Fatalf("pgbench/run: %v\n%s", err, out)
