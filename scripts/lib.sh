@@ -20,6 +20,12 @@ ensure_valgrind() {
   sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null
 }
 
+# pg_newest_version prints the newest installed PostgreSQL major version:
+# the one whose main cluster ensure_postgres starts.
+pg_newest_version() {
+  ls /usr/lib/postgresql | sort -n | tail -1
+}
+
 pg_ready() {
   if command -v pg_isready >/dev/null 2>&1; then
     pg_isready -q -h 127.0.0.1 -p 5432
@@ -43,7 +49,7 @@ ensure_postgres() {
     sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
   fi
   local ver
-  ver=$(ls /usr/lib/postgresql | sort -n | tail -1)
+  ver=$(pg_newest_version)
   if ! command -v pg_ctlcluster >/dev/null 2>&1 || [ ! -d "/etc/postgresql/$ver/main" ]; then
     sudo_if_needed pg_createcluster "$ver" main >/dev/null
   fi
