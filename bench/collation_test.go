@@ -20,11 +20,7 @@ func TestCollationScript(t *testing.T) {
 	}
 	t.Parallel()
 	checkScriptCLI(t, "collation/run", "collation/run [LOCALE] [ROWS] [ROUNDS]", []string{"C.UTF-8", "many"})
-	out, err := exec.Command("collation/run", "C.UTF-8", "2000", "1").CombinedOutput()
-	if err != nil {
-		t.Fatalf("collation/run: %v\n%s", err, out)
-	}
-	s := string(out)
+	s := runScript(t, "collation/run", "C.UTF-8", "2000", "1")
 	if !strings.Contains(s, `key columns not "C": 0`) {
 		t.Errorf("the latest schema has keys not collated \"C\":\n%s", s)
 	}
@@ -41,6 +37,17 @@ func TestCollationScript(t *testing.T) {
 			t.Errorf("%s, %s: %sk instructions per statement", r[1], r[2], r[3])
 		}
 	}
+}
+
+// runScript runs a benchmark script and returns its output; a failure
+// ends the test with that output.
+func runScript(t *testing.T, script string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(script, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+	return string(out)
 }
 
 // checkScriptCLI checks a benchmark script's command line: --help succeeds

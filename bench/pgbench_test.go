@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os/exec"
 	"regexp"
 	"strconv"
 	"testing"
@@ -19,13 +18,10 @@ func TestPgbenchScript(t *testing.T) {
 	}
 	t.Parallel()
 	checkScriptCLI(t, "pgbench/run", "pgbench/run [CLIENTS] [SECONDS] [SCRIPT...]", []string{"0"}, []string{"2", "1s"}, []string{"2", "1", "no-such-script"})
-	out, err := exec.Command("pgbench/run", "2", "1").CombinedOutput()
-	if err != nil {
-		t.Fatalf("pgbench/run: %v\n%s", err, out)
-	}
+	out := runScript(t, "pgbench/run", "2", "1")
 	row := regexp.MustCompile(`(?m)^(\S+) +(\d+) (?:commits|executions)/s.*\((\d+) (?:rows|finished)\)$`)
 	got := map[string]bool{}
-	for _, r := range row.FindAllStringSubmatch(string(out), -1) {
+	for _, r := range row.FindAllStringSubmatch(out, -1) {
 		got[r[1]] = true
 		if n, _ := strconv.Atoi(r[3]); n == 0 {
 			t.Errorf("%s finished no rows:\n%s", r[1], out)
