@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,7 +64,18 @@ type Metrics struct {
 	ProviderLatency *prometheus.HistogramVec // action, outcome
 	// LookupLatency times each tool Lookup (asking the provider by key).
 	LookupLatency *prometheus.HistogramVec // action, outcome
+
+	// seen holds the (tenant, action) pairs whose series exist; see
+	// ExecutionFinished.
+	seen sync.Map // pair -> struct{}
 }
+
+// pair is a (tenant, action) whose per-pair series have been created.
+type pair struct{ tenant, action string }
+
+// statuses are the executor's outcomes, the values the outcome label of
+// Executions, Replays and Takeovers takes for a call that got one.
+var statuses = []string{OutcomeCompleted, OutcomeFailed, OutcomeInFlight, OutcomeReview}
 
 // providerBuckets span a fast in-region API (5 ms) to the executor's default
 // call timeout (10 s) and a little past it.

@@ -42,6 +42,7 @@ func (m *Metrics) ExecutionFinished(ev executor.ExecutionEvent) {
 	if out == nil {
 		return
 	}
+	m.initPair(ev.Tenant, ev.Action)
 	status := string(out.Status)
 	m.Executions.WithLabelValues(ev.Tenant, ev.Action, status).Inc()
 	if out.Replayed {
@@ -59,6 +60,31 @@ func (m *Metrics) ExecutionFinished(ev executor.ExecutionEvent) {
 	if ev.TookOver && !out.Replayed {
 		m.Takeovers.WithLabelValues(ev.Tenant, ev.Action, status).Inc()
 	}
+}
+
+// initPair creates, at zero, every series of a (tenant, action) the first
+// time an execution of it is counted. A counter that first appears at 1 is
+// one Prometheus's increase() and rate() cannot see rise, and a series
+// that never appears cannot tell "none" from "not scraped": an alert on
+// in-flight conflicts or reviews would miss the first one, and a dashboard
+// would show no data where the answer is 0. The pairs are not known in
+// advance here (tenants live in the edge's configuration), so they are
+// created when first seen, once: later calls pay one map lookup.
+func (m *Metrics) initPair(tenant, action string) {
+	if _, ok := m.seen.Load(pair{tenant, action}); ok {
+		return
+	}
+	if _, loaded := m.seen.LoadOrStore(pair{tenant, action}, struct{}{}); loaded {
+		return
+	}
+	for _, s := range statuses {
+		m.Executions.WithLabelValues(tenant, action, s)
+		m.Replays.WithLabelValues(tenant, action, s)
+		m.Takeovers.WithLabelValues(tenant, action, s)
+	}
+	m.Divergences.WithLabelValues(tenant, action)
+	m.InFlightConflicts.WithLabelValues(tenant, action)
+	m.Reviews.WithLabelValues(tenant, action)
 }
 
 // Of returns ex's Observer when it is a *Metrics, so that an edge given

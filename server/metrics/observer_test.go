@@ -72,13 +72,65 @@ func TestObserver(t *testing.T) {
 		// The replay took over too, but found the action settled.
 		"retrysafe_takeovers_total action=pix.charge outcome=completed tenant=t1": 1,
 	}
+	// Every series of a pair that executed exists, at zero where nothing
+	// was counted; the failed call above adds no pair.
+	for _, tenant := range []string{"t1", "t2"} {
+		for _, status := range []string{"completed", "failed", "in_flight", "review"} {
+			for _, name := range []string{"executions_total", "replays_total", "takeovers_total"} {
+				id := "retrysafe_" + name + " action=pix.charge outcome=" + status + " tenant=" + tenant
+				if _, ok := want[id]; !ok {
+					want[id] = 0
+				}
+			}
+		}
+		for _, name := range []string{"divergences_total", "in_flight_conflicts_total", "reviews_total"} {
+			if id := "retrysafe_" + name + " action=pix.charge tenant=" + tenant; want[id] == 0 {
+				want[id] = 0 // absent or already 0: either way it must be there
+			}
+		}
+	}
 	got := series(t, m)
 	for id, n := range want {
-		if got[id] != n {
-			t.Errorf("%s = %v, want %v", id, got[id], n)
+		if v, ok := got[id]; !ok || v != n {
+			t.Errorf("%s = %v (present %v), want %v", id, v, ok, n)
 		}
 	}
 	if len(got) != len(want) {
 		t.Errorf("series %v, want %v", got, want)
+	}
+}
+
+// A pair's counters exist from its first counted execution, at zero, so
+// that the first in-flight conflict or review is an increase a query sees;
+// an execution with no outcome creates none (the edge counts it).
+func TestObserverCreatesPairSeriesAtZero(t *testing.T) {
+	t.Parallel()
+	m := metrics.New()
+	m.ExecutionFinished(executor.ExecutionEvent{Tenant: "t1", Action: "pix.charge", Err: errors.New("database down")})
+	if got := series(t, m); len(got) != 0 {
+		t.Fatalf("series after an execution without outcome: %v", got)
+	}
+	m.ExecutionFinished(executor.ExecutionEvent{Tenant: "t1", Action: "pix.charge",
+		Outcome: &executor.Outcome{Status: executor.StatusCompleted}})
+	got := series(t, m)
+	for _, id := range []string{
+		"retrysafe_in_flight_conflicts_total action=pix.charge tenant=t1",
+		"retrysafe_reviews_total action=pix.charge tenant=t1",
+		"retrysafe_divergences_total action=pix.charge tenant=t1",
+		"retrysafe_executions_total action=pix.charge outcome=review tenant=t1",
+	} {
+		if v, ok := got[id]; !ok || v != 0 {
+			t.Errorf("%s = %v (present %v), want 0", id, v, ok)
+		}
+	}
+	if got["retrysafe_executions_total action=pix.charge outcome=completed tenant=t1"] != 1 {
+		t.Errorf("executions completed = %v, want 1", got)
+	}
+	// A second tenant gets its own series; the first's are not created again.
+	m.ExecutionFinished(executor.ExecutionEvent{Tenant: "t2", Action: "pix.charge",
+		Outcome: &executor.Outcome{Status: executor.StatusInFlight}})
+	if got := series(t, m); got["retrysafe_in_flight_conflicts_total action=pix.charge tenant=t2"] != 1 ||
+		got["retrysafe_in_flight_conflicts_total action=pix.charge tenant=t1"] != 0 || len(got) != 2*15 {
+		t.Errorf("after t2: %d series %v", len(got), got)
 	}
 }
