@@ -74,7 +74,8 @@ type Metrics struct {
 type pair struct{ tenant, action string }
 
 // statuses are the executor's outcomes, the values the outcome label of
-// Executions, Replays and Takeovers takes for a call that got one.
+// Replays and Takeovers takes; Executions takes these and the edge's two
+// (invalid, error).
 var statuses = []string{OutcomeCompleted, OutcomeFailed, OutcomeInFlight, OutcomeReview}
 
 // providerBuckets span a fast in-region API (5 ms) to the executor's default

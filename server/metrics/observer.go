@@ -82,6 +82,10 @@ func (m *Metrics) initPair(tenant, action string) {
 		m.Replays.WithLabelValues(tenant, action, s)
 		m.Takeovers.WithLabelValues(tenant, action, s)
 	}
+	// The edge counts these two, but "the database went away" is the
+	// increase an alert most wants to see from its first occurrence.
+	m.Executions.WithLabelValues(tenant, action, OutcomeInvalid)
+	m.Executions.WithLabelValues(tenant, action, OutcomeError)
 	m.Divergences.WithLabelValues(tenant, action)
 	m.InFlightConflicts.WithLabelValues(tenant, action)
 	m.Reviews.WithLabelValues(tenant, action)

@@ -83,6 +83,9 @@ func TestObserver(t *testing.T) {
 				}
 			}
 		}
+		for _, status := range []string{"invalid", "error"} {
+			want["retrysafe_executions_total action=pix.charge outcome="+status+" tenant="+tenant] = 0
+		}
 		for _, name := range []string{"divergences_total", "in_flight_conflicts_total", "reviews_total"} {
 			if id := "retrysafe_" + name + " action=pix.charge tenant=" + tenant; want[id] == 0 {
 				want[id] = 0 // absent or already 0: either way it must be there
@@ -118,6 +121,7 @@ func TestObserverCreatesPairSeriesAtZero(t *testing.T) {
 		"retrysafe_reviews_total action=pix.charge tenant=t1",
 		"retrysafe_divergences_total action=pix.charge tenant=t1",
 		"retrysafe_executions_total action=pix.charge outcome=review tenant=t1",
+		"retrysafe_executions_total action=pix.charge outcome=error tenant=t1",
 	} {
 		if v, ok := got[id]; !ok || v != 0 {
 			t.Errorf("%s = %v (present %v), want 0", id, v, ok)
@@ -130,7 +134,7 @@ func TestObserverCreatesPairSeriesAtZero(t *testing.T) {
 	m.ExecutionFinished(executor.ExecutionEvent{Tenant: "t2", Action: "pix.charge",
 		Outcome: &executor.Outcome{Status: executor.StatusInFlight}})
 	if got := series(t, m); got["retrysafe_in_flight_conflicts_total action=pix.charge tenant=t2"] != 1 ||
-		got["retrysafe_in_flight_conflicts_total action=pix.charge tenant=t1"] != 0 || len(got) != 2*15 {
+		got["retrysafe_in_flight_conflicts_total action=pix.charge tenant=t1"] != 0 || len(got) != 2*17 {
 		t.Errorf("after t2: %d series %v", len(got), got)
 	}
 }
