@@ -22,8 +22,9 @@
 // The first execution counted for a (tenant, action) creates all of that
 // pair's counters at zero (executions for each outcome, the edge's
 // invalid and error included; replays and takeovers for each of the
-// executor's four statuses; divergences, in-flight conflicts and reviews), so that a query or alert on any of them sees 0 rather than no
-// series, and sees the first increment as one.
+// executor's four statuses; divergences, in-flight conflicts and
+// reviews), so that a query or alert on any of them sees 0 rather than
+// no series, and sees the first increment as one.
 //
 // Labels are tenant, action and outcome only, each from a closed set:
 // tenants come from configuration, actions from the tool registry (an

@@ -69,11 +69,9 @@ func (m *Metrics) ExecutionFinished(ev executor.ExecutionEvent) {
 // in-flight conflicts or reviews would miss the first one, and a dashboard
 // would show no data where the answer is 0. The pairs are not known in
 // advance here (tenants live in the edge's configuration), so they are
-// created when first seen, once: later calls pay one map lookup.
+// created when first seen, once: later calls pay one map lookup
+// (LoadOrStore finds a present key without taking a lock).
 func (m *Metrics) initPair(tenant, action string) {
-	if _, ok := m.seen.Load(pair{tenant, action}); ok {
-		return
-	}
 	if _, loaded := m.seen.LoadOrStore(pair{tenant, action}, struct{}{}); loaded {
 		return
 	}

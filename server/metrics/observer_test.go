@@ -74,22 +74,22 @@ func TestObserver(t *testing.T) {
 	}
 	// Every series of a pair that executed exists, at zero where nothing
 	// was counted; the failed call above adds no pair.
+	zero := func(id string) {
+		if _, ok := want[id]; !ok {
+			want[id] = 0
+		}
+	}
 	for _, tenant := range []string{"t1", "t2"} {
 		for _, status := range []string{"completed", "failed", "in_flight", "review"} {
 			for _, name := range []string{"executions_total", "replays_total", "takeovers_total"} {
-				id := "retrysafe_" + name + " action=pix.charge outcome=" + status + " tenant=" + tenant
-				if _, ok := want[id]; !ok {
-					want[id] = 0
-				}
+				zero("retrysafe_" + name + " action=pix.charge outcome=" + status + " tenant=" + tenant)
 			}
 		}
 		for _, status := range []string{"invalid", "error"} {
-			want["retrysafe_executions_total action=pix.charge outcome="+status+" tenant="+tenant] = 0
+			zero("retrysafe_executions_total action=pix.charge outcome=" + status + " tenant=" + tenant)
 		}
 		for _, name := range []string{"divergences_total", "in_flight_conflicts_total", "reviews_total"} {
-			if id := "retrysafe_" + name + " action=pix.charge tenant=" + tenant; want[id] == 0 {
-				want[id] = 0 // absent or already 0: either way it must be there
-			}
+			zero("retrysafe_" + name + " action=pix.charge tenant=" + tenant)
 		}
 	}
 	got := series(t, m)
