@@ -194,7 +194,11 @@ func (b *bench) newSlot(ctx context.Context, w workload, db *database) *slot {
 // pg_stat_statements is loaded) from now, once the database's backends
 // have exited and flushed their statistics; pooled subtracts them.
 func (b *bench) countFrom(ctx context.Context, s *slot) error {
-	if err := b.waitIdle(ctx, s.db); err != nil {
+	if s.stop != nil {
+		if err := b.waitStatsFlushed(ctx, s.db); err != nil {
+			return err
+		}
+	} else if err := b.waitIdle(ctx, s.db); err != nil {
 		return err
 	}
 	c, err := s.db.counters(ctx)

@@ -166,3 +166,45 @@ func (b *bench) waitIdle(ctx context.Context, db *database) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// statsIdleFlush is how long after a backend goes idle it flushes the
+// statistics it has not: PostgreSQL flushes a backend's pending
+// statistics at most once a second (PGSTAT_MIN_INTERVAL), and one that
+// goes idle with some pending flushes them on a timer of
+// PGSTAT_IDLE_INTERVAL (10 s), plus a second to spare.
+const statsIdleFlush = 11 * time.Second
+
+// waitStatsFlushed waits until db's open but idle backends (a kept pool's,
+// after its warm-up) have flushed the statistics of what they ran: for
+// statsIdleFlush, then until the database's counters stay unchanged for a
+// second (a flush retried after lock contention). PostgreSQL offers no
+// signal for another backend's flush, so this polls, as waitIdle does.
+func (b *bench) waitStatsFlushed(ctx context.Context, db *database) error {
+	start := time.Now()
+	deadline := start.Add(3 * statsIdleFlush)
+	last, err := db.counters(ctx)
+	if err != nil {
+		return err
+	}
+	since := start
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		c, err := db.counters(ctx)
+		if err != nil {
+			return err
+		}
+		switch {
+		case c.commits != last.commits || c.blksRead != last.blksRead || c.blksHit != last.blksHit:
+			last, since = c, time.Now()
+		case time.Since(start) > statsIdleFlush && time.Since(since) > time.Second:
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s's statistics still moving %s after its backends went idle", db.name, time.Since(start).Round(time.Second))
+		}
+	}
+}

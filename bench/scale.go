@@ -176,7 +176,15 @@ func (b *bench) scalePair(ctx context.Context, db *database, sr *scaleResult) ([
 	// pool for its whole length, ran 2,300 to 2,650 first executions per
 	// second on 10M rows; slices with fresh pools, 782 to 914, against
 	// 1,933 to 1,957 on empty tables; 2026-12-02), which measured
-	// connection churn more than table size.
+	// connection churn more than table size. The preloaded side's rounds
+	// run on the pool its warm-up ran on: a backend maps each page of
+	// shared memory it touches once, on its first touch, and new
+	// backends on the preloaded tables touch thousands of new pages a
+	// second. On a host where those faults are dear (2026-12-03, a
+	// thirteenth host) a first execution on 1M rows cost its backends 291
+	// to 304 µs with a pool opened after the warm-up and 187 to 195 with
+	// the warm-up's, against 180 to 205 on empty tables: a pool's age,
+	// not the table's size.
 	empty.keep, full.keep = true, true
 	slots := []*slot{empty, full}
 	defer b.dropSlots(slots)
@@ -238,14 +246,18 @@ func (b *bench) warmScale(ctx context.Context, s *slot, callers, conns int, d ti
 	return steps, b.countFrom(ctx, s) // the rounds count from here
 }
 
-// warm is warmScale's executions, on pools of their own that are closed
-// when it returns.
+// warm is warmScale's executions. A slot that keeps its pools keeps the
+// warm-up's: its rounds run on the backends the warm-up ran on.
 func (b *bench) warm(ctx context.Context, s *slot, callers, conns int, d time.Duration) ([]warmStep, error) {
 	op, stop, err := s.w.start(ctx, s.db, conns)
 	if err != nil {
 		return nil, err
 	}
-	defer stop()
+	if s.keep {
+		s.op, s.stop = op, stop
+	} else {
+		defer stop()
+	}
 	var steps []warmStep
 	began := time.Now()
 	for left := d; left > 0 && ctx.Err() == nil; left -= warmChunk {

@@ -111,3 +111,59 @@ func TestScaleDatabaseKept(t *testing.T) {
 		t.Fatalf("another size: %v", err)
 	}
 }
+
+// The preloaded side's rounds run on the backends its warm-up ran on (a
+// new backend maps every page of shared memory it touches again, which a
+// long-lived pool does not pay), and count from after those backends
+// flushed the warm-up's statistics.
+func TestScaleRoundsKeepTheWarmUpPool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL; -short skips it")
+	}
+	name := "bench_scale_warm_" + randHex(4)
+	cfg, err := parseFlags([]string{"--quick", "--scale-rows", "2000", "--scale-db", name, "--scale-drop", "--slice", "100ms"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	b := &bench{cfg: cfg, srv: &server{url: cfg.dbURL}, log: &log}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sr := &scaleResult{}
+	db, _, err := b.scaleDatabase(ctx, sr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.drop(db)
+	full := b.newSlot(ctx, b.rsFirstWorkloadOver(scaleName(2000), migrated, nil, preloadTenants), db)
+	if full.err != nil {
+		t.Fatal(full.err)
+	}
+	full.keep = true
+	defer closeKept([]*slot{full})
+	// Longer than PostgreSQL's shortest flush interval (a second), so that
+	// the backends hold statistics they have not flushed when it ends.
+	if steps, err := b.warmScale(ctx, full, 2, 2, 3*time.Second); err != nil || len(steps) != 1 || steps[0].Rate <= 0 {
+		t.Fatalf("warm-up: %+v, %v\n%s", steps, err, log.String())
+	}
+	warmed := b.backends(ctx, db)
+	if full.stop == nil || len(warmed) == 0 {
+		t.Fatalf("the warm-up closed its pool (%d backends left)", len(warmed))
+	}
+	// Nothing the warm-up ran reaches the counters after they started: an
+	// idle backend flushes its statistics within statsIdleFlush.
+	time.Sleep(statsIdleFlush)
+	if c, err := db.counters(ctx); err != nil || c.commits != -full.commits || c.blksHit != -full.blksHit {
+		t.Fatalf("counters moved after the rounds' start: %+v against %d commits, %d hits (%v)", c, -full.commits, -full.blksHit, err)
+	}
+	b.rounds(ctx, []*slot{full}, 2)
+	if full.err != nil || len(full.rates) != cfg.rounds {
+		t.Fatalf("rounds: %v, %d rates", full.err, len(full.rates))
+	}
+	after := b.backends(ctx, db)
+	for _, pid := range warmed {
+		if !slices.Contains(after, pid) {
+			t.Errorf("backend %d of the warm-up is gone after the rounds (warm-up %v, after %v)", pid, warmed, after)
+		}
+	}
+}

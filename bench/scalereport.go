@@ -37,7 +37,7 @@ func (rep *report) scaleSection(sb *strings.Builder) {
 			sc.Callers, strings.Join(parts, "; "))
 	}
 	if p := sc.Pair; p != nil {
-		fmt.Fprintf(sb, "- first executions on the preloaded tables / on empty ones, %d callers, paired slices (each side keeps one pool across its slices): %s\n", sc.Callers, p.text(""))
+		fmt.Fprintf(sb, "- first executions on the preloaded tables / on empty ones, %d callers, paired slices (each side keeps one pool across its slices; the preloaded side the warm-up's): %s\n", sc.Callers, p.text(""))
 	}
 	if sc.Err != "" {
 		fmt.Fprintf(sb, "- error: %s\n", sc.Err)
