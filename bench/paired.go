@@ -192,7 +192,9 @@ func (b *bench) newSlot(ctx context.Context, w workload, db *database) *slot {
 
 // countFrom starts s's per-database counters (and its statements, when
 // pg_stat_statements is loaded) from now, once the database's backends
-// have exited and flushed their statistics; pooled subtracts them.
+// have flushed their statistics: exited, or, when s keeps a pool that is
+// open (its warm-up's), gone idle long enough to flush; pooled subtracts
+// them.
 func (b *bench) countFrom(ctx context.Context, s *slot) error {
 	if s.stop != nil {
 		if err := b.waitStatsFlushed(ctx, s.db); err != nil {

@@ -20,22 +20,9 @@ func TestScaleDatabaseKept(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs PostgreSQL; -short skips it")
 	}
-	name := "bench_scale_test_" + randHex(4)
-	cfg, err := parseFlags([]string{"--quick", "--scale-rows", "3000", "--purge-rows", "500", "--scale-db", name,
-		"--purge-callers", "2", "--slice", "100ms", "--purge-rounds", "2", "--purge-settings", "50/5ms"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log strings.Builder
-	b := &bench{cfg: cfg, srv: &server{url: cfg.dbURL}, log: &log}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	sr := &scaleResult{}
-	db, m, err := b.scaleDatabase(ctx, sr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.drop(db)
+	b, log, ctx, db, sr, m := preloadedBench(t, "bench_scale_test_", "--scale-rows", "3000", "--purge-rows", "500",
+		"--purge-callers", "2", "--slice", "100ms", "--purge-rounds", "2", "--purge-settings", "50/5ms")
+	name, cfg := db.name, b.cfg
 	if sr.Reused || m.Rows != 3000 || m.Expired != 500 || m.Present != 500 || sr.LoadSeconds <= 0 {
 		t.Fatalf("first open: %+v %+v", sr, m)
 	}
@@ -120,21 +107,8 @@ func TestScaleRoundsKeepTheWarmUpPool(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs PostgreSQL; -short skips it")
 	}
-	name := "bench_scale_warm_" + randHex(4)
-	cfg, err := parseFlags([]string{"--quick", "--scale-rows", "2000", "--scale-db", name, "--scale-drop", "--slice", "100ms"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var log strings.Builder
-	b := &bench{cfg: cfg, srv: &server{url: cfg.dbURL}, log: &log}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	sr := &scaleResult{}
-	db, _, err := b.scaleDatabase(ctx, sr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.drop(db)
+	b, log, ctx, db, _, _ := preloadedBench(t, "bench_scale_warm_", "--scale-rows", "2000", "--slice", "100ms")
+	cfg := b.cfg
 	full := b.newSlot(ctx, b.rsFirstWorkloadOver(scaleName(2000), migrated, nil, preloadTenants), db)
 	if full.err != nil {
 		t.Fatal(full.err)
@@ -166,4 +140,26 @@ func TestScaleRoundsKeepTheWarmUpPool(t *testing.T) {
 			t.Errorf("backend %d of the warm-up is gone after the rounds (warm-up %v, after %v)", pid, warmed, after)
 		}
 	}
+}
+
+// preloadedBench is a --quick bench with args, its scale database (named
+// prefix and a random suffix) preloaded; the database is dropped when the
+// test ends.
+func preloadedBench(t *testing.T, prefix string, args ...string) (*bench, *strings.Builder, context.Context, *database, *scaleResult, *preloadMeta) {
+	t.Helper()
+	cfg, err := parseFlags(append([]string{"--quick", "--scale-db", prefix + randHex(4)}, args...), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &strings.Builder{}
+	b := &bench{cfg: cfg, srv: &server{url: cfg.dbURL}, log: log}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	sr := &scaleResult{}
+	db, m, err := b.scaleDatabase(ctx, sr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.drop(db) })
+	return b, log, ctx, db, sr, m
 }
