@@ -60,7 +60,7 @@ type config struct {
 	scaleRows    int
 	scaleCallers int
 	// scaleWarmup is how long first executions run on the preloaded
-	// tables before the paired rounds (scale.go: warmScale).
+	// tables before the paired rounds (scale.go: warmSides).
 	scaleWarmup time.Duration
 	// scaleDB names the scale runs' database, kept after the run and
 	// reused by the next one that names it (unless scaleDrop).
@@ -163,7 +163,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.skipDBOS, "skip-dbos", false, "skip DBOS Transact")
 	fs.BoolVar(&c.skipScale, "skip-scale", false, "skip the scale runs (preloaded tables against empty ones, the purge under load)")
 	fs.StringVar(&c.scaleDB, "scale-db", "", "name of the scale runs' database: created and preloaded when missing, reused when it holds a preload of --scale-rows, and kept after the run")
-	warmScale := fs.Duration("scale-warmup", 0, "first executions on the preloaded tables before their paired rounds with empty ones, unmeasured but logged every 10s (rate, full-page images/op), on the pool the preloaded side's rounds then keep: the rounds measure the tables past the checkpoint that ends the preload instead of right after it, on backends that have already mapped the pages they touch (default 30s, none with --quick; 0s: none)")
+	warmScale := fs.Duration("scale-warmup", 0, "first executions on the preloaded tables before their paired rounds with empty ones, unmeasured but logged every 10s (rate, full-page images/op), on the pool the preloaded side's rounds then keep (the empty side's pool is warmed too, for 5s or this when shorter): the rounds measure the tables past the checkpoint that ends the preload instead of right after it, on backends that have already mapped the pages they touch (default 30s, none with --quick; 0s: none)")
 	fs.BoolVar(&c.scaleDrop, "scale-drop", false, "drop the --scale-db database at the end of the run")
 	fs.IntVar(&c.purgeRows, "purge-rows", -1, "how many of the preloaded rows finished 8 days ago and are purged (default: a day at 15/s per 10M rows, 12.96 %)")
 	fs.IntVar(&c.purgeCallers, "purge-callers", 8, "concurrent callers while purging")

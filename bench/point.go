@@ -175,36 +175,41 @@ func (b *bench) waitIdle(ctx context.Context, db *database) error {
 const statsIdleFlush = 11 * time.Second
 
 // waitStatsFlushed waits until db's open but idle backends (a kept pool's,
-// after its warm-up) have flushed the statistics of what they ran: for
-// statsIdleFlush, then until the database's counters stay unchanged for a
-// second (a flush retried after lock contention). PostgreSQL offers no
-// signal for another backend's flush, so this polls, as waitIdle does.
-func (b *bench) waitStatsFlushed(ctx context.Context, db *database) error {
-	start := time.Now()
-	deadline := start.Add(3 * statsIdleFlush)
-	last, err := db.counters(ctx)
+// idle since idle, when its warm-up ended) have flushed the statistics of
+// what they ran: until statsIdleFlush after idle, then until the
+// database's counters stay unchanged for a second (a flush retried after
+// lock contention). PostgreSQL offers no signal for another backend's
+// flush, so this polls, as waitIdle does, on one connection.
+func (b *bench) waitStatsFlushed(ctx context.Context, db *database, idle time.Time) error {
+	c, err := b.srv.admin(ctx)
 	if err != nil {
 		return err
 	}
-	since := start
+	defer c.Close(ctx)
+	deadline := idle.Add(3 * statsIdleFlush)
+	last, err := db.countersOn(ctx, c)
+	if err != nil {
+		return err
+	}
+	since := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
-		c, err := db.counters(ctx)
+		k, err := db.countersOn(ctx, c)
 		if err != nil {
 			return err
 		}
 		switch {
-		case c.commits != last.commits || c.blksRead != last.blksRead || c.blksHit != last.blksHit:
-			last, since = c, time.Now()
-		case time.Since(start) > statsIdleFlush && time.Since(since) > time.Second:
+		case k.commits != last.commits || k.blksRead != last.blksRead || k.blksHit != last.blksHit:
+			last, since = k, time.Now()
+		case time.Since(idle) > statsIdleFlush && time.Since(since) > time.Second:
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s's statistics still moving %s after its backends went idle", db.name, time.Since(start).Round(time.Second))
+			return fmt.Errorf("%s's statistics still moving %s after its backends went idle", db.name, time.Since(idle).Round(time.Second))
 		}
 	}
 }

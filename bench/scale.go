@@ -31,8 +31,10 @@ type scaleResult struct {
 	Sizes     *ledgerSizes `json:"sizes,omitempty"`
 	LiveSizes *ledgerSizes `json:"live_sizes,omitempty"`
 	// Warmup is the warm-up of the preloaded tables (--scale-warmup)
-	// before the paired rounds, part by part.
-	Warmup []warmStep `json:"warmup,omitempty"`
+	// before the paired rounds, part by part; EmptyWarmup the empty
+	// side's (warmSides).
+	Warmup      []warmStep `json:"warmup,omitempty"`
+	EmptyWarmup []warmStep `json:"empty_warmup,omitempty"`
 	// Pair is the preloaded tables' rate over the empty ones', per round.
 	Pair   *pairStat   `json:"pair,omitempty"`
 	Purges []*purgeRun `json:"purges,omitempty"`
@@ -163,35 +165,11 @@ func (b *bench) scaleDatabase(ctx context.Context, sr *scaleResult) (*database, 
 func (b *bench) scalePair(ctx context.Context, db *database, sr *scaleResult) ([]*result, error) {
 	callers := b.cfg.scaleCallers
 	conns := min(callers, b.cfg.maxConns)
-	empty := b.newSlot(ctx, b.rsFirstWorkloadOver("first execution, 0 rows", func(ctx context.Context, db *database) error {
-		if err := migrated(ctx, db); err != nil {
-			return err
-		}
-		return settle(ctx, db)
-	}, nil, preloadTenants), nil)
-	full := b.newSlot(ctx, b.rsFirstWorkloadOver(scaleName(sr.Rows), migrated, nil, preloadTenants), db)
-	// Each side keeps one pool for all its slices, as a deployment does:
-	// opened afresh for every slice, 32 new backends a second spent on the
-	// preloaded tables what a long-lived pool does not (the warm-up, one
-	// pool for its whole length, ran 2,300 to 2,650 first executions per
-	// second on 10M rows; slices with fresh pools, 782 to 914, against
-	// 1,933 to 1,957 on empty tables; 2026-12-02), which measured
-	// connection churn more than table size. The preloaded side's rounds
-	// run on the pool its warm-up ran on: a backend maps each page of
-	// shared memory it touches once, on its first touch, and new
-	// backends on the preloaded tables touch thousands of new pages a
-	// second. On a host where those faults are dear (2026-12-03, a
-	// thirteenth host) a first execution on 1M rows cost its backends 291
-	// to 304 µs with a pool opened after the warm-up and 187 to 195 with
-	// the warm-up's, against 180 to 205 on empty tables: a pool's age,
-	// not the table's size.
-	empty.keep, full.keep = true, true
+	empty, full := b.scaleSlots(ctx, db, sr.Rows)
 	slots := []*slot{empty, full}
 	defer b.dropSlots(slots)
-	if b.cfg.scaleWarmup > 0 && full.err == nil {
-		if sr.Warmup, full.err = b.warmScale(ctx, full, callers, conns, b.cfg.scaleWarmup); full.err != nil {
-			full.err = fmt.Errorf("warm-up: %w", full.err)
-		}
+	if b.cfg.scaleWarmup > 0 {
+		sr.EmptyWarmup, sr.Warmup = b.warmSides(ctx, empty, full, callers, conns, b.cfg.scaleWarmup)
 	}
 	b.rounds(ctx, slots, callers)
 	closeKept(slots)
@@ -223,7 +201,7 @@ func (b *bench) scalePair(ctx context.Context, db *database, sr *scaleResult) ([
 // warmChunk is how long each logged part of the warm-up runs.
 const warmChunk = 10 * time.Second
 
-// warmStep is one part of the warm-up of the preloaded tables.
+// warmStep is one part of a warm-up.
 type warmStep struct {
 	Seconds  float64 `json:"seconds"` // since the warm-up began, at the step's end
 	Rate     float64 `json:"ops_per_sec"`
@@ -231,23 +209,80 @@ type warmStep struct {
 	WALPerOp float64 `json:"wal_bytes_per_op"`
 }
 
-// warmScale runs first executions on the preloaded tables for d, in parts
-// of warmChunk, unmeasured by the paired rounds: the settle before it ends
-// with a checkpoint, after which the first change to each page of the
+// scaleSlots returns the scale pair's two sides: first executions on
+// empty tables (a database of their own) and on db's preloaded ones.
+//
+// Each side keeps one pool for all its slices, as a deployment does:
+// opened afresh for every slice, 32 new backends a second spent on the
+// preloaded tables what a long-lived pool does not (the warm-up, one pool
+// for its whole length, ran 2,300 to 2,650 first executions per second on
+// 10M rows; slices with fresh pools, 782 to 914, against 1,933 to 1,957
+// on empty tables; 2026-12-02), which measured connection churn more than
+// table size.
+func (b *bench) scaleSlots(ctx context.Context, db *database, rows int) (empty, full *slot) {
+	empty = b.newSlot(ctx, b.rsFirstWorkloadOver("first execution, 0 rows", func(ctx context.Context, db *database) error {
+		if err := migrated(ctx, db); err != nil {
+			return err
+		}
+		return settle(ctx, db)
+	}, nil, preloadTenants), nil)
+	full = b.newSlot(ctx, b.rsFirstWorkloadOver(scaleName(rows), migrated, nil, preloadTenants), db)
+	empty.keep, full.keep = true, true
+	return empty, full
+}
+
+// emptyWarmup is the longest the empty side's pool is warmed for.
+const emptyWarmup = 5 * time.Second
+
+// warmSides runs first executions on both sides before their paired
+// rounds, unmeasured by them, on the pools the rounds then keep, and
+// starts both sides' counters after it; it returns each side's steps.
+//
+// The preloaded side runs for d: the settle before it ends with a
+// checkpoint, after which the first change to each page of the
 // random-key indexes logs the whole page (a full-page image), and at 10M
 // rows the pages those changes find are mostly not in shared buffers.
 // Each part's rate and full-page images per operation say how long that
-// lasts. The slot's counters start again after it.
-func (b *bench) warmScale(ctx context.Context, s *slot, callers, conns int, d time.Duration) ([]warmStep, error) {
-	steps, err := b.warm(ctx, s, callers, conns, d)
-	if err != nil {
-		return steps, err
+// lasts.
+//
+// Both sides' rounds run on backends that have already run: a backend
+// maps each page of shared memory it touches once, on its first touch.
+// On a host where those faults are dear (2026-12-03, a thirteenth host)
+// a first execution on 1M rows cost its backends 291 to 304 µs with a
+// pool opened after the warm-up and 187 to 195 with the warm-up's,
+// against 180 to 205 on empty tables; with only the preloaded side's
+// pool warmed, the empty side's new backends were the slow ones (231
+// against 168 µs): a pool's age, not the table's size, either way. The
+// empty side's tables are small, so its backends map what they touch in
+// a few seconds (emptyWarmup, or d when shorter), which keeps them
+// nearly empty (about 10,000 rows at 2,000 executions a second; its
+// slices add as many).
+func (b *bench) warmSides(ctx context.Context, empty, full *slot, callers, conns int, d time.Duration) (emptySteps, fullSteps []warmStep) {
+	// The empty side first: its backends' flush timers run out during the
+	// longer warm-up of the other.
+	for _, w := range []struct {
+		s     *slot
+		d     time.Duration
+		steps *[]warmStep
+	}{{empty, min(d, emptyWarmup), &emptySteps}, {full, d, &fullSteps}} {
+		if w.s.err != nil {
+			continue
+		}
+		if *w.steps, w.s.err = b.warm(ctx, w.s, callers, conns, w.d); w.s.err != nil {
+			w.s.err = fmt.Errorf("warm-up: %w", w.s.err)
+		}
 	}
-	return steps, b.countFrom(ctx, s) // the rounds count from here
+	for _, s := range []*slot{empty, full} {
+		if s.err == nil {
+			s.err = b.countFrom(ctx, s) // the rounds count from here
+		}
+	}
+	return emptySteps, fullSteps
 }
 
-// warm is warmScale's executions. A slot that keeps its pools keeps the
-// warm-up's: its rounds run on the backends the warm-up ran on.
+// warm runs first executions on s for d, in parts of warmChunk, each
+// logged. A slot that keeps its pools keeps the warm-up's: its rounds run
+// on the backends the warm-up ran on.
 func (b *bench) warm(ctx context.Context, s *slot, callers, conns int, d time.Duration) ([]warmStep, error) {
 	op, stop, err := s.w.start(ctx, s.db, conns)
 	if err != nil {
@@ -273,6 +308,7 @@ func (b *bench) warm(ctx context.Context, s *slot, callers, conns int, d time.Du
 		if sm.Err != nil {
 			return steps, sm.Err
 		}
+		s.idle = time.Now()
 		k1, err := s.db.counters(ctx)
 		if err != nil {
 			return steps, err

@@ -99,45 +99,53 @@ func TestScaleDatabaseKept(t *testing.T) {
 	}
 }
 
-// The preloaded side's rounds run on the backends its warm-up ran on (a
-// new backend maps every page of shared memory it touches again, which a
-// long-lived pool does not pay), and count from after those backends
-// flushed the warm-up's statistics.
-func TestScaleRoundsKeepTheWarmUpPool(t *testing.T) {
+// Both sides of the scale pair run their rounds on the backends their
+// warm-ups ran on (a new backend maps every page of shared memory it
+// touches again, which a long-lived pool does not pay), and count from
+// after those backends flushed the warm-ups' statistics.
+func TestScaleRoundsKeepTheWarmUpPools(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs PostgreSQL; -short skips it")
 	}
 	b, log, ctx, db, _, _ := preloadedBench(t, "bench_scale_warm_", "--scale-rows", "2000", "--slice", "100ms")
 	cfg := b.cfg
-	full := b.newSlot(ctx, b.rsFirstWorkloadOver(scaleName(2000), migrated, nil, preloadTenants), db)
-	if full.err != nil {
-		t.Fatal(full.err)
+	empty, full := b.scaleSlots(ctx, db, 2000)
+	slots := []*slot{empty, full}
+	defer b.dropSlots(slots)
+	defer closeKept(slots)
+	if empty.err != nil || full.err != nil {
+		t.Fatal(empty.err, full.err)
 	}
-	full.keep = true
-	defer closeKept([]*slot{full})
 	// Longer than PostgreSQL's shortest flush interval (a second), so that
 	// the backends hold statistics they have not flushed when it ends.
-	if steps, err := b.warmScale(ctx, full, 2, 2, 3*time.Second); err != nil || len(steps) != 1 || steps[0].Rate <= 0 {
-		t.Fatalf("warm-up: %+v, %v\n%s", steps, err, log.String())
+	emptySteps, fullSteps := b.warmSides(ctx, empty, full, 2, 2, 3*time.Second)
+	if empty.err != nil || full.err != nil || len(emptySteps) != 1 || len(fullSteps) != 1 || emptySteps[0].Rate <= 0 || fullSteps[0].Rate <= 0 {
+		t.Fatalf("warm-up: %+v %+v, %v %v\n%s", emptySteps, fullSteps, empty.err, full.err, log.String())
 	}
-	warmed := b.backends(ctx, db)
-	if full.stop == nil || len(warmed) == 0 {
-		t.Fatalf("the warm-up closed its pool (%d backends left)", len(warmed))
+	warmed := make([][]int, len(slots))
+	for i, s := range slots {
+		if warmed[i] = b.backends(ctx, s.db); s.stop == nil || len(warmed[i]) == 0 {
+			t.Fatalf("%s: the warm-up closed its pool (%d backends left)", s.w.name, len(warmed[i]))
+		}
 	}
-	// Nothing the warm-up ran reaches the counters after they started: an
-	// idle backend flushes its statistics within statsIdleFlush.
+	// Nothing the warm-ups ran reaches the counters after they started:
+	// an idle backend flushes its statistics within statsIdleFlush.
 	time.Sleep(statsIdleFlush)
-	if c, err := db.counters(ctx); err != nil || c.commits != -full.commits || c.blksHit != -full.blksHit {
-		t.Fatalf("counters moved after the rounds' start: %+v against %d commits, %d hits (%v)", c, -full.commits, -full.blksHit, err)
+	for _, s := range slots {
+		if c, err := s.db.counters(ctx); err != nil || c.commits != -s.commits || c.blksHit != -s.blksHit {
+			t.Fatalf("%s: counters moved after the rounds' start: %+v against %d commits, %d hits (%v)", s.w.name, c, -s.commits, -s.blksHit, err)
+		}
 	}
-	b.rounds(ctx, []*slot{full}, 2)
-	if full.err != nil || len(full.rates) != cfg.rounds {
-		t.Fatalf("rounds: %v, %d rates", full.err, len(full.rates))
-	}
-	after := b.backends(ctx, db)
-	for _, pid := range warmed {
-		if !slices.Contains(after, pid) {
-			t.Errorf("backend %d of the warm-up is gone after the rounds (warm-up %v, after %v)", pid, warmed, after)
+	b.rounds(ctx, slots, 2)
+	for i, s := range slots {
+		if s.err != nil || len(s.rates) != cfg.rounds {
+			t.Fatalf("%s: rounds: %v, %d rates", s.w.name, s.err, len(s.rates))
+		}
+		after := b.backends(ctx, s.db)
+		for _, pid := range warmed[i] {
+			if !slices.Contains(after, pid) {
+				t.Errorf("%s: backend %d of the warm-up is gone after the rounds (warm-up %v, after %v)", s.w.name, pid, warmed[i], after)
+			}
 		}
 	}
 }

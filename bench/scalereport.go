@@ -29,15 +29,14 @@ func (rep *report) scaleSection(sb *strings.Builder) {
 	}
 	sb.WriteString("\n")
 	if len(sc.Warmup) > 0 {
-		var parts []string
-		for _, w := range sc.Warmup {
-			parts = append(parts, fmt.Sprintf("%.0f s: %.0f ops/s, %.2f FPI/op, %.0f WAL B/op", w.Seconds, w.Rate, w.FPIPerOp, w.WALPerOp))
-		}
 		fmt.Fprintf(sb, "- warm-up of the preloaded tables after the preload's checkpoint (--scale-warmup), first executions at %d callers, unmeasured by the rounds: %s\n",
-			sc.Callers, strings.Join(parts, "; "))
+			sc.Callers, warmText(sc.Warmup))
+	}
+	if len(sc.EmptyWarmup) > 0 {
+		fmt.Fprintf(sb, "- warm-up of the empty side's pool before it (so that neither side's rounds begin on new backends): %s\n", warmText(sc.EmptyWarmup))
 	}
 	if p := sc.Pair; p != nil {
-		fmt.Fprintf(sb, "- first executions on the preloaded tables / on empty ones, %d callers, paired slices (each side keeps one pool across its slices; the preloaded side the warm-up's): %s\n", sc.Callers, p.text(""))
+		fmt.Fprintf(sb, "- first executions on the preloaded tables / on empty ones, %d callers, paired slices (each side keeps one pool across its slices, its warm-up's when it had one): %s\n", sc.Callers, p.text(""))
 	}
 	if sc.Err != "" {
 		fmt.Fprintf(sb, "- error: %s\n", sc.Err)
@@ -68,4 +67,13 @@ func (rep *report) scaleSection(sb *strings.Builder) {
 			p.Deleting, ms(p.DeletingP50Ms), ms(p.DeletingP99Ms), p.Scanning, ms(p.ScanningP50Ms), cpuText(p.ServerCPUPerRowUs),
 			ms(p.WithP99), ms(p.WithoutP99), ms(p.WithMedian), ms(p.WithQ1), ms(p.WithQ3), ratio, p.Rounds)
 	}
+}
+
+// warmText is a warm-up's steps on one line.
+func warmText(steps []warmStep) string {
+	parts := make([]string, 0, len(steps))
+	for _, w := range steps {
+		parts = append(parts, fmt.Sprintf("%.0f s: %.0f ops/s, %.2f FPI/op, %.0f WAL B/op", w.Seconds, w.Rate, w.FPIPerOp, w.WALPerOp))
+	}
+	return strings.Join(parts, "; ")
 }
