@@ -3,6 +3,7 @@ package metrics
 import (
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,9 +66,13 @@ type Metrics struct {
 	// LookupLatency times each tool Lookup (asking the provider by key).
 	LookupLatency *prometheus.HistogramVec // action, outcome
 
-	// seen holds the (tenant, action) pairs whose series exist; see
-	// ExecutionFinished.
-	seen sync.Map // pair -> struct{}
+	// seen holds the (tenant, action) pairs whose series exist (see
+	// initPair), copied on write under seenMu: a new pair is rare (the
+	// pairs are tenants × actions), a lookup happens on every execution
+	// and must neither lock nor allocate, which a sync.Map's any-typed
+	// key (the pair boxed on each call) did.
+	seen   atomic.Pointer[map[pair]struct{}]
+	seenMu sync.Mutex
 }
 
 // pair is a (tenant, action) whose per-pair series have been created.

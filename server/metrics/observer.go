@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"maps"
+
 	"github.com/retrysafe/retrysafe/executor"
 )
 
@@ -69,12 +71,28 @@ func (m *Metrics) ExecutionFinished(ev executor.ExecutionEvent) {
 // in-flight conflicts or reviews would miss the first one, and a dashboard
 // would show no data where the answer is 0. The pairs are not known in
 // advance here (tenants live in the edge's configuration), so they are
-// created when first seen, once: later calls pay one map lookup
-// (LoadOrStore finds a present key without taking a lock).
+// created when first seen, once: later calls pay one map lookup, with
+// no lock and no allocation.
 func (m *Metrics) initPair(tenant, action string) {
-	if _, loaded := m.seen.LoadOrStore(pair{tenant, action}, struct{}{}); loaded {
-		return
+	k := pair{tenant, action}
+	if seen := m.seen.Load(); seen != nil {
+		if _, ok := (*seen)[k]; ok {
+			return
+		}
 	}
+	m.seenMu.Lock()
+	defer m.seenMu.Unlock()
+	old := m.seen.Load()
+	if old == nil {
+		old = &map[pair]struct{}{}
+	}
+	if _, ok := (*old)[k]; ok {
+		return // another call created them first
+	}
+	next := make(map[pair]struct{}, len(*old)+1)
+	maps.Copy(next, *old)
+	next[k] = struct{}{}
+	defer m.seen.Store(&next) // after the series exist
 	for _, s := range statuses {
 		m.Executions.WithLabelValues(tenant, action, s)
 		m.Replays.WithLabelValues(tenant, action, s)
