@@ -6,10 +6,8 @@
 # never used: the test points playwright-core at /usr/bin/chromium.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-
-sudo_if_needed() {
-  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
-}
+source scripts/lib.sh
+usage_or_none "$@"
 
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)

@@ -5,14 +5,16 @@
 # Idempotent and quiet when everything is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib.sh
+usage_or_none "$@"
 pkgs=()
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 /usr/bin/python3 -c 'import phonenumbers' >/dev/null 2>&1 || pkgs+=(python3-phonenumbers)
 if [ ${#pkgs[@]} -gt 0 ]; then
   echo "==> apt-get install ${pkgs[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
+  sudo_if_needed apt-get update -qq
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
 fi
 dir=derive/difftest/testdata
 if ! (cd "$dir" && node -e 'for (const m of ["libphonenumber-js","validator","cpf-cnpj-validator","@brazilian-utils/brazilian-utils"]) require.resolve(m)') >/dev/null 2>&1; then

@@ -1,5 +1,36 @@
 # Shared shell helpers for scripts/: sourced, not run.
 
+# script_usage prints the running script's header comment: its lines after
+# the shebang up to the first that is not a comment. Each script in
+# scripts/ sources this file from the checkout's root (after cd there, or
+# by its full path), so the script is this file's directory plus its name,
+# whichever directory it was started from.
+script_usage() {
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' \
+    "$(dirname "${BASH_SOURCE[0]}")/$(basename "$0")"
+}
+
+# asks_help: whether any argument is -h, -help or --help.
+asks_help() {
+  local a
+  for a in "$@"; do
+    case $a in -h | -help | --help) return 0 ;; esac
+  done
+  return 1
+}
+
+# usage_or_none answers a script that takes no arguments: its usage on
+# -h/--help (exit 0), its usage and exit 2 on anything else, before it
+# installs or starts anything.
+usage_or_none() {
+  if asks_help "$@"; then script_usage; exit 0; fi
+  if [ $# -gt 0 ]; then
+    echo "$(basename "$0") takes no arguments (got: $*)" >&2
+    script_usage >&2
+    exit 2
+  fi
+}
+
 ensure_go() {
   if ! command -v go >/dev/null 2>&1; then
     if [ -x /usr/local/go/bin/go ]; then

@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+usage_or_none "$@"
 
 dir=internal/cli/testdata/mcp-interop
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

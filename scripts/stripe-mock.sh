@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
+usage_or_none "$@"
 ensure_go
 
 version=v0.203.0
