@@ -166,14 +166,8 @@ func (d *database) counters(ctx context.Context) (counters, error) {
 		return counters{}, err
 	}
 	defer c.Close(ctx)
-	return d.countersOn(ctx, c)
-}
-
-// countersOn is counters on c, an admin connection the caller holds, for
-// those who read them many times in a row.
-func (d *database) countersOn(ctx context.Context, c *pgx.Conn) (counters, error) {
 	var k counters
-	err := c.QueryRow(ctx, `SELECT coalesce(d.xact_commit, 0), coalesce(d.blks_read, 0), coalesce(d.blks_hit, 0),
+	err = c.QueryRow(ctx, `SELECT coalesce(d.xact_commit, 0), coalesce(d.blks_read, 0), coalesce(d.blks_hit, 0),
 		pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint,
 		(SELECT wal_fpi FROM pg_stat_wal)
 		FROM (SELECT 1) one LEFT JOIN pg_stat_database d ON d.datname = $1`, d.name).Scan(&k.commits, &k.blksRead, &k.blksHit, &k.wal, &k.fpi)

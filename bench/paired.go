@@ -73,9 +73,6 @@ type slot struct {
 	// slice (see measureSlice). stop closes them.
 	keep bool
 	stop func()
-	// idle is when the kept pool's backends last went idle (its warm-up's
-	// end): countFrom waits for their statistics from then.
-	idle time.Time
 }
 
 // closeKept closes the pools of slots that keep theirs open.
@@ -200,7 +197,7 @@ func (b *bench) newSlot(ctx context.Context, w workload, db *database) *slot {
 // them.
 func (b *bench) countFrom(ctx context.Context, s *slot) error {
 	if s.stop != nil {
-		if err := b.waitStatsFlushed(ctx, s.db, s.idle); err != nil {
+		if err := b.waitStatsFlushed(ctx, s.db); err != nil {
 			return err
 		}
 	} else if err := b.waitIdle(ctx, s.db); err != nil {

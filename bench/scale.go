@@ -308,7 +308,6 @@ func (b *bench) warm(ctx context.Context, s *slot, callers, conns int, d time.Du
 		if sm.Err != nil {
 			return steps, sm.Err
 		}
-		s.idle = time.Now()
 		k1, err := s.db.counters(ctx)
 		if err != nil {
 			return steps, err
