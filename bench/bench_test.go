@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -396,6 +397,48 @@ func TestSelfCPUAdvances(t *testing.T) {
 	}
 	if _, ok := cpuOf([]int{os.Getpid()}); !ok {
 		t.Fatal("cannot read this process's CPU time from /proc")
+	}
+}
+
+// procOf reads what it reads of the right fields: a process that touches
+// new memory takes minor faults, its system time is a part of its CPU
+// time, and a pid that is gone makes the whole set unknown.
+func TestProcOf(t *testing.T) {
+	p0, ok := procOf([]int{os.Getpid()})
+	if !ok {
+		t.Fatal("cannot read this process from /proc")
+	}
+	// 64 MiB of pages this process has never touched (a new mapping, not
+	// the Go heap, which reuses pages): a fault per page at least every
+	// 2 MiB, whatever transparent huge pages do.
+	buf, err := syscall.Mmap(-1, 0, 64<<20, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(buf)
+	for i := 0; i < len(buf); i += 4096 {
+		buf[i] = 1
+	}
+	c0 := selfCPU()
+	for x := 0; selfCPU()-c0 < 20*time.Millisecond; x++ {
+		_ = fmt.Sprint(x)
+	}
+	p1, ok := procOf([]int{os.Getpid()})
+	if !ok {
+		t.Fatal("cannot read this process from /proc")
+	}
+	d := p1.sub(p0)
+	if d.minflt < 32 || d.cpu <= 0 || d.sys < 0 || d.sys > d.cpu || p1.sys > p1.cpu {
+		t.Fatalf("%+v", d)
+	}
+	if got := p0.add(d); got != p1 {
+		t.Fatalf("add: %+v, want %+v", got, p1)
+	}
+	if _, ok := procOf([]int{os.Getpid(), 1 << 30}); ok {
+		t.Fatal("a pid that does not exist was read")
+	}
+	if _, ok := procOf(nil); ok {
+		t.Fatal("no pids read as known")
 	}
 }
 

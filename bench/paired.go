@@ -54,6 +54,8 @@ type slot struct {
 	total    int64 // operations issued, warm-ups included
 	client   time.Duration
 	server   time.Duration // CPU of the database's backends
+	// serverProc is the rest of what /proc says of them (procTimes).
+	serverProc procTimes
 	// serverKnown: the backends' CPU could be read (/proc of a local server).
 	serverKnown bool
 	// machine is the machine's CPU time over the slices (for steal).
@@ -253,6 +255,7 @@ type sliceData struct {
 	wal, fpi    int64
 	client      time.Duration
 	server      time.Duration
+	serverProc  procTimes
 	serverKnown bool
 	machine     machineTicks
 }
@@ -276,10 +279,10 @@ func (b *bench) measureSlice(ctx context.Context, s *slot, callers, conns int) (
 		return sliceData{}, false
 	}
 	cl0, m0 := selfCPU(), readMachineTicks()
-	var srv0 time.Duration // the kept backends' CPU before this slice
+	var srv0 procTimes // the kept backends' before this slice
 	stop := func() {}
 	if s.keep && s.stop != nil {
-		srv0, _ = cpuOf(b.backends(ctx, s.db))
+		srv0, _ = procOf(b.backends(ctx, s.db))
 	} else {
 		op, stopPools, err := s.w.start(ctx, s.db, conns)
 		if err != nil {
@@ -300,8 +303,8 @@ func (b *bench) measureSlice(ctx context.Context, s *slot, callers, conns int) (
 	s.issued += sm.Total // every operation a slice starts is counted when it ends
 	// The backends that served the slice, from their start: pooled
 	// connections live as long as the slice's pools.
-	srv, known := cpuOf(b.backends(ctx, s.db))
-	srv -= srv0
+	srvp, known := procOf(b.backends(ctx, s.db))
+	srvp = srvp.sub(srv0)
 	stop()
 	cl1, m1 := selfCPU(), readMachineTicks()
 	k1, err := s.db.counters(ctx)
@@ -316,7 +319,7 @@ func (b *bench) measureSlice(ctx context.Context, s *slot, callers, conns int) (
 	if sm.Extended > 0 {
 		b.logf("  %s %s at %d callers: the slice stayed open %s past its end, until an operation that started in it completed", s.w.system, s.w.name, callers, sm.Extended.Round(time.Millisecond))
 	}
-	return sliceData{sm: sm, wal: k1.wal - k0.wal, fpi: k1.fpi - k0.fpi, client: cl1 - cl0, server: srv, serverKnown: known, machine: m1.since(m0)}, true
+	return sliceData{sm: sm, wal: k1.wal - k0.wal, fpi: k1.fpi - k0.fpi, client: cl1 - cl0, server: srvp.cpu, serverProc: srvp, serverKnown: known, machine: m1.since(m0)}, true
 }
 
 // add adds one slice's measurement to s's tallies.
@@ -335,6 +338,7 @@ func (s *slot) add(d sliceData) {
 	s.total += d.sm.Total
 	s.client += d.client
 	s.server += d.server
+	s.serverProc = s.serverProc.add(d.serverProc)
 	s.serverKnown = d.serverKnown && (len(s.samples) == 1 || s.serverKnown)
 	s.machine = s.machine.add(d.machine)
 }
@@ -377,7 +381,11 @@ func (b *bench) pooled(ctx context.Context, s *slot, callers, conns int) *result
 		r.FPIPerOp = float64(s.fpi) / float64(s.total)
 		r.ClientCPUPerOp = float64(s.client.Microseconds()) / float64(s.total)
 		if s.serverKnown {
-			r.ServerCPUPerOp = float64(s.server.Microseconds()) / float64(s.total)
+			n := float64(s.total)
+			r.ServerCPUPerOp = float64(s.server.Microseconds()) / n
+			r.ServerSysCPUPerOp = float64(s.serverProc.sys.Microseconds()) / n
+			r.ServerMinFltPerOp = float64(s.serverProc.minflt) / n
+			r.ServerRunWaitPerOp = float64(s.serverProc.runWait.Microseconds()) / n
 		}
 	}
 	if p := s.machine.stealPct(); p >= 0 {
@@ -388,8 +396,9 @@ func (b *bench) pooled(ctx context.Context, s *slot, callers, conns int) *result
 			return b.failed(s.w, callers, err)
 		}
 	}
-	b.logf("  %-10s %-34s callers=%-4d %8.0f ops/s (slices %.0f–%.0f)  p50 %6.2f ms  p99 %6.2f ms  added p99 %6.2f ms  %.2f commits/op  %5.0f WAL B/op  CPU/op client %.0f µs, server %s",
-		r.System, r.Workload, callers, r.Rate, q1, q3, r.P50, r.P99, r.AddedP99, r.CommitsPerOp, r.WALPerOp, r.ClientCPUPerOp, cpuText(r.ServerCPUPerOp))
+	b.logf("  %-10s %-34s callers=%-4d %8.0f ops/s (slices %.0f–%.0f)  p50 %6.2f ms  p99 %6.2f ms  added p99 %6.2f ms  %.2f commits/op  %5.0f WAL B/op  CPU/op client %.0f µs, server %s (sys %.0f µs, %.2f minor faults, run-queue wait %.0f µs)",
+		r.System, r.Workload, callers, r.Rate, q1, q3, r.P50, r.P99, r.AddedP99, r.CommitsPerOp, r.WALPerOp, r.ClientCPUPerOp, cpuText(r.ServerCPUPerOp),
+		r.ServerSysCPUPerOp, r.ServerMinFltPerOp, r.ServerRunWaitPerOp)
 	return r
 }
 
@@ -460,33 +469,75 @@ const clockTicks = 100
 // cpuOf sums the user and system CPU time of pids from /proc; false when
 // one of them cannot be read (a remote server, a backend that exited).
 func cpuOf(pids []int) (time.Duration, bool) {
+	p, ok := procOf(pids)
+	return p.cpu, ok
+}
+
+// procTimes is what /proc tells of a set of processes: their CPU time, the
+// system part of it, their minor page faults, and the time they waited on
+// a run queue (schedstat; 0 when the kernel does not keep it). The last
+// three say where a backend's CPU went when its statements cost more than
+// another's: into the kernel, into faulting pages in, or nowhere (waiting
+// for a core).
+type procTimes struct {
+	cpu, sys time.Duration
+	minflt   int64
+	runWait  time.Duration
+}
+
+func (p procTimes) add(q procTimes) procTimes {
+	return procTimes{cpu: p.cpu + q.cpu, sys: p.sys + q.sys, minflt: p.minflt + q.minflt, runWait: p.runWait + q.runWait}
+}
+
+func (p procTimes) sub(q procTimes) procTimes {
+	return procTimes{cpu: p.cpu - q.cpu, sys: p.sys - q.sys, minflt: p.minflt - q.minflt, runWait: p.runWait - q.runWait}
+}
+
+// procOf sums procTimes over pids; false when one of them cannot be read.
+func procOf(pids []int) (procTimes, bool) {
 	if len(pids) == 0 {
-		return 0, false
+		return procTimes{}, false
 	}
-	var ticks int64
+	var ticks, sys, flt int64
+	var wait time.Duration
 	for _, pid := range pids {
-		raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		dir := "/proc/" + strconv.Itoa(pid)
+		raw, err := os.ReadFile(dir + "/stat")
 		if err != nil {
-			return 0, false
+			return procTimes{}, false
 		}
 		// The command is in parentheses and may hold spaces: fields count
-		// from after its closing one (utime and stime are fields 14, 15).
+		// from after its closing one (minflt is field 10, utime and stime
+		// are fields 14, 15).
 		i := strings.LastIndexByte(string(raw), ')')
 		if i < 0 {
-			return 0, false
+			return procTimes{}, false
 		}
 		f := strings.Fields(string(raw[i+1:]))
 		if len(f) < 13 {
-			return 0, false
+			return procTimes{}, false
 		}
+		m, err0 := strconv.ParseInt(f[7], 10, 64)
 		u, err1 := strconv.ParseInt(f[11], 10, 64)
 		s, err2 := strconv.ParseInt(f[12], 10, 64)
-		if err1 != nil || err2 != nil {
-			return 0, false
+		if err0 != nil || err1 != nil || err2 != nil {
+			return procTimes{}, false
 		}
 		ticks += u + s
+		sys += s
+		flt += m
+		// schedstat: time on a CPU, time waiting on a run queue (ns),
+		// timeslices.
+		if raw, err := os.ReadFile(dir + "/schedstat"); err == nil {
+			if f := strings.Fields(string(raw)); len(f) >= 2 {
+				if w, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+					wait += time.Duration(w)
+				}
+			}
+		}
 	}
-	return time.Duration(ticks) * time.Second / clockTicks, true
+	tick := func(n int64) time.Duration { return time.Duration(n) * time.Second / clockTicks }
+	return procTimes{cpu: tick(ticks), sys: tick(sys), minflt: flt, runWait: wait}, true
 }
 
 // Workload names the level's comparisons refer to.

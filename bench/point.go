@@ -64,6 +64,15 @@ type result struct {
 	// clock of a loaded machine the way a rate does.
 	ClientCPUPerOp float64 `json:"client_cpu_us_per_op,omitempty"`
 	ServerCPUPerOp float64 `json:"server_cpu_us_per_op,omitempty"`
+	// ServerSysCPUPerOp is the system (kernel) part of ServerCPUPerOp, µs;
+	// ServerMinFltPerOp the backends' minor page faults per operation;
+	// ServerRunWaitPerOp the time they waited on a run queue for a core,
+	// µs (/proc/<pid>/schedstat). They tell apart two sides whose
+	// statements cost different CPU: kernel work (wake-ups, faults, a
+	// guest's page tables) or PostgreSQL's own.
+	ServerSysCPUPerOp  float64 `json:"server_sys_cpu_us_per_op,omitempty"`
+	ServerMinFltPerOp  float64 `json:"server_minflt_per_op,omitempty"`
+	ServerRunWaitPerOp float64 `json:"server_run_wait_us_per_op,omitempty"`
 	// BlocksReadPerOp and BlocksHitPerOp are the database's blocks read
 	// from outside shared buffers (the OS cache or the disk) and found in
 	// them, per operation (rows of the rotation only).

@@ -177,6 +177,11 @@ func (b *bench) scalePair(ctx context.Context, db *database, sr *scaleResult) ([
 	for _, r := range rows {
 		if r.Err == "" {
 			r.Note = fmt.Sprintf("%.2f full-page images/op, %.1f blocks read/op", r.FPIPerOp, r.BlocksReadPerOp)
+			if r.ServerCPUPerOp > 0 {
+				// Which of the two sides' backends spent more, and where.
+				r.Note += fmt.Sprintf("; backends per op: %.0f µs in the kernel, %.2f minor faults, %.0f µs waiting for a core",
+					r.ServerSysCPUPerOp, r.ServerMinFltPerOp, r.ServerRunWaitPerOp)
+			}
 		}
 	}
 	if empty.err != nil || full.err != nil {
