@@ -361,20 +361,19 @@ type completeUnit struct {
 
 // buildCompletes returns the completions groups' build: a group of one
 // queues the call's own statement, a larger one a single statement for all
-// of it (ledger.QueueCompleteMany). The asynchronous completions' grouper
-// opens no batch (its plans are nil): a lone one opens its own with the
-// lighter ledger.QueueCompletePlans (queueComplete does, grouped or
-// alone), a group of them with ledger.QueuePlans, for the join over the
-// arrays.
+// of it (ledger.QueueCompleteMany). Neither completions grouper opens its
+// batches (their plans are nil): a lone completion opens its own
+// (queueComplete does, grouped or alone), a group of them with
+// ledger.QueueCompleteGroupPlans, whose settings leave the join over the
+// arrays one plan, a probe of the primary key per element, whatever the
+// table's size when the connection cached it.
 func (e *Executor) buildCompletes(async bool) func(*pgx.Batch, []*unit) {
 	return func(b *pgx.Batch, units []*unit) {
 		if len(units) == 1 {
 			units[0].queue(b)
 			return
 		}
-		if async {
-			ledger.QueuePlans(b)
-		}
+		ledger.QueueCompleteGroupPlans(b)
 		cus := make([]*completeUnit, len(units))
 		cs := make([]*ledger.Completion, len(units))
 		for i, u := range units {

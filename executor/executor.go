@@ -305,6 +305,7 @@ func New(cfg Config) (*Executor, error) {
 	e.lookups.readOnly.Store(true) // nothing to commit: no reason to wait
 	e.lookups.plans = ledger.QueueLookupPlans
 	e.fresh.plans = nil            // the fresh claim makes the plan settings itself
+	e.completions.plans = nil      // see buildCompletes
 	e.completionsAsync.plans = nil // see buildCompletes
 	return e, nil
 }

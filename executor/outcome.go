@@ -71,11 +71,15 @@ func (e *Executor) finish(ctx context.Context, h held, status string, resp json.
 }
 
 // queueComplete queues cu's own completion statement, asynchronous or
-// not (see ledger.QueueComplete); an asynchronous one behind its own plan
-// settings (see buildCompletes).
+// not (see ledger.QueueComplete), behind its plan settings: the lighter
+// ledger.QueueCompletePlans for an asynchronous one, ledger.QueuePlans
+// (which also makes it commit synchronously) for the other (see
+// buildCompletes).
 func (e *Executor) queueComplete(b *pgx.Batch, async bool, cu *completeUnit) {
 	if async {
 		ledger.QueueCompletePlans(b)
+	} else {
+		ledger.QueuePlans(b)
 	}
 	ledger.QueueComplete(b, &cu.Completion, e.cfg.Owner, async)
 }

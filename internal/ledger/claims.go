@@ -25,6 +25,10 @@ import (
 // completion's (QueueCompletePlans).
 func QueuePlans(b *pgx.Batch) { b.Queue(groupPlans) }
 
+// QueueCompleteGroupPlans queues completeGroupPlans: a completions group
+// (QueueCompleteMany) opens with it instead of QueuePlans.
+func QueueCompleteGroupPlans(b *pgx.Batch) { b.Queue(completeGroupPlans) }
+
 // QueueCompletePlans queues completePlans: a lone asynchronous
 // completion (QueueComplete with async) opens its batch with it.
 func QueueCompletePlans(b *pgx.Batch) { b.Queue(completePlans) }

@@ -5,6 +5,7 @@ var statements = map[string]string{
 	groupPlans:               "groupPlans",
 	lookupPlans:              "lookupPlans",
 	completePlans:            "completePlans",
+	completeGroupPlans:       "completeGroupPlans",
 	intentDurable:            "intentDurable",
 	intentFreeze:             "intentFreeze",
 	intentFreezeMany:         "intentFreezeMany",

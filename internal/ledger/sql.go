@@ -64,6 +64,26 @@ const intentDurable = `SELECT ` + syncCommitOn
 const groupPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
 	set_config('enable_mergejoin', 'off', true), ` + syncCommitOn
 
+// completeGroupPlans is groupPlans for a completions group
+// (actionCompleteMany, QueueCompleteGroupPlans), with plain index scans off
+// too. Its UPDATE joins actions to the arrays, and the planner may scan
+// actions whole as the outer side (a full read of the primary key, the
+// one unparameterized path left when sequential scans are off): cheapest
+// on a table of a few rows. PostgreSQL's plan cache (plan_cache_mode
+// auto) makes a generic plan after five custom ones and keeps it for the
+// connection's life when it is no dearer than they were; made in a new
+// table's first seconds, that plan read the whole primary key per group for
+// as long as the backend lived: one backend of the benchmark's empty side in
+// 3 scale pairs of 10 on the shared server, whose 1M-rows-over-empty ratio
+// read 1.19 to 1.37 (its backends' CPU per execution 271 to 323 µs against
+// 157 to 202; auto_explain caught one backend's completions taking over 5
+// ms 368 times in 15 s, 2026-12-04). Without plain index scans the one
+// path left for actions is a bitmap probe of the primary key per array
+// element, the arrays outside: the same plan on an empty table and on a
+// full one, generic or custom (forcing custom plans instead cost 0.18 ms
+// of planning per group). The statement reads no other index.
+const completeGroupPlans = groupPlans + `, set_config('enable_indexscan', 'off', true)`
+
 // completePlans opens a lone asynchronous completion's batch instead: a
 // primary-key lookup, no join, that turns synchronous_commit off itself
 // (584k and 585k PostgreSQL instructions per lone first execution against
