@@ -128,7 +128,15 @@
 // connection's life). A lookups group's plan settings also force its
 // statement's generic plan (ledger's lookupPlans): planned afresh for
 // every group, it cost a third of the server's CPU per replay at 8
-// callers. Each statement still takes its
+// callers. A completions group's plan settings (ledger's
+// completeGroupPlans) also turn plain index scans off: its UPDATE joins
+// actions to the arrays, and a generic plan made while the table held a
+// few rows took actions as the outer side, a read of the whole primary
+// key per group, which the connection kept as the table grew (one
+// backend's worth of it made the benchmark's empty side 1.2 to 1.4 times
+// as costly as its 1M-row side); with only bitmap probes left, it is a
+// primary-key probe per element in every plan, and its generic plan is
+// forced too (no planning per group). Each statement still takes its
 // own snapshot, so every call sees what it would have seen alone; of two
 // calls for one intent in a group, the first claims and the second finds it
 // in flight, as it would alone. Calls are ordered by intent within a group,

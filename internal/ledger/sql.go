@@ -43,17 +43,10 @@ const intentDurable = `SELECT ` + syncCommitOn
 // always made under it. It costs a statement per batch (with its GUC
 // changes, 20k to 30k PostgreSQL instructions).
 //
-// The group statements' plans are not forced generic (the read-first
-// lookups' are: lookupPlans): PostgreSQL keeps planning them for the arrays
-// at hand, which costs CPU but keeps every plan true to the tables as they
-// are, where a generic plan is made once, for a table as it looked at its
-// first use. A generic plan made while the tables were vacuumed empty reads
-// whole indexes (TestGenericPlansOnVacuumedTables); a custom plan made on
-// the same statistics sees the table's current size, so it mends as the
-// table grows. For the completions group that plan is a read of the whole
-// primary key, per group, for as long as the connection lives or until an
-// ANALYZE of the table: not a risk to take for the CPU it would save (none
-// measurable in first executions).
+// The claims group's statements are probes per array element whatever
+// their plan (lateral subqueries kept from being flattened); the read-first
+// lookups' generic plan is forced (lookupPlans), the completions group's
+// too, behind settings that leave its join one plan (completeGroupPlans).
 //
 // It also makes the batch's transaction commit synchronously
 // (syncCommitOn), whatever the server, database, role or session says:
@@ -66,23 +59,27 @@ const groupPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config
 
 // completeGroupPlans is groupPlans for a completions group
 // (actionCompleteMany, QueueCompleteGroupPlans), with plain index scans off
-// too. Its UPDATE joins actions to the arrays, and the planner may scan
-// actions whole as the outer side (a full read of the primary key, the
-// one unparameterized path left when sequential scans are off): cheapest
-// on a table of a few rows. PostgreSQL's plan cache (plan_cache_mode
-// auto) makes a generic plan after five custom ones and keeps it for the
-// connection's life when it is no dearer than they were; made in a new
-// table's first seconds, that plan read the whole primary key per group for
-// as long as the backend lived: one backend of the benchmark's empty side in
-// 3 scale pairs of 10 on the shared server, whose 1M-rows-over-empty ratio
-// read 1.19 to 1.37 (its backends' CPU per execution 271 to 323 µs against
-// 157 to 202; auto_explain caught one backend's completions taking over 5
-// ms 368 times in 15 s, 2026-12-04). Without plain index scans the one
-// path left for actions is a bitmap probe of the primary key per array
-// element, the arrays outside: the same plan on an empty table and on a
-// full one, generic or custom (forcing custom plans instead cost 0.18 ms
-// of planning per group). The statement reads no other index.
-const completeGroupPlans = groupPlans + `, set_config('enable_indexscan', 'off', true)`
+// and its generic plan forced. Its UPDATE joins actions to the arrays, and
+// the planner may take actions whole as the outer side (a read of the
+// whole primary key, the one unparameterized path left with sequential
+// scans off): cheapest on a table of a few rows. Behind groupPlans alone,
+// PostgreSQL's plan cache (plan_cache_mode auto) planned the statement for
+// its arrays every time (0.139 ms per group at 8 callers, 27 µs per first
+// execution), or made a generic plan after five custom ones and kept it
+// for the connection's life; made in a new table's first seconds, that
+// plan read the whole primary key per group as the table grew: one
+// backend of the benchmark's empty side in 3 scale pairs of 10 on the
+// shared server, whose 1M-rows-over-empty ratio read 1.19 to 1.37 (that
+// side's backends' CPU per execution 271 to 323 µs against 157 to 202;
+// auto_explain caught the one backend's completions taking over 5 ms 368
+// times in 15 s, 2026-12-04). Without plain index scans the one path left
+// for actions is a bitmap probe of the primary key per array element, the
+// arrays outside: the same plan on an empty table and on a full one, so
+// its generic plan is safe to force, which saves the planning
+// (BenchmarkExecute at 8 callers: 226 to 266 µs of wall time per execution against 239
+// to 300 planned per group, six runs each, interleaved).
+const completeGroupPlans = groupPlans + `, set_config('enable_indexscan', 'off', true),
+	set_config('plan_cache_mode', 'force_generic_plan', true)`
 
 // completePlans opens a lone asynchronous completion's batch instead: a
 // primary-key lookup, no join, that turns synchronous_commit off itself
