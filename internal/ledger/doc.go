@@ -28,8 +28,10 @@
 // transaction's worth, on the DBTX they are given.
 //
 // Every statement keeps the text, and so the plan, it was tuned with: the
-// plan settings every executor batch but a fresh claim's and a lone
-// asynchronous completion's (QueueCompletePlans) opens with (QueuePlans), the synchronous commit every writing batch forces
+// plan settings every executor batch but a fresh claim's, a lone
+// asynchronous completion's (QueueCompletePlans) and a completions
+// group's (QueueCompleteGroupPlans, which leaves its join one plan) opens
+// with (QueuePlans), the synchronous commit every writing batch forces
 // (QueueDurable, and the same expression inside QueuePlans' statement and
 // in the fresh claims' select list), the scalar subqueries and
 // OFFSET 0 that keep generic plans to primary-key lookups. The doc
