@@ -43,11 +43,8 @@ const intentDurable = `SELECT ` + syncCommitOn
 // always made under it. It costs a statement per batch (with its GUC
 // changes, 20k to 30k PostgreSQL instructions).
 //
-// The claims group's statements are probes per array element whatever
-// their plan (lateral subqueries kept from being flattened); the read-first
-// lookups' generic plan is forced (lookupPlans), the completions group's
-// too, behind settings that leave its join one plan (completeGroupPlans).
-//
+// Claims groups probe per element whatever the plan (OFFSET 0 laterals);
+// lookupPlans and completeGroupPlans force their groups' generic plans.
 // It also makes the batch's transaction commit synchronously
 // (syncCommitOn), whatever the server, database, role or session says:
 // claims, takeovers, retakes, the reconciler's take and every failure or
@@ -57,27 +54,13 @@ const intentDurable = `SELECT ` + syncCommitOn
 const groupPlans = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
 	set_config('enable_mergejoin', 'off', true), ` + syncCommitOn
 
-// completeGroupPlans is groupPlans for a completions group
-// (actionCompleteMany, QueueCompleteGroupPlans), with plain index scans off
-// and its generic plan forced. Its UPDATE joins actions to the arrays, and
-// the planner may take actions whole as the outer side (a read of the
-// whole primary key, the one unparameterized path left with sequential
-// scans off): cheapest on a table of a few rows. Behind groupPlans alone,
-// PostgreSQL's plan cache (plan_cache_mode auto) planned the statement for
-// its arrays every time (0.139 ms per group at 8 callers, 27 µs per first
-// execution), or made a generic plan after five custom ones and kept it
-// for the connection's life; made in a new table's first seconds, that
-// plan read the whole primary key per group as the table grew: one
-// backend of the benchmark's empty side in 3 scale pairs of 10 on the
-// shared server, whose 1M-rows-over-empty ratio read 1.19 to 1.37 (that
-// side's backends' CPU per execution 271 to 323 µs against 157 to 202;
-// auto_explain caught the one backend's completions taking over 5 ms 368
-// times in 15 s, 2026-12-04). Without plain index scans the one path left
-// for actions is a bitmap probe of the primary key per array element, the
-// arrays outside: the same plan on an empty table and on a full one, so
-// its generic plan is safe to force, which saves the planning
-// (BenchmarkExecute at 8 callers: 226 to 266 µs of wall time per execution against 239
-// to 300 planned per group, six runs each, interleaved).
+// completeGroupPlans is groupPlans for a completions group, with plain
+// index scans off and its generic plan forced. Its UPDATE joins actions to
+// the arrays; behind groupPlans alone a generic plan cached while a new
+// table held a few rows read the whole primary key per group for the
+// connection's life (the benchmark's slow empty side, 2026-12-04,
+// docs/benchmarks.md). With only bitmap probes left every plan probes the
+// primary key per element: safe to force generic, so no group is planned.
 const completeGroupPlans = groupPlans + `, set_config('enable_indexscan', 'off', true),
 	set_config('plan_cache_mode', 'force_generic_plan', true)`
 
