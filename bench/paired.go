@@ -53,9 +53,9 @@ type slot struct {
 	fpi      int64
 	total    int64 // operations issued, warm-ups included
 	client   time.Duration
-	server   time.Duration // CPU of the database's backends
-	// serverProc is the rest of what /proc says of them (procTimes).
-	serverProc procTimes
+	// server is what /proc says of the database's backends: their CPU
+	// time, its kernel part, their faults and run-queue wait (procTimes).
+	server procTimes
 	// serverKnown: the backends' CPU could be read (/proc of a local server).
 	serverKnown bool
 	// machine is the machine's CPU time over the slices (for steal).
@@ -254,8 +254,7 @@ type sliceData struct {
 	sm          *sample
 	wal, fpi    int64
 	client      time.Duration
-	server      time.Duration
-	serverProc  procTimes
+	server      procTimes
 	serverKnown bool
 	machine     machineTicks
 }
@@ -319,7 +318,7 @@ func (b *bench) measureSlice(ctx context.Context, s *slot, callers, conns int) (
 	if sm.Extended > 0 {
 		b.logf("  %s %s at %d callers: the slice stayed open %s past its end, until an operation that started in it completed", s.w.system, s.w.name, callers, sm.Extended.Round(time.Millisecond))
 	}
-	return sliceData{sm: sm, wal: k1.wal - k0.wal, fpi: k1.fpi - k0.fpi, client: cl1 - cl0, server: srvp.cpu, serverProc: srvp, serverKnown: known, machine: m1.since(m0)}, true
+	return sliceData{sm: sm, wal: k1.wal - k0.wal, fpi: k1.fpi - k0.fpi, client: cl1 - cl0, server: srvp, serverKnown: known, machine: m1.since(m0)}, true
 }
 
 // add adds one slice's measurement to s's tallies.
@@ -328,7 +327,7 @@ func (s *slot) add(d sliceData) {
 	s.rates = append(s.rates, d.sm.rate())
 	cpu := 0.0
 	if d.serverKnown && d.sm.Total > 0 {
-		cpu = float64((d.client + d.server).Microseconds()) / float64(d.sm.Total)
+		cpu = float64((d.client + d.server.cpu).Microseconds()) / float64(d.sm.Total)
 	}
 	s.cpus = append(s.cpus, cpu)
 	s.p50s = append(s.p50s, pct(d.sm.Lat, 0.50))
@@ -337,8 +336,7 @@ func (s *slot) add(d sliceData) {
 	s.fpi += d.fpi
 	s.total += d.sm.Total
 	s.client += d.client
-	s.server += d.server
-	s.serverProc = s.serverProc.add(d.serverProc)
+	s.server = s.server.add(d.server)
 	s.serverKnown = d.serverKnown && (len(s.samples) == 1 || s.serverKnown)
 	s.machine = s.machine.add(d.machine)
 }
@@ -382,10 +380,10 @@ func (b *bench) pooled(ctx context.Context, s *slot, callers, conns int) *result
 		r.ClientCPUPerOp = float64(s.client.Microseconds()) / float64(s.total)
 		if s.serverKnown {
 			n := float64(s.total)
-			r.ServerCPUPerOp = float64(s.server.Microseconds()) / n
-			r.ServerSysCPUPerOp = float64(s.serverProc.sys.Microseconds()) / n
-			r.ServerMinFltPerOp = float64(s.serverProc.minflt) / n
-			r.ServerRunWaitPerOp = float64(s.serverProc.runWait.Microseconds()) / n
+			r.ServerCPUPerOp = float64(s.server.cpu.Microseconds()) / n
+			r.ServerSysCPUPerOp = float64(s.server.sys.Microseconds()) / n
+			r.ServerMinFltPerOp = float64(s.server.minflt) / n
+			r.ServerRunWaitPerOp = float64(s.server.runWait.Microseconds()) / n
 		}
 	}
 	if p := s.machine.stealPct(); p >= 0 {
