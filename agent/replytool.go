@@ -74,7 +74,7 @@ func NewWhatsAppText(cfg tools.HTTPConfig) (*tools.Func, error) {
 		s.lookup = ""
 	}
 	if s.client == nil {
-		s.client = &http.Client{}
+		s.client = tools.NewClient()
 	}
 	desc := cfg.Description
 	if desc == "" {

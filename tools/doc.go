@@ -36,6 +36,14 @@
 // Tools may implement Looker to let the reconciler ask the provider "did key
 // K happen?" before calling again.
 //
+// A built-in tool given no HTTP client uses NewClient, as do the agent's
+// reply tool, tools/stripe and (with its mTLS settings, on NewTransport)
+// tools/apipix: keep-alive with room for MaxIdleConnsPerHost idle
+// connections to one provider, where net/http's default transport keeps
+// two, so that concurrent calls do not each open (and handshake) a new
+// connection; no timeout of its own, since the executor's context bounds
+// every call.
+//
 // Package tools/stripe holds the stripe.payment tool (Stripe's
 // PaymentIntents, on stripe-go), kept apart so that only its users import
 // stripe-go.

@@ -23,8 +23,9 @@ type HTTPConfig struct {
 	// LookupPath of the lookup endpoint (GET ...?idempotency_key=K); each
 	// tool has a default. "-" disables Lookup.
 	LookupPath string
-	// Client defaults to a client without its own timeout: the executor's
-	// context bounds each call (shorter than the lease).
+	// Client defaults to NewClient(): keep-alive with room for concurrent
+	// calls and no timeout of its own, the executor's context bounding each
+	// call (shorter than the lease).
 	Client *http.Client
 	// Description overrides the description shown to the model.
 	Description string
@@ -63,7 +64,7 @@ func newHTTPTool(cfg HTTPConfig, defPath, defLookup string) (*httpTool, error) {
 		h.lookupPath = ""
 	}
 	if h.client == nil {
-		h.client = &http.Client{}
+		h.client = NewClient()
 	}
 	return h, nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -157,14 +156,9 @@ func (f *runtimeFlags) registry() (*tools.Registry, error) {
 	case len(f.hmacKey) < derive.MinSecretLen:
 		errs = append(errs, fmt.Errorf("RETRYSAFE_HMAC_KEY is %d bytes; at least %d are required", len(f.hmacKey), derive.MinSecretLen))
 	}
-	// No client timeout: the executor bounds each call with its context,
-	// shorter than the lease.
-	client := &http.Client{Transport: &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		MaxIdleConnsPerHost: 32,
-		IdleConnTimeout:     90 * time.Second,
-		TLSHandshakeTimeout: 10 * time.Second,
-	}}
+	// One client for every provider tool: no timeout of its own (the
+	// executor bounds each call with its context, shorter than the lease).
+	client := tools.NewClient()
 	reg, _ := tools.NewRegistry()
 	add := func(name, setting, base, token string, mk func(tools.HTTPConfig) (tools.Tool, error)) error {
 		if base == "" {

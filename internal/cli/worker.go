@@ -184,7 +184,7 @@ func (w *workerCmd) checkTools() error {
 	if err != nil {
 		return err
 	}
-	reply, err := agent.NewWhatsAppText(tools.HTTPConfig{BaseURL: w.rt.whatsappURL, Token: w.rt.whatsappTok, Client: providerClient()})
+	reply, err := agent.NewWhatsAppText(tools.HTTPConfig{BaseURL: w.rt.whatsappURL, Token: w.rt.whatsappTok, Client: tools.NewClient()})
 	if err != nil {
 		return fmt.Errorf("RETRYSAFE_WHATSAPP_URL: %w", err)
 	}
@@ -330,17 +330,6 @@ func parseReplyTemplates(s string) (map[string]agent.ReplyTemplate, error) {
 		out[tenant] = agent.ReplyTemplate{Name: name, Language: lang, BodyParam: true}
 	}
 	return out, nil
-}
-
-// providerClient is the HTTP client of the reply tool: no timeout of its
-// own, the executor's context bounds each call.
-func providerClient() *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		MaxIdleConnsPerHost: 32,
-		IdleConnTimeout:     90 * time.Second,
-		TLSHandshakeTimeout: 10 * time.Second,
-	}}
 }
 
 // workerRuntime is the worker's executor: the shared builder's, with the

@@ -111,7 +111,9 @@ func newClient(cfg Config) (*client, error) {
 
 // mtlsClient builds a client presenting the PEM certificate.
 func mtlsClient(certFile, keyFile, caFile string) (*http.Client, error) {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// Every call past net/http's two idle connections per host would
+	// otherwise pay a new mutual TLS handshake with the PSP.
+	tr := tools.NewTransport()
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	switch {
 	case certFile != "" && keyFile != "":

@@ -9,11 +9,15 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,8 +71,14 @@ func (p *pki) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certPEM, k
 // TestMutualTLSFromPEMFiles runs the tool against a PSP that requires a
 // client certificate signed by its CA, with the certificate, key and CA
 // read from PEM files, as a deployment configures them.
-func TestMutualTLSFromPEMFiles(t *testing.T) {
-	t.Parallel()
+// mtlsFiles are the PEM files of a throwaway PKI: the CA, and a client
+// certificate and key it signed.
+type mtlsFiles struct{ ca, cert, key string }
+
+// startMTLS starts h behind TLS that requires a client certificate signed
+// by a new CA, and writes that CA and such a certificate to files.
+func startMTLS(t *testing.T, h http.Handler, connState func(net.Conn, http.ConnState)) (*httptest.Server, mtlsFiles) {
+	t.Helper()
 	p := newPKI(t)
 	srvCert, srvKey := p.issue(t, "psp", x509.ExtKeyUsageServerAuth)
 	cliCert, cliKey := p.issue(t, "receiver", x509.ExtKeyUsageClientAuth)
@@ -80,11 +90,10 @@ func TestMutualTLSFromPEMFiles(t *testing.T) {
 		}
 		return path
 	}
-	caFile := write("ca.pem", p.caPEM)
-	certFile, keyFile := write("client.pem", cliCert), write("client.key", cliKey)
+	files := mtlsFiles{ca: write("ca.pem", p.caPEM), cert: write("client.pem", cliCert), key: write("client.key", cliKey)}
 
-	psp, _ := sandbox.New(sandbox.Config{ClientID: "cid", ClientSecret: "csecret"})
-	srv := httptest.NewUnstartedServer(psp.Handler())
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = connState
 	pair, err := tls.X509KeyPair(srvCert, srvKey)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +102,15 @@ func TestMutualTLSFromPEMFiles(t *testing.T) {
 	roots.AddCert(p.ca)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: roots}
 	srv.StartTLS()
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return srv, files
+}
+
+func TestMutualTLSFromPEMFiles(t *testing.T) {
+	t.Parallel()
+	psp, _ := sandbox.New(sandbox.Config{ClientID: "cid", ClientSecret: "csecret"})
+	srv, f := startMTLS(t, psp.Handler(), nil)
+	caFile, certFile, keyFile := f.ca, f.cert, f.key
 
 	cfg := apipix.Config{BaseURL: srv.URL + "/api", ClientID: "cid", ClientSecret: "csecret", Chave: chave,
 		CertFile: certFile, KeyFile: keyFile, CAFile: caFile}
@@ -124,5 +141,63 @@ func TestMutualTLSFromPEMFiles(t *testing.T) {
 	}
 	if st := psp.Stats(); st.TokensIssued != 1 || st.CobPuts != 1 {
 		t.Fatalf("a request got through without a certificate: %+v", st)
+	}
+}
+
+// The client apipix builds for its certificate keeps its connections to the
+// PSP between concurrent calls: each one it dropped would cost the next
+// call a new mutual TLS handshake (net/http's default transport keeps two
+// idle per host). The handler holds each round's charges until all of
+// them are in, so that that many connections are in use at once.
+func TestMutualTLSKeepsConnections(t *testing.T) {
+	t.Parallel()
+	const conc, rounds = 8, 4
+	psp, _ := sandbox.New(sandbox.Config{ClientID: "cid", ClientSecret: "csecret"})
+	var arrived, opened atomic.Int64
+	release := make([]chan struct{}, rounds)
+	for i := range release {
+		release[i] = make(chan struct{})
+	}
+	inner := psp.Handler()
+	held := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			n := arrived.Add(1)
+			if n%conc == 0 {
+				close(release[(n-1)/conc])
+			}
+			<-release[(n-1)/conc]
+		}
+		inner.ServeHTTP(w, r)
+	})
+	srv, f := startMTLS(t, held, func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	})
+	cob, err := apipix.NewCob(apipix.Config{BaseURL: srv.URL + "/api", ClientID: "cid", ClientSecret: "csecret", Chave: chave,
+		CertFile: f.cert, KeyFile: f.key, CAFile: f.ca})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, nil) // for its deriver
+	for r := range rounds {
+		var wg sync.WaitGroup
+		for i := range conc {
+			k := e.derive(t, apipix.CobName, cobFields(fmt.Sprintf("NF-%d-%d", r, i)))
+			wg.Go(func() {
+				if _, err := cob.Execute(context.Background(), k.Key, k.Payload); err != nil {
+					t.Errorf("round %d charge %d: %v", r, i, err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	if st := psp.Stats(); st.CobCreated != conc*rounds {
+		t.Fatalf("stats %+v, want %d charges", st, conc*rounds)
+	}
+	// The token request's connection, one per charge held at once, and a
+	// few a round may miss while its predecessor's go back to the pool.
+	if got, most := opened.Load(), int64(1+conc+conc/2); got > most {
+		t.Fatalf("%d rounds of %d concurrent charges opened %d TLS connections, want at most %d", rounds, conc, got, most)
 	}
 }

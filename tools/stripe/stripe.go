@@ -48,8 +48,9 @@ type Config struct {
 	// BaseURL of the API. Default DefaultBaseURL; stripe-mock's address in
 	// tests.
 	BaseURL string
-	// HTTPClient defaults to a client without its own timeout: the
-	// executor's context bounds each call.
+	// HTTPClient defaults to tools.NewClient(): keep-alive with room for
+	// concurrent calls, no timeout of its own (the executor's context
+	// bounds each call).
 	HTTPClient *http.Client
 	// MaxNetworkRetries are stripe-go's own retries. Default 0: the
 	// executor retries, with the same key.
@@ -89,7 +90,7 @@ func New(cfg Config) (*Tool, error) {
 		return nil, errors.New("stripe: MaxNetworkRetries must not be negative")
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{}
+		cfg.HTTPClient = tools.NewClient()
 	}
 	if cfg.OrderRefKey == "" {
 		cfg.OrderRefKey = DefaultOrderRefKey
