@@ -249,7 +249,10 @@ func (w *workerCmd) client(d *database, rtm *toolRuntime) (*river.Client[pgx.Tx]
 		oc.BaseURL = strings.TrimRight(w.baseURL, "/")
 	}
 	// go-openai does not surface a 429's Retry-After; this transport does.
-	oc.HTTPClient = &http.Client{Transport: &agent.RetryAfterTransport{}}
+	// Its base keeps an idle connection per concurrent model call (a
+	// model API on HTTP/1.1 would otherwise see a new TLS connection for
+	// every call past the second at once).
+	oc.HTTPClient = &http.Client{Transport: &agent.RetryAfterTransport{Base: tools.NewTransport()}}
 	acf := w.acf
 	acf.DB, acf.Tools, acf.Intents, acf.Executor, acf.Queue = d.Pool, w.reg, store, ex, queue
 	acf.Model, acf.Logger, acf.Owner = openai.NewClientWithConfig(oc), w.log, w.rt.owner
