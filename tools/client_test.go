@@ -62,6 +62,7 @@ func TestDefaultClientKeepsConnections(t *testing.T) {
 		}
 		wg.Wait()
 	}
+	t.Logf("%d rounds of %d concurrent calls opened %d connections", rounds, conc, opened.Load())
 	// A connection back in the pool a moment after its caller returned can
 	// be missed by the next round's first calls: allow a few of those.
 	if got, most := opened.Load(), int64(conc+conc/2); got > most {

@@ -195,6 +195,7 @@ func TestMutualTLSKeepsConnections(t *testing.T) {
 	if st := psp.Stats(); st.CobCreated != conc*rounds {
 		t.Fatalf("stats %+v, want %d charges", st, conc*rounds)
 	}
+	t.Logf("%d rounds of %d concurrent charges opened %d TLS connections", rounds, conc, opened.Load())
 	// The token request's connection, one per charge held at once, and a
 	// few a round may miss while its predecessor's go back to the pool.
 	if got, most := opened.Load(), int64(1+conc+conc/2); got > most {
