@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/internal/backoff"
+	"github.com/retrysafe/retrysafe/tools"
 )
 
 // RetryAfterTransport is an http.RoundTripper for the model API that
@@ -23,7 +24,11 @@ import (
 //
 // Put it in the go-openai client: config.HTTPClient = &http.Client{Transport: &RetryAfterTransport{}}.
 type RetryAfterTransport struct {
-	// Base sends the requests. Default http.DefaultTransport.
+	// Base sends the requests. Default: one transport shared by every
+	// RetryAfterTransport without a Base, tools.NewTransport's, which keeps
+	// an idle connection per concurrent call (net/http's default keeps two
+	// per host: a model API on HTTP/1.1 would see a new TLS connection for
+	// every call past the second at once).
 	Base http.RoundTripper
 	// MaxRetries bounds the waits per request. Default 2; negative: none
 	// (the wait is still reported to the agent).
@@ -38,11 +43,14 @@ type RetryAfterTransport struct {
 	Now func() time.Time
 }
 
+// defaultModelTransport is RetryAfterTransport's default Base.
+var defaultModelTransport = tools.NewTransport()
+
 // RoundTrip implements http.RoundTripper.
 func (t *RetryAfterTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	base := t.Base
 	if base == nil {
-		base = http.DefaultTransport
+		base = defaultModelTransport
 	}
 	retries := t.MaxRetries
 	if retries == 0 {

@@ -248,11 +248,9 @@ func (w *workerCmd) client(d *database, rtm *toolRuntime) (*river.Client[pgx.Tx]
 	if w.baseURL != "" {
 		oc.BaseURL = strings.TrimRight(w.baseURL, "/")
 	}
-	// go-openai does not surface a 429's Retry-After; this transport does.
-	// Its base keeps an idle connection per concurrent model call (a
-	// model API on HTTP/1.1 would otherwise see a new TLS connection for
-	// every call past the second at once).
-	oc.HTTPClient = &http.Client{Transport: &agent.RetryAfterTransport{Base: tools.NewTransport()}}
+	// go-openai does not surface a 429's Retry-After; this transport does
+	// (on a base that keeps an idle connection per concurrent model call).
+	oc.HTTPClient = &http.Client{Transport: &agent.RetryAfterTransport{}}
 	acf := w.acf
 	acf.DB, acf.Tools, acf.Intents, acf.Executor, acf.Queue = d.Pool, w.reg, store, ex, queue
 	acf.Model, acf.Logger, acf.Owner = openai.NewClientWithConfig(oc), w.log, w.rt.owner
