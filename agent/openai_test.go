@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/retrysafe/retrysafe/agent/agenttest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	sandboxmodel "github.com/retrysafe/retrysafe/sandbox/model"
+	"github.com/retrysafe/retrysafe/tools/toolstest"
 )
 
 // TestRetryAfterTransport: go-openai against an API that answers 429 with
@@ -257,4 +259,40 @@ func FuzzRetryAfter(f *testing.F) {
 			t.Fatalf("Retry-After %q, retry-after-ms %q: %v %v", ra, ms, d, ok)
 		}
 	})
+}
+
+// RetryAfterTransport without a Base keeps its connections between
+// concurrent model calls: on net/http's default transport (two idle per
+// host) each round of 12 concurrent calls held at the API until all are in
+// would open 10 new ones.
+func TestRetryAfterTransportKeepsConnections(t *testing.T) {
+	t.Parallel()
+	const conc, rounds = 12, 4
+	held := toolstest.NewRounds(conc)
+	srv := httptest.NewUnstartedServer(held.Hold(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{}`))
+	}), nil))
+	srv.Config.ConnState = held.ConnState
+	srv.Start()
+	t.Cleanup(srv.Close)
+	client := &http.Client{Transport: &agent.RetryAfterTransport{}}
+	for r := range rounds {
+		var wg sync.WaitGroup
+		for range conc {
+			wg.Go(func() {
+				resp, err := client.Get(srv.URL)
+				if err != nil {
+					t.Errorf("round %d: %v", r, err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			})
+		}
+		wg.Wait()
+	}
+	t.Logf("%d rounds of %d concurrent calls opened %d connections", rounds, conc, held.Opened())
+	if got, most := held.Opened(), int64(conc+conc/2); got > most {
+		t.Fatalf("%d rounds of %d concurrent calls opened %d connections, want at most %d", rounds, conc, got, most)
+	}
 }

@@ -2,47 +2,31 @@ package tools_test
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/tools"
+	"github.com/retrysafe/retrysafe/tools/toolstest"
 )
 
 // A built-in tool configured without a client keeps its connections to the
 // provider between concurrent calls. net/http's default transport keeps two
 // idle per host, so each round of 16 concurrent calls would open 14 new
-// connections (14 TLS handshakes against a real PSP); the handler holds
+// connections (14 TLS handshakes against a real PSP); the provider holds
 // every round until all 16 calls are in, so that 16 connections are in use
 // at once.
 func TestDefaultClientKeepsConnections(t *testing.T) {
 	t.Parallel()
 	const conc, rounds = 16, 5
-	var arrived atomic.Int64
-	release := make([]chan struct{}, rounds)
-	for i := range release {
-		release[i] = make(chan struct{})
-	}
-	var opened atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := arrived.Add(1)
-		round := (n - 1) / conc
-		if n%conc == 0 {
-			close(release[round])
-		}
-		<-release[round]
+	held := toolstest.NewRounds(conc)
+	srv := httptest.NewUnstartedServer(held.Hold(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"id":"ch_1","status":"paid"}`))
-	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			opened.Add(1)
-		}
-	}
+	}), nil))
+	srv.Config.ConnState = held.ConnState
 	srv.Start()
 	t.Cleanup(srv.Close)
 
@@ -62,13 +46,13 @@ func TestDefaultClientKeepsConnections(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	t.Logf("%d rounds of %d concurrent calls opened %d connections", rounds, conc, opened.Load())
+	t.Logf("%d rounds of %d concurrent calls opened %d connections", rounds, conc, held.Opened())
 	// A connection back in the pool a moment after its caller returned can
 	// be missed by the next round's first calls: allow a few of those.
-	if got, most := opened.Load(), int64(conc+conc/2); got > most {
+	if got, most := held.Opened(), int64(conc+conc/2); got > most {
 		t.Fatalf("%d rounds of %d concurrent calls opened %d connections, want at most %d: the default client drops idle connections", rounds, conc, got, most)
 	}
-	if got := opened.Load(); got < conc {
+	if got := held.Opened(); got < conc {
 		t.Fatalf("opened %d connections for %d concurrent calls held at once", got, conc)
 	}
 }

@@ -17,13 +17,13 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	sandbox "github.com/retrysafe/retrysafe/sandbox/apipix"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/apipix"
+	"github.com/retrysafe/retrysafe/tools/toolstest"
 )
 
 // pki is a throwaway CA that signs a server and a client certificate.
@@ -153,27 +153,8 @@ func TestMutualTLSKeepsConnections(t *testing.T) {
 	t.Parallel()
 	const conc, rounds = 8, 4
 	psp, _ := sandbox.New(sandbox.Config{ClientID: "cid", ClientSecret: "csecret"})
-	var arrived, opened atomic.Int64
-	release := make([]chan struct{}, rounds)
-	for i := range release {
-		release[i] = make(chan struct{})
-	}
-	inner := psp.Handler()
-	held := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPut {
-			n := arrived.Add(1)
-			if n%conc == 0 {
-				close(release[(n-1)/conc])
-			}
-			<-release[(n-1)/conc]
-		}
-		inner.ServeHTTP(w, r)
-	})
-	srv, f := startMTLS(t, held, func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			opened.Add(1)
-		}
-	})
+	held := toolstest.NewRounds(conc)
+	srv, f := startMTLS(t, held.Hold(psp.Handler(), func(r *http.Request) bool { return r.Method == http.MethodPut }), held.ConnState)
 	cob, err := apipix.NewCob(apipix.Config{BaseURL: srv.URL + "/api", ClientID: "cid", ClientSecret: "csecret", Chave: chave,
 		CertFile: f.cert, KeyFile: f.key, CAFile: f.ca})
 	if err != nil {
@@ -195,10 +176,10 @@ func TestMutualTLSKeepsConnections(t *testing.T) {
 	if st := psp.Stats(); st.CobCreated != conc*rounds {
 		t.Fatalf("stats %+v, want %d charges", st, conc*rounds)
 	}
-	t.Logf("%d rounds of %d concurrent charges opened %d TLS connections", rounds, conc, opened.Load())
+	t.Logf("%d rounds of %d concurrent charges opened %d TLS connections", rounds, conc, held.Opened())
 	// The token request's connection, one per charge held at once, and a
 	// few a round may miss while its predecessor's go back to the pool.
-	if got, most := opened.Load(), int64(1+conc+conc/2); got > most {
+	if got, most := held.Opened(), int64(1+conc+conc/2); got > most {
 		t.Fatalf("%d rounds of %d concurrent charges opened %d TLS connections, want at most %d", rounds, conc, got, most)
 	}
 }
