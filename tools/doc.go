@@ -37,8 +37,8 @@
 // K happen?" before calling again.
 //
 // A built-in tool given no HTTP client uses NewClient, as do the agent's
-// reply tool, tools/stripe and (with its mTLS settings, on NewTransport)
-// tools/apipix: keep-alive with room for MaxIdleConnsPerHost idle
+// reply tool and tools/stripe, and on NewTransport tools/apipix (with its
+// mTLS settings) and agent.RetryAfterTransport (the model API's): keep-alive with room for MaxIdleConnsPerHost idle
 // connections to one provider, where net/http's default transport keeps
 // two, so that concurrent calls do not each open (and handshake) a new
 // connection; no timeout of its own, since the executor's context bounds

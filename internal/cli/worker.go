@@ -184,7 +184,7 @@ func (w *workerCmd) checkTools() error {
 	if err != nil {
 		return err
 	}
-	reply, err := agent.NewWhatsAppText(tools.HTTPConfig{BaseURL: w.rt.whatsappURL, Token: w.rt.whatsappTok, Client: tools.NewClient()})
+	reply, err := agent.NewWhatsAppText(tools.HTTPConfig{BaseURL: w.rt.whatsappURL, Token: w.rt.whatsappTok})
 	if err != nil {
 		return fmt.Errorf("RETRYSAFE_WHATSAPP_URL: %w", err)
 	}

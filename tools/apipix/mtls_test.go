@@ -68,9 +68,6 @@ func (p *pki) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certPEM, k
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
 }
 
-// TestMutualTLSFromPEMFiles runs the tool against a PSP that requires a
-// client certificate signed by its CA, with the certificate, key and CA
-// read from PEM files, as a deployment configures them.
 // mtlsFiles are the PEM files of a throwaway PKI: the CA, and a client
 // certificate and key it signed.
 type mtlsFiles struct{ ca, cert, key string }
@@ -106,14 +103,16 @@ func startMTLS(t *testing.T, h http.Handler, connState func(net.Conn, http.ConnS
 	return srv, files
 }
 
+// TestMutualTLSFromPEMFiles runs the tool against a PSP that requires a
+// client certificate signed by its CA, with the certificate, key and CA
+// read from PEM files, as a deployment configures them.
 func TestMutualTLSFromPEMFiles(t *testing.T) {
 	t.Parallel()
 	psp, _ := sandbox.New(sandbox.Config{ClientID: "cid", ClientSecret: "csecret"})
 	srv, f := startMTLS(t, psp.Handler(), nil)
-	caFile, certFile, keyFile := f.ca, f.cert, f.key
 
 	cfg := apipix.Config{BaseURL: srv.URL + "/api", ClientID: "cid", ClientSecret: "csecret", Chave: chave,
-		CertFile: certFile, KeyFile: keyFile, CAFile: caFile}
+		CertFile: f.cert, KeyFile: f.key, CAFile: f.ca}
 	cob, err := apipix.NewCob(cfg)
 	if err != nil {
 		t.Fatal(err)
