@@ -384,16 +384,18 @@ func (a *Agent) systemFields(c *tools.Call, conv *Conversation) map[string]any {
 
 func fieldError(fn string, err error) *ToolCallError {
 	tce := &ToolCallError{Function: fn, Code: "invalid_field", Err: err}
-	var fe *derive.FieldError
-	if errors.As(err, &fe) {
-		tce.Field = fe.Field
+	kind := err
+	if fes := derive.FieldErrorsOf(err); fes != nil {
+		// Several fields may be broken: the first names the code, as it
+		// did when normalization stopped at it; Err names them all.
+		tce.Field, kind = fes[0].Field, fes[0]
 	}
 	switch {
-	case errors.Is(err, derive.ErrMissingField):
+	case errors.Is(kind, derive.ErrMissingField):
 		tce.Code = "missing_field"
-	case errors.Is(err, derive.ErrAmbiguous):
+	case errors.Is(kind, derive.ErrAmbiguous):
 		tce.Code = "ambiguous_field"
-	case errors.Is(err, intent.ErrKeyInUse):
+	case errors.Is(kind, intent.ErrKeyInUse):
 		tce.Code = "key_in_use"
 	}
 	return tce

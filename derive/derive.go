@@ -226,7 +226,9 @@ type Opts struct {
 
 // Derive normalizes fields by the action's schema and computes the key.
 // Values may be strings, json.Number (decode with UseNumber), float64,
-// integers, or nil. An error names the field and never its value.
+// integers, or nil. An error names the field and never its value: a
+// *FieldError when one field could not be normalized, FieldErrors when
+// several could (FieldErrorsOf reads either).
 func (d *Deriver) Derive(tenant, action string, fields map[string]any, opts *Opts) (*Result, error) {
 	if tenant == "" || !utf8.ValidString(tenant) || strings.IndexByte(tenant, 0) >= 0 {
 		return nil, ErrBadTenant
@@ -280,9 +282,12 @@ func (d *Deriver) key(tenant, action string, version int, p Payload) ([]byte, st
 	return canonical, string(hexed[:])
 }
 
-// normalize walks the schema's fields in canonical order.
+// normalize walks the schema's fields in canonical order. It goes on past
+// a field it cannot normalize, so that the error names every such field:
+// a model told of one broken field at a time fixes them in as many turns.
 func (c *compiled) normalize(fields map[string]any) (Payload, error) {
 	p := make(Payload, 0, len(c.sorted))
+	var errs FieldErrors
 	for i := range c.sorted {
 		f := &c.sorted[i]
 		raw, present := fields[f.Name]
@@ -294,13 +299,14 @@ func (c *compiled) normalize(fields map[string]any) (Payload, error) {
 			continue
 		}
 		if !present {
-			if f.Optional {
-				continue
+			if !f.Optional {
+				errs = append(errs, fieldError(f.Name, errEmpty))
 			}
-			return nil, fieldError(f.Name, errEmpty)
+			continue
 		}
 		if err := checkRawLen(raw, f, c.Version); err != nil {
-			return nil, fieldError(f.Name, err)
+			errs = append(errs, fieldError(f.Name, err))
+			continue
 		}
 		if f.Rule == RulePixKey && c.Version >= 2 {
 			var stated PixKeyType
@@ -309,7 +315,10 @@ func (c *compiled) normalize(fields map[string]any) (Payload, error) {
 				if traw, ok := fields[tf]; ok && !isBlank(traw, c.Version) {
 					s, _, err := RulePixKeyType.normalize(traw, c.Version, f)
 					if err != nil {
-						return nil, fieldError(tf, err)
+						// The key is read by its stated type: with
+						// none that can be read, it is not checked.
+						errs = append(errs, fieldError(tf, err))
+						continue
 					}
 					stated = PixKeyType(s)
 				}
@@ -319,7 +328,8 @@ func (c *compiled) normalize(fields map[string]any) (Payload, error) {
 				err = checkLen(key, f, c.Version)
 			}
 			if err != nil {
-				return nil, fieldError(f.Name, err)
+				errs = append(errs, fieldError(f.Name, err))
+				continue
 			}
 			p = append(p, Value{f.Name, key})
 			if tf != "" {
@@ -332,9 +342,17 @@ func (c *compiled) normalize(fields map[string]any) (Payload, error) {
 			err = checkLen(v, f, c.Version)
 		}
 		if err != nil {
-			return nil, fieldError(f.Name, err)
+			errs = append(errs, fieldError(f.Name, err))
+			continue
 		}
 		p = append(p, Value{f.Name, v})
+	}
+	switch len(errs) {
+	case 0:
+	case 1:
+		return nil, errs[0]
+	default:
+		return nil, errs
 	}
 	if len(c.typeOf) > 0 && c.Version >= 2 {
 		// Type fields were appended beside their key fields; restore order

@@ -415,3 +415,48 @@ func TestPayloadDiffAndKeyFor(t *testing.T) {
 		t.Fatal("KeyFor of the round-tripped payload differs")
 	}
 }
+
+// A call with several broken fields is told of all of them, in canonical
+// order, each by name and rule and never by value, so that a model fixes
+// them in one turn; the error still reads as the first one (errors.As) and
+// matches each one's sentinel (errors.Is).
+func TestEveryBrokenFieldNamed(t *testing.T) {
+	t.Parallel()
+	d := newDeriver(t)
+	f := pix("0.001", "\xff")
+	delete(f, "cliente_id")
+	_, err := d.Derive("t", "pix.cobranca", f, nil)
+	var many derive.FieldErrors
+	if !errors.As(err, &many) {
+		t.Fatalf("three broken fields: %T %v, want FieldErrors", err, err)
+	}
+	fes := derive.FieldErrorsOf(err)
+	var names []string
+	for _, fe := range fes {
+		names = append(names, fe.Field)
+	}
+	if got := strings.Join(names, ","); got != "chave_pix_destino,cliente_id,valor" {
+		t.Fatalf("fields %s (%v), want chave_pix_destino,cliente_id,valor", got, err)
+	}
+	var first *derive.FieldError
+	if !errors.As(err, &first) || first != fes[0] {
+		t.Errorf("errors.As found %v, want the first field's error", first)
+	}
+	if !errors.Is(err, derive.ErrMissingField) || !errors.Is(err, derive.ErrInvalidField) || errors.Is(err, derive.ErrAmbiguous) {
+		t.Errorf("sentinels of %v: missing and invalid, not ambiguous", err)
+	}
+	for _, v := range []string{"0.001", "\xff"} {
+		if strings.Contains(err.Error(), v) {
+			t.Errorf("the error %q carries the value %q", err, v)
+		}
+	}
+
+	// One broken field is a *FieldError, as it always was.
+	_, err = d.Derive("t", "pix.cobranca", pix("0.001", "a@b.c"), nil)
+	if errors.As(err, &many) || len(derive.FieldErrorsOf(err)) != 1 || derive.FieldErrorsOf(err)[0].Field != "valor" {
+		t.Errorf("one broken field: %T %v", err, err)
+	}
+	if derive.FieldErrorsOf(derive.ErrUnknownAction) != nil || derive.FieldErrorsOf(nil) != nil {
+		t.Error("FieldErrorsOf found field errors where there are none")
+	}
+}

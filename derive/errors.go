@@ -3,6 +3,7 @@ package derive
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel errors. Use errors.Is; a *FieldError also matches the sentinel
@@ -46,6 +47,46 @@ func (e *FieldError) Error() string {
 // Is reports whether target is the sentinel that classifies e.
 func (e *FieldError) Is(target error) bool { return target == e.Kind }
 
+// FieldErrors is what Derive returns when more than one field could not be
+// normalized: each field's error, in the schema's canonical order. It
+// unwraps to them, so errors.As finds the first *FieldError and errors.Is
+// matches the sentinel of any of them.
+type FieldErrors []*FieldError
+
+func (e FieldErrors) Error() string {
+	var b strings.Builder
+	for i, fe := range e {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(fe.Error())
+	}
+	return b.String()
+}
+
+// Unwrap exposes each field's error.
+func (e FieldErrors) Unwrap() []error {
+	errs := make([]error, len(e))
+	for i, fe := range e {
+		errs[i] = fe
+	}
+	return errs
+}
+
+// FieldErrorsOf returns every field error in err's chain: a FieldErrors'
+// fields, or the one *FieldError; nil when there is none.
+func FieldErrorsOf(err error) []*FieldError {
+	var many FieldErrors
+	if errors.As(err, &many) {
+		return many
+	}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return []*FieldError{fe}
+	}
+	return nil
+}
+
 // ruleError is what rules return; Derive wraps it with the field's name.
 type ruleError struct {
 	reason string
@@ -64,7 +105,7 @@ func ambiguous(format string, args ...any) error {
 
 var errEmpty = &ruleError{reason: "empty", kind: ErrMissingField}
 
-func fieldError(field string, err error) error {
+func fieldError(field string, err error) *FieldError {
 	var re *ruleError
 	if errors.As(err, &re) {
 		return &FieldError{Field: field, Reason: re.reason, Kind: re.kind}

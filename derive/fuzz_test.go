@@ -2,6 +2,9 @@ package derive
 
 import (
 	"encoding/json"
+	"errors"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -153,7 +156,9 @@ func FuzzMoney(f *testing.F) {
 }
 
 // FuzzDerive drives the whole derivation: whatever it accepts, feeding the
-// normalized payload back in gives the same key.
+// normalized payload back in gives the same key; whatever it refuses, the
+// error names exactly the fields that are refused alone (each put among
+// good values), in canonical order.
 func FuzzDerive(f *testing.F) {
 	f.Add("tenant-a", "01HXYZABCD", "180.00", "111.222.333-44", "NF-2026-000123", uint8(1))
 	f.Add("tenant-ç", "Zé", "R$ 1.800,00", "529.982.247-25", " Fatura Ação/1 ", uint8(2))
@@ -167,6 +172,7 @@ func FuzzDerive(f *testing.F) {
 		fields := map[string]any{"cliente_id": cliente, "valor": valor, "chave_pix_destino": chave, "referencia_intencao": ref}
 		r, err := d.Derive(tenant, "pix.cobranca", fields, &Opts{Version: version})
 		if err != nil {
+			checkFieldErrors(t, d, tenant, fields, version, err)
 			return
 		}
 		if len(r.Key) != 64 {
@@ -191,6 +197,34 @@ func FuzzDerive(f *testing.F) {
 			t.Fatalf("re-deriving the normalized payload changed the key:\n%s\n%s", r.Canonical, r2.Canonical)
 		}
 	})
+}
+
+// checkFieldErrors checks that err, fields' refusal, names every field
+// that good values around it do not save, and no other, in canonical order.
+func checkFieldErrors(t *testing.T, d *Deriver, tenant string, fields map[string]any, version int, err error) {
+	t.Helper()
+	good := map[string]any{"cliente_id": "C-1", "valor": "1", "chave_pix_destino": "pagamentos@example.com", "referencia_intencao": "NF-1"}
+	if _, gerr := d.Derive(tenant, "pix.cobranca", good, &Opts{Version: version}); gerr != nil {
+		if !errors.Is(gerr, ErrBadTenant) || !errors.Is(err, ErrBadTenant) {
+			t.Fatalf("good values refused (%v), the fields' error %v", gerr, err)
+		}
+		return
+	}
+	var want []string
+	for _, name := range []string{"chave_pix_destino", "cliente_id", "referencia_intencao", "valor"} {
+		one := maps.Clone(good)
+		one[name] = fields[name]
+		if _, oerr := d.Derive(tenant, "pix.cobranca", one, &Opts{Version: version}); oerr != nil {
+			want = append(want, name)
+		}
+	}
+	var got []string
+	for _, fe := range FieldErrorsOf(err) {
+		got = append(got, fe.Field)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("version %d: the error %v names %v, alone these are refused: %v", version, err, got, want)
+	}
 }
 
 // FuzzTaxIDV3 checks the version-3 CPF/CNPJ rule: no panic, a fixed point,

@@ -136,6 +136,12 @@ func TestFreezeBadExtraction(t *testing.T) {
 	if r.Intent.Key != good.Intent.Key || r.ExtractionErr == nil || fmt.Sprint(r.Divergent) != "[amount]" {
 		t.Fatalf("got %+v", r)
 	}
+	// One with two broken fields names both.
+	worse := map[string]any{"amount": "0.001", "pix_key": testutil.CPF(2)}
+	r, err = s.Freeze(ctx, pool, intent.FreezeParams{Tenant: "t1", Ref: "inv-1", Action: action, Fields: worse})
+	if err != nil || r.Intent.Key != good.Intent.Key || fmt.Sprint(r.Divergent) != "[amount customer_id]" {
+		t.Fatalf("two broken fields: %+v, %v", r, err)
+	}
 	if _, err := s.Freeze(ctx, pool, intent.FreezeParams{Tenant: "t1", Ref: "inv-1", Action: "nope", Fields: bad}); !errors.Is(err, derive.ErrUnknownAction) {
 		t.Fatalf("unknown action: %v", err)
 	}

@@ -66,9 +66,8 @@ func (s *Store) outcome(x *Extraction, in *Intent, created bool) (*FreezeResult,
 	if mine != nil {
 		res.Divergent = mine.Payload.Diff(in.Payload)
 	} else {
-		var fe *derive.FieldError
-		if errors.As(res.ExtractionErr, &fe) {
-			res.Divergent = []string{fe.Field}
+		for _, fe := range derive.FieldErrorsOf(res.ExtractionErr) {
+			res.Divergent = append(res.Divergent, fe.Field)
 		}
 	}
 	if len(res.Divergent) > 0 || res.ExtractionErr != nil {

@@ -273,14 +273,22 @@ func (s *Server) intentRef(sv *served, req *mcp.CallToolRequest, modelRef string
 // sidecar's 400, 404, 409 and 503 do.
 func (s *Server) executeError(tenant, action string, err error, note *callNote) Result {
 	r := Result{Action: action, Answer: Answer{DivergentFields: []string{}, IgnoredFields: []string{}}}
-	kind, fe := edge.Classify(err)
+	kind, fes := edge.Classify(err)
 	switch kind {
 	case edge.InvalidFields:
 		r.Status = StatusInvalid
-		if fe != nil {
+		if fes != nil {
 			// FieldError never carries the value (it may be a CPF).
-			r.Errors = []FieldError{{Field: fe.Field, Reason: fe.Reason}}
-			r.Message = fmt.Sprintf("Invalid argument %s: %s. Nothing was frozen and nothing was called; fix the argument and call again.", fe.Field, fe.Reason)
+			what := make([]string, len(fes))
+			for i, fe := range fes {
+				r.Errors = append(r.Errors, FieldError{Field: fe.Field, Reason: fe.Reason})
+				what[i] = fe.Field + ": " + fe.Reason
+			}
+			if len(fes) == 1 {
+				r.Message = fmt.Sprintf("Invalid argument %s. Nothing was frozen and nothing was called; fix the argument and call again.", what[0])
+			} else {
+				r.Message = fmt.Sprintf("Invalid arguments %s. Nothing was frozen and nothing was called; fix them all and call again.", strings.Join(what, "; "))
+			}
 		} else {
 			r.Errors = []FieldError{{Reason: err.Error()}}
 			r.Message = "Invalid arguments: " + err.Error() + ". Nothing was frozen and nothing was called; fix the arguments and call again."

@@ -56,7 +56,7 @@
 //	failed      isError true: the provider refused; the same call gets the same answer
 //	in_flight   isError true: call again with the same arguments after retry_after_ms
 //	review      isError true: do not retry; a person settles it (retrysafe resolve)
-//	invalid     isError true: the fields (named, never their values) or the
+//	invalid     isError true: the fields (every broken one named, never their values) or the
 //	            reference are wrong, the database refused a value, the
 //	            payload is frozen under another reference, or the action
 //	            is unknown (the sidecar's 400, 409 and 404); nothing

@@ -223,24 +223,32 @@ func TestHostReferenceRequired(t *testing.T) {
 	})
 }
 
-// Invalid arguments: a tool error naming the field, nothing written, nothing
-// called.
+// Invalid arguments: a tool error naming every broken field, nothing
+// written, nothing called.
 func TestInvalidArguments(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	cs := h.connect("tenant-a", nil)
 	for _, c := range []struct {
-		args  map[string]any
-		field string
+		args   map[string]any
+		fields string
 	}{
 		{charge("cento e oitenta", cpfDigits), "amount"},
 		{charge("180.005", cpfDigits), "amount"},
 		{charge(180, "529.982.247-26"), "pix_key"},
-		{map[string]any{"amount": "180,00"}, ""},
+		{map[string]any{"amount": "180,00"}, "customer_id,pix_key"},
+		{map[string]any{"amount": "cento e oitenta", "pix_key": "529.982.247-26", "pix_key_type": "cpf"}, "amount,customer_id,pix_key"},
 	} {
 		res, r := call(t, cs, callParams("inv-bad", c.args))
-		if !res.IsError || r.Status != "invalid" || len(r.Errors) != 1 || (c.field != "" && r.Errors[0].Field != c.field) {
-			t.Fatalf("args %v: %+v", c.args, r)
+		var names []string
+		for _, e := range r.Errors {
+			names = append(names, e.Field)
+			if !strings.Contains(r.Message, e.Field+": "+e.Reason) {
+				t.Errorf("args %v: the message %q does not name %s", c.args, r.Message, e.Field)
+			}
+		}
+		if !res.IsError || r.Status != "invalid" || strings.Join(names, ",") != c.fields {
+			t.Fatalf("args %v: %+v, want fields %s", c.args, r, c.fields)
 		}
 		if strings.Contains(r.Message, "529.982.247-26") || strings.Contains(r.Message, "cento") {
 			t.Fatalf("message repeats a value: %s", r.Message)

@@ -47,8 +47,8 @@
 //	202  review: an operator must settle the action (retrysafe resolve)
 //	409  in_flight, with Retry-After: another caller holds the lease; a
 //	     problem+json (type in-flight) keeping the answer's members
-//	400  problem+json: bad body or fields that cannot be normalized (nothing
-//	     frozen, nothing called)
+//	400  problem+json: bad body or fields that cannot be normalized (every
+//	     one listed in errors; nothing frozen, nothing called)
 //	401  unknown or missing token;  404 unknown action
 //	503  database unavailable (nothing answered; retrying is safe)
 //

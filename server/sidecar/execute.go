@@ -197,7 +197,7 @@ func jsonErrorText(err error) string {
 
 // executeError answers an execution that produced no outcome.
 func (s *Server) executeError(w http.ResponseWriter, note *requestNote, tenant, action string, err error) {
-	kind, fe := edge.Classify(err)
+	kind, fes := edge.Classify(err)
 	if kind == edge.UnknownAction {
 		note.err = err
 		writeProblem(w, Problem{Type: ProblemUnknownAction, Title: "Unknown action", Status: http.StatusNotFound, Detail: err.Error()})
@@ -215,9 +215,11 @@ func (s *Server) executeError(w http.ResponseWriter, note *requestNote, tenant, 
 	case edge.InvalidFields:
 		p := Problem{Type: ProblemInvalidFields, Title: "Invalid fields", Status: http.StatusBadRequest,
 			Detail: "The fields could not be normalized and no intent is frozen under this intent_ref yet: nothing was frozen and nothing was called. Fix the extraction and call again."}
-		if fe != nil {
+		if fes != nil {
 			// FieldError never carries the value (it may be a CPF).
-			p.Errors = []FieldProblem{{Field: fe.Field, Reason: fe.Reason}}
+			for _, fe := range fes {
+				p.Errors = append(p.Errors, FieldProblem{Field: fe.Field, Reason: fe.Reason})
+			}
 		} else {
 			p.Errors = []FieldProblem{{Field: "", Reason: err.Error()}}
 		}

@@ -18,7 +18,8 @@ type Problem struct {
 	Status int    `json:"status"`
 	Detail string `json:"detail,omitempty"`
 	// Errors lists field errors (400 on execute): the field's name and the
-	// rule it broke, never the value.
+	// rule it broke, never the value; every field that could not be
+	// normalized, in the schema's canonical order.
 	Errors []FieldProblem `json:"errors,omitempty"`
 }
 

@@ -121,12 +121,16 @@ const (
 	KeyInUse
 )
 
-// Classify tells what err, from Execute without an outcome, means. fe is
-// the field error when there is one (it never carries the value).
-func Classify(err error) (k Kind, fe *derive.FieldError) {
+// Classify tells what err, from Execute without an outcome, means. fes
+// are the field errors when there are any, every field that could not be
+// normalized (they never carry the value).
+func Classify(err error) (k Kind, fes []*derive.FieldError) {
+	if fes = derive.FieldErrorsOf(err); fes != nil {
+		return InvalidFields, fes
+	}
 	switch {
-	case errors.As(err, &fe) || errors.Is(err, derive.ErrMissingField) || errors.Is(err, derive.ErrInvalidField) || errors.Is(err, derive.ErrAmbiguous):
-		return InvalidFields, fe
+	case errors.Is(err, derive.ErrMissingField) || errors.Is(err, derive.ErrInvalidField) || errors.Is(err, derive.ErrAmbiguous):
+		return InvalidFields, nil
 	case errors.Is(err, intent.ErrInvalid):
 		return InvalidCall, nil
 	case errors.Is(err, executor.ErrRefused):
