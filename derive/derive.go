@@ -309,31 +309,9 @@ func (c *compiled) normalize(fields map[string]any) (Payload, error) {
 			continue
 		}
 		if f.Rule == RulePixKey && c.Version >= 2 {
-			var stated PixKeyType
-			tf := c.typeOf[f.Name]
-			if tf != "" {
-				if traw, ok := fields[tf]; ok && !isBlank(traw, c.Version) {
-					s, _, err := RulePixKeyType.normalize(traw, c.Version, f)
-					if err != nil {
-						// The key is read by its stated type: with
-						// none that can be read, it is not checked.
-						errs = append(errs, fieldError(tf, err))
-						continue
-					}
-					stated = PixKeyType(s)
-				}
-			}
-			key, typ, err := normalizePixKey(raw, stated, c.Version, f)
-			if err == nil {
-				err = checkLen(key, f, c.Version)
-			}
-			if err != nil {
-				errs = append(errs, fieldError(f.Name, err))
-				continue
-			}
-			p = append(p, Value{f.Name, key})
-			if tf != "" {
-				p = append(p, Value{tf, string(typ)})
+			var fe *FieldError
+			if p, fe = c.pixKey(p, fields, f, raw); fe != nil {
+				errs = append(errs, fe)
 			}
 			continue
 		}
@@ -363,6 +341,36 @@ func (c *compiled) normalize(fields map[string]any) (Payload, error) {
 				p[j], p[j-1] = p[j-1], p[j]
 			}
 		}
+	}
+	return p, nil
+}
+
+// pixKey appends f's Pix key, read by the type its type field states
+// (when the schema has one), and that type; or says why it cannot.
+func (c *compiled) pixKey(p Payload, fields map[string]any, f *Field, raw any) (Payload, *FieldError) {
+	var stated PixKeyType
+	tf := c.typeOf[f.Name]
+	if tf != "" {
+		if traw, ok := fields[tf]; ok && !isBlank(traw, c.Version) {
+			s, _, err := RulePixKeyType.normalize(traw, c.Version, f)
+			if err != nil {
+				// The key is read by its stated type: with none that
+				// can be read, it is not checked.
+				return p, fieldError(tf, err)
+			}
+			stated = PixKeyType(s)
+		}
+	}
+	key, typ, err := normalizePixKey(raw, stated, c.Version, f)
+	if err == nil {
+		err = checkLen(key, f, c.Version)
+	}
+	if err != nil {
+		return p, fieldError(f.Name, err)
+	}
+	p = append(p, Value{f.Name, key})
+	if tf != "" {
+		p = append(p, Value{tf, string(typ)})
 	}
 	return p, nil
 }
