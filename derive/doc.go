@@ -16,6 +16,10 @@
 // sub-cent amount is an error. Text is NFC-normalized and trimmed; e-mail is
 // lower-cased too; CPF/CNPJ keep digits only; phones become E.164.
 // NormalizeValue applies one rule outside any schema (retrysafe normalize).
+// An extraction that cannot be normalized is refused whole, with every
+// field that broke its rule named (FieldErrors, FieldErrorsOf) and no
+// value: a model told of one broken field at a time would spend a turn on
+// each.
 //
 // Canonical bytes are {"a":action,"p":{field:value,...},"t":tenant,"v":version}
 // with keys sorted by code point, no white space, UTF-8 and only the escapes

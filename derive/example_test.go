@@ -61,3 +61,22 @@ func ExampleSchema() {
 	// {"a":"pix.charge","p":{"amount":"180000","customer_id":"C-9","pix_key":"+5511999999999","pix_key_type":"phone"},"t":"shop-1","v":2}
 	// field "amount": ambiguous amount: '.' followed by three digits may be a thousands or a decimal separator; write it with cents (e.g. 1.800,00)
 }
+
+// An extraction with several broken fields is refused with all of them
+// named, by rule and never by value, so the model can fix them in one turn.
+func ExampleFieldErrorsOf() {
+	d, err := derive.New(derive.Config{Secret: []byte("segredo-de-teste-nao-usar-em-producao")})
+	if err != nil {
+		panic(err)
+	}
+	_, err = d.Derive("tenant-a", "pix.cobranca", map[string]any{
+		"valor": "cento e oitenta", "chave_pix_destino": "111.222.333-44", "referencia_intencao": "NF-2026-000123",
+	}, &derive.Opts{Version: 2})
+	for _, fe := range derive.FieldErrorsOf(err) {
+		fmt.Printf("%s: %s\n", fe.Field, fe.Reason)
+	}
+	// Output:
+	// chave_pix_destino: not a Pix key: 11 digits that are neither a valid CPF nor a Brazilian phone
+	// cliente_id: empty
+	// valor: not a number
+}
