@@ -38,11 +38,11 @@
 //
 // A built-in tool given no HTTP client uses NewClient, as do the agent's
 // reply tool and tools/stripe, and on NewTransport tools/apipix (with its
-// mTLS settings) and agent.RetryAfterTransport (the model API's): keep-alive with room for MaxIdleConnsPerHost idle
-// connections to one provider, where net/http's default transport keeps
-// two, so that concurrent calls do not each open (and handshake) a new
-// connection; no timeout of its own, since the executor's context bounds
-// every call.
+// mTLS settings) and agent.RetryAfterTransport (the model API's):
+// keep-alive with room for MaxIdleConnsPerHost idle connections to one
+// provider, where net/http's default transport keeps two, so that
+// concurrent calls do not each open (and handshake) a new connection; no
+// timeout of its own, since the executor's context bounds every call.
 //
 // Package tools/stripe holds the stripe.payment tool (Stripe's
 // PaymentIntents, on stripe-go), kept apart so that only its users import
