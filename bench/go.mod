@@ -3,7 +3,7 @@ module github.com/retrysafe/retrysafe/bench
 go 1.26.8
 
 require (
-	github.com/jackc/pgx/v5 v5.12.0
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/retrysafe/retrysafe v0.0.0
 	golang.org/x/sync v0.25.0
 )
