@@ -171,9 +171,14 @@
 //
 // A group is all-or-nothing: when the server refuses it (a deadlock with
 // another group, one call's bad statement), nothing of it committed, and
-// each call runs again alone, where its own error is its own. A caller that
-// gives up before its group leaves is dropped from it. GroupCommit 1 turns
-// grouping off.
+// each call runs again alone, where its own error is its own. A group
+// whose connection is lost once it was sent is not refused but unknown
+// (PostgreSQL commits what it had received whole, and a backend terminated
+// in its synchronous-standby wait has committed locally and says nothing):
+// each call gets the connection's error, as it would alone, and its intent
+// is settled later under its lease (grouplost_test.go cuts the connection
+// for real). A caller that gives up before its group leaves is dropped
+// from it. GroupCommit 1 turns grouping off.
 //
 // # Fencing and takeover
 //
