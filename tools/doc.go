@@ -23,7 +23,8 @@
 //     404, 422). The action is stored as failed; a new try needs a new
 //     intent_ref.
 //   - ClassTransient: nothing happened and trying again is safe even without a
-//     key (the connection was never made).
+//     key (the connection was never made, or its TLS handshake failed: the
+//     server's certificate did not verify, or the server refused ours).
 //   - ClassUncertain: the provider may or may not have acted (timeout,
 //     connection reset, 5xx, 429, 409 "in flight"). Retried only with the
 //     same key, or settled by Lookup; a tool that cannot take a key and

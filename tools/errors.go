@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -67,8 +68,9 @@ func Uncertain(code, message string, err error) error {
 }
 
 // Classify returns err as an *Error, classifying unclassified errors:
-// a dial failure (the request never left) is transient, a deadline, a reset,
-// an unexpected EOF or anything unknown is uncertain. It returns nil for nil.
+// a dial failure or a failed TLS handshake (the request never reached the
+// provider) is transient, a deadline, a reset, an unexpected EOF or
+// anything unknown is uncertain. It returns nil for nil.
 func Classify(err error) *Error {
 	if err == nil {
 		return nil
@@ -80,6 +82,9 @@ func Classify(err error) *Error {
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
 		return &Error{Class: ClassTransient, Code: "dial", Message: "could not connect", Err: err}
+	}
+	if handshakeFailed(err) {
+		return &Error{Class: ClassTransient, Code: "tls", Message: "the TLS handshake with the provider failed", Err: err}
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -94,4 +99,35 @@ func Classify(err error) *Error {
 		return &Error{Class: ClassUncertain, Code: "timeout", Message: "no answer before the timeout", Err: err}
 	}
 	return &Error{Class: ClassUncertain, Code: "unknown", Message: "unclassified tool error", Err: err}
+}
+
+// handshakeAlerts are the alerts a server sends when it refuses a
+// handshake, the client's certificate above all (RFC 8446 6.2: bad,
+// unsupported, revoked, expired or unknown certificate, unknown CA, access
+// denied, certificate required). Under TLS 1.3 the client may have
+// written its request before one arrives, but a server reads no
+// application data on a handshake it failed.
+var handshakeAlerts = []tls.AlertError{40, 42, 43, 44, 45, 46, 48, 49, 116}
+
+// handshakeFailed reports whether err is a TLS handshake that failed
+// before the provider could read a request: the server's certificate did
+// not verify here, the server did not speak TLS, or it refused the
+// handshake with one of handshakeAlerts.
+func handshakeFailed(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var rh tls.RecordHeaderError
+	if errors.As(err, &cv) || errors.As(err, &rh) {
+		return true
+	}
+	// crypto/tls reports a peer's alert as a net.OpError "remote error"
+	// around its unexported alert type, whose text AlertError shares.
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "remote error" && op.Err != nil {
+		for _, a := range handshakeAlerts {
+			if op.Err.Error() == a.Error() {
+				return true
+			}
+		}
+	}
+	return false
 }

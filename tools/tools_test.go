@@ -2,8 +2,11 @@ package tools_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -337,6 +340,22 @@ func TestClassify(t *testing.T) {
 	wrapped := errors.Join(errors.New("ctx"), tools.Definitive("x", "y", nil))
 	if c := tools.Classify(wrapped).Class; c != tools.ClassDefinitive {
 		t.Fatalf("wrapped definitive: %s", c)
+	}
+	// A provider whose certificate does not verify never read the request.
+	tlsSrv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer tlsSrv.Close()
+	pix, _ = tools.NewPixCharge(tools.HTTPConfig{BaseURL: tlsSrv.URL})
+	_, err = pix.Execute(context.Background(), "k", derive.Payload{{Name: "amount", Value: "100"}})
+	if te := tools.Classify(err); te.Class != tools.ClassTransient || te.Code != "tls" {
+		t.Fatalf("unverified server certificate: %s %s (%v)", te.Class, te.Code, err)
+	}
+	// The peer's alerts as crypto/tls reports them: one refusing the
+	// handshake, and one that may come after the request was read.
+	for alert, want := range map[tls.AlertError]tools.Class{42: tools.ClassTransient, 116: tools.ClassTransient, 80: tools.ClassUncertain} {
+		err := fmt.Errorf("Put \"https://psp\": %w", &net.OpError{Op: "remote error", Err: alert})
+		if c := tools.Classify(err).Class; c != want {
+			t.Errorf("remote alert %q: %s, want %s", alert.Error(), c, want)
+		}
 	}
 }
 

@@ -39,7 +39,12 @@ type Config struct {
 	Scopes []string
 	// CertFile and KeyFile are the PEM client certificate and key for
 	// mutual TLS, which API Pix requires; CAFile optionally replaces the
-	// system roots to verify the PSP. Ignored when Client is set.
+	// system roots to verify the PSP. Ignored when Client is set. The
+	// certificate and key are read again for each new connection, so a
+	// renewed pair written over the files needs no restart. A connection
+	// opened while only one of the two is new fails its handshake, a
+	// transient failure the executor retries; one PEM file holding both,
+	// named as both, is replaced in one rename.
 	CertFile, KeyFile, CAFile string
 	// Chave is the receiver's Pix key (DICT) the charges are paid to.
 	// Required for pix.cob.
@@ -117,13 +122,30 @@ func mtlsClient(certFile, keyFile, caFile string) (*http.Client, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	switch {
 	case certFile != "" && keyFile != "":
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			// The path is configuration, not a secret; the error may quote
-			// neither the key nor its bytes.
-			return nil, fmt.Errorf("apipix: client certificate %s / key %s: %w", certFile, keyFile, errors.Unwrap(err))
+		load := func() (*tls.Certificate, error) {
+			cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+			if err != nil {
+				// The path is configuration, not a secret; the error may
+				// quote neither the key nor its bytes.
+				return nil, fmt.Errorf("apipix: client certificate %s / key %s: %w", certFile, keyFile, errors.Unwrap(err))
+			}
+			return &cert, nil
 		}
-		tc.Certificates = []tls.Certificate{cert}
+		if _, err := load(); err != nil {
+			return nil, err
+		}
+		// Read again for every handshake (a new connection to the PSP;
+		// they are kept alive, so a few per minute at most): a renewed
+		// certificate written over the files is presented from the next
+		// connection on, without a restart. Files that cannot be read or
+		// do not pair fail that handshake before anything is sent.
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			cert, err := load()
+			if err != nil {
+				return nil, tools.Transient("tls_client_certificate", "could not load the client certificate", err)
+			}
+			return cert, nil
+		}
 	case certFile != "" || keyFile != "":
 		return nil, errors.New("apipix: set both CertFile and KeyFile (PEM), or neither")
 	}

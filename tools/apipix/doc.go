@@ -38,7 +38,11 @@
 // cached until shortly before it expires, and a 401 (what PSPs answer to an
 // expired token) or a 403 AcessoNegado (the only authorization status the
 // specification defines) refreshes it and sends once more. Token failures
-// are transient: nothing reached the API.
+// are transient: nothing reached the API. The certificate and key are read
+// from their files again at every TLS handshake (Config.CertFile), so a
+// renewal needs no restart; a handshake that fails, on files that do not
+// pair or on a certificate the PSP refuses, is transient too
+// (tools.Classify): the PSP read nothing.
 //
 // # Imports
 //

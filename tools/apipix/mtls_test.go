@@ -70,11 +70,15 @@ func (p *pki) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certPEM, k
 
 // mtlsFiles are the PEM files of a throwaway PKI: the CA, and a client
 // certificate and key it signed.
-type mtlsFiles struct{ ca, cert, key string }
+type mtlsFiles struct {
+	ca, cert, key string
+	pki           *pki // the CA that signed the server's certificate and the client's
+}
 
 // startMTLS starts h behind TLS that requires a client certificate signed
-// by a new CA, and writes that CA and such a certificate to files.
-func startMTLS(t *testing.T, h http.Handler, connState func(net.Conn, http.ConnState)) (*httptest.Server, mtlsFiles) {
+// by a new CA, and writes that CA and such a certificate to files. tune,
+// when given, changes the server's TLS settings before it starts.
+func startMTLS(t *testing.T, h http.Handler, connState func(net.Conn, http.ConnState), tune ...func(*tls.Config)) (*httptest.Server, mtlsFiles) {
 	t.Helper()
 	p := newPKI(t)
 	srvCert, srvKey := p.issue(t, "psp", x509.ExtKeyUsageServerAuth)
@@ -87,7 +91,7 @@ func startMTLS(t *testing.T, h http.Handler, connState func(net.Conn, http.ConnS
 		}
 		return path
 	}
-	files := mtlsFiles{ca: write("ca.pem", p.caPEM), cert: write("client.pem", cliCert), key: write("client.key", cliKey)}
+	files := mtlsFiles{ca: write("ca.pem", p.caPEM), cert: write("client.pem", cliCert), key: write("client.key", cliKey), pki: p}
 
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config.ConnState = connState
@@ -98,6 +102,9 @@ func startMTLS(t *testing.T, h http.Handler, connState func(net.Conn, http.ConnS
 	roots := x509.NewCertPool()
 	roots.AddCert(p.ca)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: roots}
+	for _, f := range tune {
+		f(srv.TLS)
+	}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv, files
@@ -180,5 +187,91 @@ func TestMutualTLSKeepsConnections(t *testing.T) {
 	// few a round may miss while its predecessor's go back to the pool.
 	if got, most := held.Opened(), int64(1+conc+conc/2); got > most {
 		t.Fatalf("%d rounds of %d concurrent charges opened %d TLS connections, want at most %d", rounds, conc, got, most)
+	}
+}
+
+// replaceFile writes b beside path and renames it over path, as a
+// certificate manager renews a file.
+func replaceFile(t *testing.T, path string, b []byte) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A renewed client certificate written over the files is presented from
+// the next connection on, by the same tool; files that do not pair, and a
+// certificate the PSP does not accept, fail the handshake before the PSP
+// reads anything: transient, and the PSP saw no request.
+func TestMutualTLSCertificateRenewal(t *testing.T) {
+	t.Parallel()
+	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		t.Run(tls.VersionName(version), func(t *testing.T) {
+			t.Parallel()
+			psp, _ := sandbox.New(sandbox.Config{ClientID: "cid", ClientSecret: "csecret"})
+			var mu sync.Mutex
+			var presented string // the client certificate of the last request
+			srv, f := startMTLS(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				presented = r.TLS.PeerCertificates[0].Subject.CommonName
+				mu.Unlock()
+				psp.Handler().ServeHTTP(w, r)
+			}), nil, func(c *tls.Config) { c.MaxVersion = version })
+			// A connection per request: every call shakes hands again.
+			srv.Config.SetKeepAlivesEnabled(false)
+			cob, err := apipix.NewCob(apipix.Config{BaseURL: srv.URL + "/api", ClientID: "cid", ClientSecret: "csecret", Chave: chave,
+				CertFile: f.cert, KeyFile: f.key, CAFile: f.ca})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := newEnv(t, nil) // for its deriver
+			charge := func(ref, wantCN string) {
+				t.Helper()
+				r := e.derive(t, apipix.CobName, cobFields(ref))
+				if _, err := cob.Execute(context.Background(), r.Key, r.Payload); err != nil {
+					t.Fatalf("%s: %v", ref, err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if presented != wantCN {
+					t.Fatalf("%s: the PSP saw the certificate of %q, want %q", ref, presented, wantCN)
+				}
+			}
+			refused := func(ref, code string) {
+				t.Helper()
+				puts := psp.Stats().CobPuts
+				r := e.derive(t, apipix.CobName, cobFields(ref))
+				_, err := cob.Execute(context.Background(), r.Key, r.Payload)
+				if te := classOf(t, err); te.Class != tools.ClassTransient || te.Code != code {
+					t.Fatalf("%s: %v (class %s, code %s), want transient %s", ref, err, te.Class, te.Code, code)
+				}
+				if got := psp.Stats().CobPuts; got != puts {
+					t.Fatalf("%s: the PSP read %d charges through a failed handshake", ref, got-puts)
+				}
+			}
+			charge("NF-1", "receiver")
+
+			renewed, renewedKey := f.pki.issue(t, "receiver-renewed", x509.ExtKeyUsageClientAuth)
+			replaceFile(t, f.key, renewedKey)
+			replaceFile(t, f.cert, renewed)
+			charge("NF-2", "receiver-renewed")
+
+			// Half a renewal: the next certificate, the current key.
+			next, nextKey := f.pki.issue(t, "receiver-next", x509.ExtKeyUsageClientAuth)
+			replaceFile(t, f.cert, next)
+			refused("NF-3", "tls_client_certificate")
+			replaceFile(t, f.key, nextKey)
+			charge("NF-3", "receiver-next")
+
+			// A pair the PSP's CA did not sign.
+			other, otherKey := newPKI(t).issue(t, "receiver", x509.ExtKeyUsageClientAuth)
+			replaceFile(t, f.key, otherKey)
+			replaceFile(t, f.cert, other)
+			refused("NF-4", "tls")
+		})
 	}
 }
