@@ -111,12 +111,12 @@ var handshakeAlerts = []tls.AlertError{40, 42, 43, 44, 45, 46, 48, 49, 116}
 
 // handshakeFailed reports whether err is a TLS handshake that failed
 // before the provider could read a request: the server's certificate did
-// not verify here, the server did not speak TLS, or it refused the
-// handshake with one of handshakeAlerts.
+// not verify here, or the server refused the handshake with one of
+// handshakeAlerts. (A malformed record is not among them: one can come
+// after the answer was sent.)
 func handshakeFailed(err error) bool {
 	var cv *tls.CertificateVerificationError
-	var rh tls.RecordHeaderError
-	if errors.As(err, &cv) || errors.As(err, &rh) {
+	if errors.As(err, &cv) {
 		return true
 	}
 	// crypto/tls reports a peer's alert as a net.OpError "remote error"
