@@ -173,12 +173,15 @@
 // another group, one call's bad statement), nothing of it committed, and
 // each call runs again alone, where its own error is its own. A group
 // whose connection is lost once it was sent is not refused but unknown
-// (PostgreSQL commits what it had received whole, and a backend terminated
-// in its synchronous-standby wait has committed locally and says nothing):
+// (PostgreSQL commits what it had received whole unless pgx's cancel
+// request for the lost backend stops it first, and a backend terminated in
+// its synchronous-standby wait has committed locally and says nothing):
 // each call gets the connection's error, as it would alone, and its intent
-// is settled later under its lease (grouplost_test.go cuts the connection
-// for real). A caller that gives up before its group leaves is dropped
-// from it. GroupCommit 1 turns grouping off.
+// is settled later under its lease; but a completion, whose outcome is in
+// hand, is written again alone on another connection first (see Fencing
+// and takeover). grouplost_test.go cuts the connection for real. A caller
+// that gives up before its group leaves is dropped from it. GroupCommit 1
+// turns grouping off.
 //
 // # Fencing and takeover
 //
@@ -187,7 +190,12 @@
 // that "still started"; said as status = 'started', it matched the partial
 // lease index, and a plan cached while the table was new read every started
 // lease through it); when it matches no row, the
-// lease was taken over and the result is dropped with ErrLeaseLost. A
+// lease was taken over and the result is dropped with ErrLeaseLost. The
+// fence also makes a completion safe to send twice: when its connection is
+// lost after it was sent (it may have committed), it is sent again on
+// another connection, and if that matches no row while the row holds the
+// same status at the same attempt, the first one committed (only this call
+// writes at its attempt), and the call returns its outcome, not ErrLeaseLost. A
 // takeover is one UPDATE with attempt = seen_attempt AND lease_until <= now()
 // in its WHERE, so of two takers exactly one wins. Lease times are computed
 // by the database (clock_timestamp() to set a lease, now() to test expiry),

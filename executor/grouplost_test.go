@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +58,9 @@ func TestGroupLostMidResponseIsUncertain(t *testing.T) {
 		`INSERT INTO group_probe VALUES ('b')`)
 	pollTrue(t, held.Conn(), "the group waiting on the server", `SELECT count(*) = 1 FROM pg_locks
 		WHERE locktype = 'advisory' AND objid = 7312 AND NOT granted`)
+	// pgx sends a cancel request for a connection it finds broken, which
+	// would stop the group's statement on the server: none gets through.
+	proxy.refuse()
 	proxy.cut()
 	for i, err := range wait() {
 		if err == nil || errors.Is(err, executor.ErrAlone) || pgconn.SafeToRetry(err) {
@@ -63,7 +69,8 @@ func TestGroupLostMidResponseIsUncertain(t *testing.T) {
 		}
 	}
 	// The server had the whole batch: once the lock is free it commits,
-	// which the units could not know.
+	// which the units could not know. (Had pgx's cancel request got
+	// through, it would have rolled the group back: unknown either way.)
 	if _, err := held.Exec(ctx, `SELECT pg_advisory_unlock(7312)`); err != nil {
 		t.Fatal(err)
 	}
@@ -271,25 +278,40 @@ func (p *pausingTool) Execute(ctx context.Context, key string, pl derive.Payload
 	return resp, err
 }
 
-// An executor whose connection to PostgreSQL is lost while its claim or
-// its completion waits on the server, which then commits it: the call
-// does not report a completion it could not see, and the intent is
-// settled once, with one charge, by the redelivery or the reconciler.
+// An executor whose connection to PostgreSQL is lost mid-flight. Lost
+// while the claim waits on the server, which then commits it: the call
+// ends in an error, and the intent is settled once, by the reconciler.
+// Lost while the completion waits on the server: the executor writes it
+// again on another connection, and the call ends completed, whether the
+// server committed the first write or pgx's cancel request for the lost
+// backend stopped it ("written again"), or the server never got it ("dead
+// connection", cut while the tool ran); only when that fails too
+// ("refused") does the call end in an error, the first write committing
+// on the server, read by the redelivery. One charge in every case.
 func TestConnectionLostInFlight(t *testing.T) {
 	t.Parallel()
-	for _, in := range []string{"claim", "completion"} {
-		t.Run(in, func(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		claim, hold, refuse bool
+		wantCompleted       bool
+	}{
+		{name: "claim", claim: true, hold: true, refuse: true},
+		{name: "completion written again", hold: true, wantCompleted: true},
+		{name: "completion on a dead connection", wantCompleted: true},
+		{name: "completion refused", hold: true, refuse: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, &envOpts{cfg: func(c *executor.Config) {
+			e := newEnv(t, &envOpts{cfg: func(cfg *executor.Config) {
 				// The claim's lease is waited out; nothing of the
 				// completion's may run out while the test holds its row.
-				c.Lease, c.Timeout, c.LeaseMargin = 3*time.Second, 500*time.Millisecond, 200*time.Millisecond
-				if in == "completion" {
-					c.Lease, c.Timeout = 30*time.Second, 20*time.Second
+				cfg.Lease, cfg.Timeout, cfg.LeaseMargin = 3*time.Second, 500*time.Millisecond, 200*time.Millisecond
+				if !c.claim {
+					cfg.Lease, cfg.Timeout = 30*time.Second, 20*time.Second
 				}
 			}})
 			ctx := context.Background()
-			app := fmt.Sprintf("lost-in-%s-%d", in, time.Now().UnixNano())
+			app := fmt.Sprintf("lost-%d", time.Now().UnixNano())
 			through, proxy := throughProxy(t, e.pool, app)
 			pix, _ := e.reg.Tool(tools.PixChargeName)
 			pt := &pausingTool{PixCharge: pix.(*tools.PixCharge), charged: make(chan struct{}), proceed: make(chan struct{})}
@@ -297,21 +319,22 @@ func TestConnectionLostInFlight(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cutOff := e.another(t, "cut-off", func(c *executor.Config) { c.DB, c.Tools = through, reg })
-			call := pixCall("t1", "inv-lost-"+in, extraction(0, testutil.CPF(9)))
+			logs := &logRecorder{}
+			cutOff := e.another(t, "cut-off", func(cfg *executor.Config) { cfg.DB, cfg.Tools, cfg.Logger = through, reg, slog.New(logs) })
+			call := pixCall("t1", "inv-lost", extraction(0, testutil.CPF(9)))
 			key := keyOf(t, e, "t1", call.Ref, call.Fields)
 			// A first call prepares the statements on the one connection.
-			if o, err := cutOff.Execute(ctx, pixCall("t1", "inv-warm-"+in, extraction(0, testutil.CPF(10))), nil); err != nil || o.Status != executor.StatusCompleted {
+			if o, err := cutOff.Execute(ctx, pixCall("t1", "inv-warm", extraction(0, testutil.CPF(10))), nil); err != nil || o.Status != executor.StatusCompleted {
 				t.Fatalf("the first call: %+v %v", o, err)
 			}
-			pt.armed.Store(in == "completion")
+			pt.armed.Store(!c.claim)
 
 			held, err := e.pool.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer held.Rollback(ctx)
-			if in == "claim" {
+			if c.claim {
 				// The claim's INSERT of the intent waits for this
 				// uncommitted one to be rolled back (a lock on the table
 				// instead could hold the claim's statement before it is
@@ -325,31 +348,63 @@ func TestConnectionLostInFlight(t *testing.T) {
 			var execErr error
 			done := make(chan struct{})
 			go func() { defer close(done); out, execErr = cutOff.Execute(ctx, call, nil) }()
-			if in == "completion" {
+			cut := func() {
+				if c.refuse {
+					// Before the cut: nothing opened from now on gets
+					// through, pgx's cancel request for the lost backend
+					// (sent as it closes a failed connection) included.
+					proxy.refuse()
+				}
+				proxy.cut()
+			}
+			switch {
+			case !c.claim && c.hold:
 				<-pt.charged
 				// The completion's UPDATE waits for this row lock.
 				if _, err := held.Exec(ctx, `SELECT 1 FROM actions WHERE tenant_id = 't1' AND idem_key = $1 FOR UPDATE`, key); err != nil {
 					t.Fatal(err)
 				}
 				close(pt.proceed)
+			case !c.claim:
+				<-pt.charged
+				cut() // the pool's one connection, idle while the tool runs
+				close(pt.proceed)
 			}
-			pollTrue(t, e.pool, "the "+in+" waiting on the server", `SELECT count(*) > 0 FROM pg_locks l
-				JOIN pg_stat_activity a USING (pid) WHERE NOT l.granted AND a.application_name = '`+app+`'`)
-			proxy.cut()
-			through.Reset() // nothing it opens from now on gets through
-			proxy.refuse()
+			if c.hold {
+				pollTrue(t, e.pool, "the call waiting on the server", `SELECT count(*) > 0 FROM pg_locks l
+					JOIN pg_stat_activity a USING (pid) WHERE NOT l.granted AND a.application_name = '`+app+`'`)
+				cut()
+			}
+			if !c.refuse {
+				// The write sent again waits behind the first one.
+				if err := held.Rollback(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
 			testutil.FinishWithin(t, 30*time.Second, "the cut-off call", func() { <-done })
-			t.Logf("the cut-off call: %+v, %v", out, execErr)
-			if execErr == nil && out.Status == executor.StatusCompleted {
-				t.Fatalf("a call cut off in its %s reported completed", in)
+			if out != nil {
+				t.Logf("the cut-off call: %s, %v", out.Status, execErr)
+			} else {
+				t.Logf("the cut-off call: %v", execErr)
 			}
-			if err := held.Rollback(ctx); err != nil {
+			if c.wantCompleted {
+				if execErr != nil || out.Status != executor.StatusCompleted || out.Replayed || out.Attempt != 1 {
+					t.Fatalf("the cut-off call: %+v, %v: want completed by this call", out, execErr)
+				}
+				chargeID(t, out.Response)
+				if !logs.has("executor: completion's connection lost, writing it again") {
+					t.Fatal("completed without writing the completion again: the connection was not lost where the test meant")
+				}
+			} else if execErr == nil && out.Status == executor.StatusCompleted {
+				t.Fatalf("a call whose %s was cut off and could not be written again reported completed", c.name)
+			}
+			if err := held.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 				t.Fatal(err)
 			}
 			// The server commits what it had: the claim or the completion.
-			want := executor.RowStarted
-			if in == "completion" {
-				want = executor.RowCompleted
+			want := executor.RowCompleted
+			if c.claim {
+				want = executor.RowStarted
 			}
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 				a, err := executor.Get(ctx, e.pool, "t1", key)
@@ -357,10 +412,10 @@ func TestConnectionLostInFlight(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("the server did not commit the %s: %+v, %v", in, a, err)
+					t.Fatalf("the server did not commit the %s: %+v, %v", c.name, a, err)
 				}
 			}
-			if in == "claim" {
+			if c.claim {
 				// A redelivery while the lease is live: in flight, no call.
 				o, err := e.ex.Execute(ctx, call, nil)
 				if err != nil || o.Status != executor.StatusInFlight {
@@ -375,10 +430,49 @@ func TestConnectionLostInFlight(t *testing.T) {
 			if err != nil || o.Status != executor.StatusCompleted || !o.Replayed {
 				t.Fatalf("the redelivery after: %+v %v", o, err)
 			}
+			if c.wantCompleted && !sameJSON(t, o.Response, out.Response) {
+				t.Fatalf("the redelivery's response %s, the call's %s", o.Response, out.Response)
+			}
 			if n, k := e.psp.Count(""), e.psp.CountKey(key); n != 2 || k != 1 {
 				t.Fatalf("%d charges, %d under the intent's key: want the first call's and one", n, k)
 			}
-			chargeID(t, o.Response)
 		})
 	}
+}
+
+// logRecorder is a slog.Handler that keeps the messages logged.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *logRecorder) WithGroup(string) slog.Handler            { return r }
+
+func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, rec.Message)
+	return nil
+}
+
+func (r *logRecorder) has(msg string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.msgs, msg)
+}
+
+// sameJSON reports whether a and b hold the same JSON value (jsonb does not
+// keep a document's spacing or member order).
+func sameJSON(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatal(err)
+	}
+	return reflect.DeepEqual(x, y)
 }

@@ -3,9 +3,11 @@ package executor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/retrysafe/retrysafe/internal/ledger"
 	"github.com/retrysafe/retrysafe/tools"
@@ -48,17 +50,38 @@ func (e *Executor) finish(ctx context.Context, h held, status string, resp json.
 		async, g = true, e.completionsAsync
 	}
 	queue := func(b *pgx.Batch) { e.queueComplete(b, async, cu) }
-	if err := e.grouped(wctx, g, h.tenant+"\x00"+h.key, queue, cu); err != nil {
+	err := e.grouped(wctx, g, h.tenant+"\x00"+h.key, queue, cu)
+	again := err != nil && connectionLost(err)
+	if again {
+		// The connection was lost with the write sent, so it may have
+		// committed; the outcome in hand would otherwise wait for the
+		// lease to run out and the provider to be asked again. The write
+		// is fenced by this call's attempt: sent again, alone on another
+		// connection, it commits, or it matches nothing because the first
+		// one did, which the row then shows.
+		e.cfg.Logger.Warn("executor: completion's connection lost, writing it again",
+			"tenant", h.tenant, "action", h.action, "attempt", h.attempt, "err", err)
+		cu.Matched = false
+		err = e.send(e.writeCtx(ctx), nil, queue)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("executor: complete: %w", err)
 	}
 	if !cu.Matched {
-		e.cfg.Logger.Warn("executor: lease lost, result dropped",
-			"tenant", h.tenant, "action", h.action, "attempt", h.attempt, "status", status)
 		res, cerr := e.current(ctx, out)
 		if cerr != nil {
 			return nil, cerr
 		}
-		return res, fmt.Errorf("%w (attempt %d)", ErrLeaseLost, h.attempt)
+		// Only this call writes a final status at its attempt without a
+		// resolution: a takeover writes at the next one, an operator's
+		// resolution of an expired lease records itself.
+		ours := again && res.Status == statusOf(status) && res.Attempt == h.attempt &&
+			(res.Failure == nil || res.Failure.Resolution == nil)
+		if !ours {
+			e.cfg.Logger.Warn("executor: lease lost, result dropped",
+				"tenant", h.tenant, "action", h.action, "attempt", h.attempt, "status", status)
+			return res, fmt.Errorf("%w (attempt %d)", ErrLeaseLost, h.attempt)
+		}
 	}
 	out.Status = statusOf(status)
 	out.Replayed = false
@@ -90,4 +113,13 @@ func (e *Executor) logOutcome(o *Outcome, replay bool) {
 		return
 	}
 	e.cfg.Logger.Info("executor: action settled", "tenant", o.Tenant, "action", o.Action, "status", string(o.Status), "attempt", o.Attempt)
+}
+
+// connectionLost reports whether err leaves a write's outcome unknown
+// because its connection failed: neither the server's answer (a
+// *pgconn.PgError: what it refused, it rolled back) nor the end of the
+// write's bound.
+func connectionLost(err error) bool {
+	var pgErr *pgconn.PgError
+	return !errors.As(err, &pgErr) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
 }
