@@ -165,42 +165,13 @@ func TestGroupFailureAndCancel(t *testing.T) {
 	insert := func(k string) func(*pgx.Batch) {
 		return func(b *pgx.Batch) { b.Queue(`INSERT INTO group_probe VALUES ($1)`, k) }
 	}
-	// grouped runs units as one group: the only slot is kept busy (its
-	// group waits for an advisory lock the test holds) until all of them
-	// wait for the next group; then beforeSend runs and the slot is let go.
+	held, err := e.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
 	grouped := func(ctxs []context.Context, units []func(*pgx.Batch), beforeSend func()) []error {
-		conn, err := e.pool.Acquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Release()
-		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(7301)`); err != nil {
-			t.Fatal(err)
-		}
-		started := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			_ = g.Do(ctx, "0", func(b *pgx.Batch) {
-				close(started)
-				b.Queue(`SELECT pg_advisory_xact_lock(7301)`)
-			})
-		})
-		<-started
-		errs := make([]error, len(units))
-		for i, q := range units {
-			wg.Go(func() { errs[i] = g.Do(ctxs[i], fmt.Sprint(i+1), q) })
-		}
-		testutil.FinishWithin(t, 10*time.Second, "queueing", func() {
-			for g.Pending() < len(units) {
-				time.Sleep(time.Millisecond)
-			}
-		})
-		beforeSend()
-		if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(7301)`); err != nil {
-			t.Fatal(err)
-		}
-		wg.Wait()
-		return errs
+		return groupTogether(t, g, held.Conn(), 7301, ctxs, units, beforeSend)()
 	}
 	count := func(k string) int {
 		var n int
@@ -621,4 +592,59 @@ func TestCompleteGroupMatchesAlone(t *testing.T) {
 			t.Errorf("async %v: matched %v, want %v", async, gm, want)
 		}
 	}
+}
+
+// groupTogether runs units as one group of g, unit i under ctxs[i] (all
+// under context.Background() when ctxs is nil): g's only slot is kept busy
+// by an earlier unit waiting for advisory lock lock, which held takes
+// here, until all of them wait for the next group; then beforeSend (when
+// not nil) runs and held lets the lock go. It returns a function that
+// waits for the units' errors.
+func groupTogether(t *testing.T, g *executor.Grouper, held execer, lock int, ctxs []context.Context, units []func(*pgx.Batch), beforeSend func()) (wait func() []error) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := held.Exec(ctx, `SELECT pg_advisory_lock($1)`, lock); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = g.Do(ctx, "0", func(b *pgx.Batch) {
+			close(started)
+			b.Queue(`SELECT pg_advisory_xact_lock($1)`, lock)
+		})
+	})
+	<-started
+	errs := make([]error, len(units))
+	for i, q := range units {
+		uctx := ctx
+		if ctxs != nil {
+			uctx = ctxs[i]
+		}
+		wg.Go(func() { errs[i] = g.Do(uctx, fmt.Sprint(i+1), q) })
+	}
+	testutil.FinishWithin(t, 10*time.Second, "queueing", func() {
+		for g.Pending() < len(units) {
+			time.Sleep(time.Millisecond)
+		}
+	})
+	if beforeSend != nil {
+		beforeSend()
+	}
+	if _, err := held.Exec(ctx, `SELECT pg_advisory_unlock($1)`, lock); err != nil {
+		t.Fatal(err)
+	}
+	return func() []error {
+		testutil.FinishWithin(t, 10*time.Second, "the group", wg.Wait)
+		return errs
+	}
+}
+
+// statements is one unit per statement.
+func statements(sqls ...string) []func(*pgx.Batch) {
+	units := make([]func(*pgx.Batch), len(sqls))
+	for i, sql := range sqls {
+		units[i] = func(b *pgx.Batch) { b.Queue(sql) }
+	}
+	return units
 }

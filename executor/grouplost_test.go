@@ -52,10 +52,10 @@ func TestGroupLostMidResponseIsUncertain(t *testing.T) {
 	if _, err := held.Exec(ctx, `SELECT pg_advisory_lock(7312)`); err != nil {
 		t.Fatal(err)
 	}
-	wait := groupTogether(t, executor.NewGrouper(through, 16, 1), held.Conn(),
+	wait := groupTogether(t, executor.NewGrouper(through, 16, 1), held.Conn(), 7311, nil, statements(
 		`SELECT pg_advisory_xact_lock(7312)`,
 		`INSERT INTO group_probe VALUES ('a')`,
-		`INSERT INTO group_probe VALUES ('b')`)
+		`INSERT INTO group_probe VALUES ('b')`), nil)
 	pollTrue(t, held.Conn(), "the group waiting on the server", `SELECT count(*) = 1 FROM pg_locks
 		WHERE locktype = 'advisory' AND objid = 7312 AND NOT granted`)
 	// pgx sends a cancel request for a connection it finds broken, which
@@ -107,9 +107,9 @@ func TestGroupTerminatedInCommitIsUncertain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	wait := groupTogether(t, executor.NewGrouper(pool, 16, 1), held,
+	wait := groupTogether(t, executor.NewGrouper(pool, 16, 1), held, 7311, nil, statements(
 		`INSERT INTO group_probe VALUES ('a')`,
-		`INSERT INTO group_probe VALUES ('b')`)
+		`INSERT INTO group_probe VALUES ('b')`), nil)
 	pollTrue(t, held, "the group's commit waiting for the standby",
 		`SELECT count(*) = 1 FROM pg_stat_activity WHERE wait_event = 'SyncRep'`)
 	if _, err := held.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`); err != nil {
@@ -127,43 +127,6 @@ func TestGroupTerminatedInCommitIsUncertain(t *testing.T) {
 type execer interface {
 	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 	QueryRow(context.Context, string, ...any) pgx.Row
-}
-
-// groupTogether sends statements, one unit each, as one group of g (whose
-// only slot an earlier unit keeps busy on advisory lock 7311, which it
-// takes and held lets go once all of them wait), and returns a function
-// that waits for the units' errors.
-func groupTogether(t *testing.T, g *executor.Grouper, held execer, statements ...string) (wait func() []error) {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := held.Exec(ctx, `SELECT pg_advisory_lock(7311)`); err != nil {
-		t.Fatal(err)
-	}
-	started := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		_ = g.Do(ctx, "0", func(b *pgx.Batch) {
-			close(started)
-			b.Queue(`SELECT pg_advisory_xact_lock(7311)`)
-		})
-	})
-	<-started
-	errs := make([]error, len(statements))
-	for i, s := range statements {
-		wg.Go(func() { errs[i] = g.Do(ctx, fmt.Sprint(i+1), func(b *pgx.Batch) { b.Queue(s) }) })
-	}
-	testutil.FinishWithin(t, 10*time.Second, "queueing", func() {
-		for g.Pending() < len(statements) {
-			time.Sleep(time.Millisecond)
-		}
-	})
-	if _, err := held.Exec(ctx, `SELECT pg_advisory_unlock(7311)`); err != nil {
-		t.Fatal(err)
-	}
-	return func() []error {
-		testutil.FinishWithin(t, 10*time.Second, "the group", wg.Wait)
-		return errs
-	}
 }
 
 // pollTrue waits until query, read on conn, returns true.
