@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
@@ -44,7 +45,8 @@ type Config struct {
 	// renewed pair written over the files needs no restart. A connection
 	// opened while only one of the two is new fails its handshake, a
 	// transient failure the executor retries; one PEM file holding both,
-	// named as both, is replaced in one rename.
+	// named as both, is replaced in one rename. A certificate outside its
+	// validity is refused here, with its file and date, before any PSP.
 	CertFile, KeyFile, CAFile string
 	// Chave is the receiver's Pix key (DICT) the charges are paid to.
 	// Required for pix.cob.
@@ -129,6 +131,11 @@ func mtlsClient(certFile, keyFile, caFile string) (*http.Client, error) {
 				// quote neither the key nor its bytes.
 				return nil, fmt.Errorf("apipix: client certificate %s / key %s: %w", certFile, keyFile, errors.Unwrap(err))
 			}
+			// A PSP refuses a certificate outside its validity with a bare
+			// alert; said here, the operator reads which file and when.
+			if err := checkValidity(cert.Leaf, time.Now()); err != nil {
+				return nil, fmt.Errorf("apipix: client certificate %s: %w", certFile, err)
+			}
 			return &cert, nil
 		}
 		if _, err := load(); err != nil {
@@ -142,7 +149,9 @@ func mtlsClient(certFile, keyFile, caFile string) (*http.Client, error) {
 		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			cert, err := load()
 			if err != nil {
-				return nil, tools.Transient("tls_client_certificate", "could not load the client certificate", err)
+				// Paths, a date or the pairing's failure: configuration,
+				// never the key, and stored with the action's failure.
+				return nil, tools.Transient("tls_client_certificate", "could not load the client certificate: "+err.Error(), err)
 			}
 			return cert, nil
 		}
@@ -162,6 +171,20 @@ func mtlsClient(certFile, keyFile, caFile string) (*http.Client, error) {
 	}
 	tr.TLSClientConfig = tc
 	return &http.Client{Transport: tr}, nil
+}
+
+// checkValidity says whether leaf (nil when the pair was parsed without
+// it) is valid at now.
+func checkValidity(leaf *x509.Certificate, now time.Time) error {
+	switch {
+	case leaf == nil:
+		return nil
+	case now.After(leaf.NotAfter):
+		return fmt.Errorf("expired on %s", leaf.NotAfter.UTC().Format(time.RFC3339))
+	case now.Before(leaf.NotBefore):
+		return fmt.Errorf("not valid until %s", leaf.NotBefore.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // token returns the cached token, fetching one when there is none or it

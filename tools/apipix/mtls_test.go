@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -52,11 +53,17 @@ func newPKI(t *testing.T) *pki {
 
 func (p *pki) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
 	t.Helper()
+	return p.issueValid(t, cn, usage, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+}
+
+// issueValid is issue with a validity period.
+func (p *pki) issueValid(t *testing.T, cn string, usage x509.ExtKeyUsage, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
+	t.Helper()
 	p.serial++
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(p.serial), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		NotBefore: notBefore, NotAfter: notAfter,
 		ExtKeyUsage: []x509.ExtKeyUsage{usage}, KeyUsage: x509.KeyUsageDigitalSignature,
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 	}
@@ -273,5 +280,56 @@ func TestMutualTLSCertificateRenewal(t *testing.T) {
 			replaceFile(t, f.cert, other)
 			refused("NF-4", "tls")
 		})
+	}
+}
+
+// A certificate outside its validity is refused by name and date, not
+// left to the PSP's bare alert: at start, an error; renewed over the files
+// while running, a transient failure before anything is sent.
+func TestMutualTLSCertificateValidity(t *testing.T) {
+	t.Parallel()
+	psp, _ := sandbox.New(sandbox.Config{ClientID: "cid", ClientSecret: "csecret"})
+	srv, f := startMTLS(t, psp.Handler(), nil)
+	srv.Config.SetKeepAlivesEnabled(false)
+	cfg := apipix.Config{BaseURL: srv.URL + "/api", ClientID: "cid", ClientSecret: "csecret", Chave: chave,
+		CertFile: f.cert, KeyFile: f.key, CAFile: f.ca}
+	good, goodKey := f.pki.issue(t, "receiver", x509.ExtKeyUsageClientAuth)
+	expired, expiredKey := f.pki.issueValid(t, "receiver", x509.ExtKeyUsageClientAuth,
+		time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	early, earlyKey := f.pki.issueValid(t, "receiver", x509.ExtKeyUsageClientAuth,
+		time.Now().Add(24*time.Hour), time.Now().Add(48*time.Hour))
+
+	replaceFile(t, f.cert, expired)
+	replaceFile(t, f.key, expiredKey)
+	if _, err := apipix.NewCob(cfg); err == nil || !strings.Contains(err.Error(), "expired on 2026-12-01T00:00:00Z") || !strings.Contains(err.Error(), f.cert) {
+		t.Fatalf("an expired certificate at start: %v", err)
+	}
+	replaceFile(t, f.cert, early)
+	replaceFile(t, f.key, earlyKey)
+	if _, err := apipix.NewCob(cfg); err == nil || !strings.Contains(err.Error(), "not valid until") {
+		t.Fatalf("a certificate not yet valid at start: %v", err)
+	}
+
+	replaceFile(t, f.cert, good)
+	replaceFile(t, f.key, goodKey)
+	cob, err := apipix.NewCob(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, nil) // for its deriver
+	r := e.derive(t, apipix.CobName, cobFields("NF-1"))
+	if _, err := cob.Execute(context.Background(), r.Key, r.Payload); err != nil {
+		t.Fatal(err)
+	}
+	replaceFile(t, f.cert, expired)
+	replaceFile(t, f.key, expiredKey)
+	puts := psp.Stats().CobPuts
+	r = e.derive(t, apipix.CobName, cobFields("NF-2"))
+	_, err = cob.Execute(context.Background(), r.Key, r.Payload)
+	if te := classOf(t, err); te.Class != tools.ClassTransient || te.Code != "tls_client_certificate" || !strings.Contains(err.Error(), "expired on") {
+		t.Fatalf("an expired certificate renewed in: %v (class %s, code %s), want transient tls_client_certificate naming the expiry", err, te.Class, te.Code)
+	}
+	if got := psp.Stats().CobPuts; got != puts {
+		t.Fatalf("the PSP read %d charges through a refused handshake", got-puts)
 	}
 }
