@@ -600,7 +600,7 @@ func TestCompleteGroupMatchesAlone(t *testing.T) {
 // here, until all of them wait for the next group; then beforeSend (when
 // not nil) runs and held lets the lock go. It returns a function that
 // waits for the units' errors.
-func groupTogether(t *testing.T, g *executor.Grouper, held execer, lock int, ctxs []context.Context, units []func(*pgx.Batch), beforeSend func()) (wait func() []error) {
+func groupTogether(t *testing.T, g *executor.Grouper, held executor.DBTX, lock int, ctxs []context.Context, units []func(*pgx.Batch), beforeSend func()) (wait func() []error) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := held.Exec(ctx, `SELECT pg_advisory_lock($1)`, lock); err != nil {

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,13 +123,8 @@ func TestGroupTerminatedInCommitIsUncertain(t *testing.T) {
 	pollTrue(t, held, "the terminated group's rows", `SELECT count(*) = 2 FROM group_probe`)
 }
 
-type execer interface {
-	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-	QueryRow(context.Context, string, ...any) pgx.Row
-}
-
 // pollTrue waits until query, read on conn, returns true.
-func pollTrue(t *testing.T, conn execer, what, query string) {
+func pollTrue(t *testing.T, conn executor.DBTX, what, query string) {
 	t.Helper()
 	testutil.FinishWithin(t, 10*time.Second, what, func() {
 		for {
@@ -282,8 +276,10 @@ func TestConnectionLostInFlight(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			logs := &logRecorder{}
-			cutOff := e.another(t, "cut-off", func(cfg *executor.Config) { cfg.DB, cfg.Tools, cfg.Logger = through, reg, slog.New(logs) })
+			logs := &testutil.LockedBuffer{}
+			cutOff := e.another(t, "cut-off", func(cfg *executor.Config) {
+				cfg.DB, cfg.Tools, cfg.Logger = through, reg, slog.New(slog.NewTextHandler(logs, nil))
+			})
 			call := pixCall("t1", "inv-lost", extraction(0, testutil.CPF(9)))
 			key := keyOf(t, e, "t1", call.Ref, call.Fields)
 			// A first call prepares the statements on the one connection.
@@ -355,7 +351,7 @@ func TestConnectionLostInFlight(t *testing.T) {
 					t.Fatalf("the cut-off call: %+v, %v: want completed by this call", out, execErr)
 				}
 				chargeID(t, out.Response)
-				if !logs.has("executor: completion's connection lost, writing it again") {
+				if !strings.Contains(logs.String(), `msg="executor: completion's connection lost, writing it again"`) {
 					t.Fatal("completed without writing the completion again: the connection was not lost where the test meant")
 				}
 			} else if execErr == nil && out.Status == executor.StatusCompleted {
@@ -401,29 +397,6 @@ func TestConnectionLostInFlight(t *testing.T) {
 			}
 		})
 	}
-}
-
-// logRecorder is a slog.Handler that keeps the messages logged.
-type logRecorder struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *logRecorder) WithGroup(string) slog.Handler            { return r }
-
-func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, rec.Message)
-	return nil
-}
-
-func (r *logRecorder) has(msg string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Contains(r.msgs, msg)
 }
 
 // sameJSON reports whether a and b hold the same JSON value (jsonb does not

@@ -248,23 +248,11 @@ func TestMutualTLSCertificateRenewal(t *testing.T) {
 					t.Fatalf("%s: the PSP saw the certificate of %q, want %q", ref, presented, wantCN)
 				}
 			}
-			refused := func(ref, code string) {
-				t.Helper()
-				puts := psp.Stats().CobPuts
-				r := e.derive(t, apipix.CobName, cobFields(ref))
-				_, err := cob.Execute(context.Background(), r.Key, r.Payload)
-				if te := classOf(t, err); te.Class != tools.ClassTransient || te.Code != code {
-					t.Fatalf("%s: %v (class %s, code %s), want transient %s", ref, err, te.Class, te.Code, code)
-				}
-				if got := psp.Stats().CobPuts; got != puts {
-					t.Fatalf("%s: the PSP read %d charges through a failed handshake", ref, got-puts)
-				}
-			}
+			refused := func(ref, code string) { refusedBeforePSP(t, e, cob, psp, ref, code) }
 			charge("NF-1", "receiver")
 
 			renewed, renewedKey := f.pki.issue(t, "receiver-renewed", x509.ExtKeyUsageClientAuth)
-			replaceFile(t, f.key, renewedKey)
-			replaceFile(t, f.cert, renewed)
+			f.renew(t, renewed, renewedKey)
 			charge("NF-2", "receiver-renewed")
 
 			// Half a renewal: the next certificate, the current key.
@@ -276,8 +264,7 @@ func TestMutualTLSCertificateRenewal(t *testing.T) {
 
 			// A pair the PSP's CA did not sign.
 			other, otherKey := newPKI(t).issue(t, "receiver", x509.ExtKeyUsageClientAuth)
-			replaceFile(t, f.key, otherKey)
-			replaceFile(t, f.cert, other)
+			f.renew(t, other, otherKey)
 			refused("NF-4", "tls")
 		})
 	}
@@ -299,19 +286,16 @@ func TestMutualTLSCertificateValidity(t *testing.T) {
 	early, earlyKey := f.pki.issueValid(t, "receiver", x509.ExtKeyUsageClientAuth,
 		time.Now().Add(24*time.Hour), time.Now().Add(48*time.Hour))
 
-	replaceFile(t, f.cert, expired)
-	replaceFile(t, f.key, expiredKey)
+	f.renew(t, expired, expiredKey)
 	if _, err := apipix.NewCob(cfg); err == nil || !strings.Contains(err.Error(), "expired on 2026-12-01T00:00:00Z") || !strings.Contains(err.Error(), f.cert) {
 		t.Fatalf("an expired certificate at start: %v", err)
 	}
-	replaceFile(t, f.cert, early)
-	replaceFile(t, f.key, earlyKey)
+	f.renew(t, early, earlyKey)
 	if _, err := apipix.NewCob(cfg); err == nil || !strings.Contains(err.Error(), "not valid until") {
 		t.Fatalf("a certificate not yet valid at start: %v", err)
 	}
 
-	replaceFile(t, f.cert, good)
-	replaceFile(t, f.key, goodKey)
+	f.renew(t, good, goodKey)
 	cob, err := apipix.NewCob(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -321,15 +305,32 @@ func TestMutualTLSCertificateValidity(t *testing.T) {
 	if _, err := cob.Execute(context.Background(), r.Key, r.Payload); err != nil {
 		t.Fatal(err)
 	}
-	replaceFile(t, f.cert, expired)
-	replaceFile(t, f.key, expiredKey)
+	f.renew(t, expired, expiredKey)
+	if err := refusedBeforePSP(t, e, cob, psp, "NF-2", "tls_client_certificate"); !strings.Contains(err.Error(), "expired on") {
+		t.Fatalf("an expired certificate renewed in: %v, want the expiry named", err)
+	}
+}
+
+// renew writes a new pair over f's files, the key first, each as a
+// certificate manager does (replaceFile).
+func (f mtlsFiles) renew(t *testing.T, certPEM, keyPEM []byte) {
+	t.Helper()
+	replaceFile(t, f.key, keyPEM)
+	replaceFile(t, f.cert, certPEM)
+}
+
+// refusedBeforePSP charges ref through cob and wants a transient failure
+// with code, which the PSP never read a charge of; it returns the error.
+func refusedBeforePSP(t *testing.T, e *env, cob *apipix.Cob, psp *sandbox.Server, ref, code string) error {
+	t.Helper()
 	puts := psp.Stats().CobPuts
-	r = e.derive(t, apipix.CobName, cobFields("NF-2"))
-	_, err = cob.Execute(context.Background(), r.Key, r.Payload)
-	if te := classOf(t, err); te.Class != tools.ClassTransient || te.Code != "tls_client_certificate" || !strings.Contains(err.Error(), "expired on") {
-		t.Fatalf("an expired certificate renewed in: %v (class %s, code %s), want transient tls_client_certificate naming the expiry", err, te.Class, te.Code)
+	r := e.derive(t, apipix.CobName, cobFields(ref))
+	_, err := cob.Execute(context.Background(), r.Key, r.Payload)
+	if te := classOf(t, err); te.Class != tools.ClassTransient || te.Code != code {
+		t.Fatalf("%s: %v (class %s, code %s), want transient %s", ref, err, te.Class, te.Code, code)
 	}
 	if got := psp.Stats().CobPuts; got != puts {
-		t.Fatalf("the PSP read %d charges through a refused handshake", got-puts)
+		t.Fatalf("%s: the PSP read %d charges through a failed handshake", ref, got-puts)
 	}
+	return err
 }
