@@ -27,6 +27,11 @@ import (
 // (local, remote_write, on, remote_apply) already survives a crash of
 // the primary and is left alone. The completions that are allowed not to
 // wait still say so for themselves (set_config(..., true)).
+//
+// The TLS configuration pgx parsed is left as it is: pgx reads sslcert and
+// sslkey again at every handshake only while TLSConfig is its own, so a
+// client certificate renewed over those files reaches the next connection
+// without a restart (TestClientCertificateRenewedInPlace).
 func PoolConfig(url, schema string) (*pgxpool.Config, error) {
 	if err := migrations.ValidateSchema(schema); err != nil {
 		return nil, err

@@ -115,6 +115,11 @@ type Options struct {
 	Settings []string
 	// Port to listen on; 0 picks a free one.
 	Port int
+	// DataFiles are written into the data directory after initdb (one
+	// initdb wrote, like pg_hba.conf, is replaced), owned by the server's
+	// user and readable by it alone, as PostgreSQL wants a private key:
+	// TLS (server.crt, server.key, a CA named by ssl_ca_file in Settings).
+	DataFiles map[string][]byte
 	// Wrap, when set, is a command line the server runs under: the
 	// postmaster is started as Wrap followed by the postgres binary and its
 	// arguments (pg_ctl -p with a script in the cluster's directory), and
@@ -146,6 +151,10 @@ func StartWith(ctx context.Context, o Options) (*Cluster, error) {
 	if out, err := c.run(ctx, "initdb", "-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync"); err != nil {
 		os.RemoveAll(c.Dir)
 		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	if err := c.writeDataFiles(data, o.DataFiles); err != nil {
+		os.RemoveAll(c.Dir)
+		return nil, err
 	}
 	settings := durableSettings
 	if o.Unsafe {
@@ -191,6 +200,29 @@ func newCluster() (*Cluster, error) {
 		}
 	}
 	return c, nil
+}
+
+// writeDataFiles writes Options.DataFiles into the data directory.
+func (c *Cluster) writeDataFiles(data string, files map[string][]byte) error {
+	for name, b := range files {
+		if name != filepath.Base(name) || name == "." || name == ".." {
+			return fmt.Errorf("pgembed: data file %q: a plain file name is required", name)
+		}
+		p := filepath.Join(data, name)
+		// Chmod too: WriteFile keeps the mode of a file initdb wrote.
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, 0o600); err != nil {
+			return err
+		}
+		if c.cred != nil {
+			if err := os.Chown(p, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // wrap writes the script that runs postgres under cmd and makes it the

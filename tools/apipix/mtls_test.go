@@ -2,15 +2,9 @@ package apipix_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,65 +15,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retrysafe/retrysafe/internal/testutil"
 	sandbox "github.com/retrysafe/retrysafe/sandbox/apipix"
 	"github.com/retrysafe/retrysafe/tools"
 	"github.com/retrysafe/retrysafe/tools/apipix"
 	"github.com/retrysafe/retrysafe/tools/toolstest"
 )
 
-// pki is a throwaway CA that signs a server and a client certificate.
-type pki struct {
-	ca     *x509.Certificate
-	caKey  *ecdsa.PrivateKey
-	caPEM  []byte
-	serial int64
-}
-
-func newPKI(t *testing.T) *pki {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(der)
-	return &pki{ca: ca, caKey: key, caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), serial: 1}
-}
-
-func (p *pki) issue(t *testing.T, cn string, usage x509.ExtKeyUsage) (certPEM, keyPEM []byte) {
-	t.Helper()
-	return p.issueValid(t, cn, usage, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
-}
-
-// issueValid is issue with a validity period.
-func (p *pki) issueValid(t *testing.T, cn string, usage x509.ExtKeyUsage, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
-	t.Helper()
-	p.serial++
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(p.serial), Subject: pkix.Name{CommonName: cn},
-		NotBefore: notBefore, NotAfter: notAfter,
-		ExtKeyUsage: []x509.ExtKeyUsage{usage}, KeyUsage: x509.KeyUsageDigitalSignature,
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
-}
-
 // mtlsFiles are the PEM files of a throwaway PKI: the CA, and a client
 // certificate and key it signed.
 type mtlsFiles struct {
 	ca, cert, key string
-	pki           *pki // the CA that signed the server's certificate and the client's
+	pki           *testutil.PKI // the CA that signed the server's certificate and the client's
 }
 
 // startMTLS starts h behind TLS that requires a client certificate signed
@@ -87,9 +34,9 @@ type mtlsFiles struct {
 // when given, changes the server's TLS settings before it starts.
 func startMTLS(t *testing.T, h http.Handler, connState func(net.Conn, http.ConnState), tune ...func(*tls.Config)) (*httptest.Server, mtlsFiles) {
 	t.Helper()
-	p := newPKI(t)
-	srvCert, srvKey := p.issue(t, "psp", x509.ExtKeyUsageServerAuth)
-	cliCert, cliKey := p.issue(t, "receiver", x509.ExtKeyUsageClientAuth)
+	p := testutil.NewPKI(t)
+	srvCert, srvKey := p.Issue(t, "psp", x509.ExtKeyUsageServerAuth)
+	cliCert, cliKey := p.Issue(t, "receiver", x509.ExtKeyUsageClientAuth)
 	dir := t.TempDir()
 	write := func(name string, b []byte) string {
 		path := filepath.Join(dir, name)
@@ -98,7 +45,7 @@ func startMTLS(t *testing.T, h http.Handler, connState func(net.Conn, http.ConnS
 		}
 		return path
 	}
-	files := mtlsFiles{ca: write("ca.pem", p.caPEM), cert: write("client.pem", cliCert), key: write("client.key", cliKey), pki: p}
+	files := mtlsFiles{ca: write("ca.pem", p.CAPEM), cert: write("client.pem", cliCert), key: write("client.key", cliKey), pki: p}
 
 	srv := httptest.NewUnstartedServer(h)
 	srv.Config.ConnState = connState
@@ -107,7 +54,7 @@ func startMTLS(t *testing.T, h http.Handler, connState func(net.Conn, http.ConnS
 		t.Fatal(err)
 	}
 	roots := x509.NewCertPool()
-	roots.AddCert(p.ca)
+	roots.AddCert(p.CA)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: roots}
 	for _, f := range tune {
 		f(srv.TLS)
@@ -251,19 +198,19 @@ func TestMutualTLSCertificateRenewal(t *testing.T) {
 			refused := func(ref, code string) { refusedBeforePSP(t, e, cob, psp, ref, code) }
 			charge("NF-1", "receiver")
 
-			renewed, renewedKey := f.pki.issue(t, "receiver-renewed", x509.ExtKeyUsageClientAuth)
+			renewed, renewedKey := f.pki.Issue(t, "receiver-renewed", x509.ExtKeyUsageClientAuth)
 			f.renew(t, renewed, renewedKey)
 			charge("NF-2", "receiver-renewed")
 
 			// Half a renewal: the next certificate, the current key.
-			next, nextKey := f.pki.issue(t, "receiver-next", x509.ExtKeyUsageClientAuth)
+			next, nextKey := f.pki.Issue(t, "receiver-next", x509.ExtKeyUsageClientAuth)
 			replaceFile(t, f.cert, next)
 			refused("NF-3", "tls_client_certificate")
 			replaceFile(t, f.key, nextKey)
 			charge("NF-3", "receiver-next")
 
 			// A pair the PSP's CA did not sign.
-			other, otherKey := newPKI(t).issue(t, "receiver", x509.ExtKeyUsageClientAuth)
+			other, otherKey := testutil.NewPKI(t).Issue(t, "receiver", x509.ExtKeyUsageClientAuth)
 			f.renew(t, other, otherKey)
 			refused("NF-4", "tls")
 		})
@@ -280,10 +227,10 @@ func TestMutualTLSCertificateValidity(t *testing.T) {
 	srv.Config.SetKeepAlivesEnabled(false)
 	cfg := apipix.Config{BaseURL: srv.URL + "/api", ClientID: "cid", ClientSecret: "csecret", Chave: chave,
 		CertFile: f.cert, KeyFile: f.key, CAFile: f.ca}
-	good, goodKey := f.pki.issue(t, "receiver", x509.ExtKeyUsageClientAuth)
-	expired, expiredKey := f.pki.issueValid(t, "receiver", x509.ExtKeyUsageClientAuth,
+	good, goodKey := f.pki.Issue(t, "receiver", x509.ExtKeyUsageClientAuth)
+	expired, expiredKey := f.pki.IssueValid(t, "receiver", x509.ExtKeyUsageClientAuth,
 		time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	early, earlyKey := f.pki.issueValid(t, "receiver", x509.ExtKeyUsageClientAuth,
+	early, earlyKey := f.pki.IssueValid(t, "receiver", x509.ExtKeyUsageClientAuth,
 		time.Now().Add(24*time.Hour), time.Now().Add(48*time.Hour))
 
 	f.renew(t, expired, expiredKey)
