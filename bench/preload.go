@@ -199,13 +199,22 @@ func insertRows(ctx context.Context, p *pgxpool.Pool, rb rowBatch, logf func(str
 			defer c.Release()
 			// The preload's commits need not wait for the flush: settle's
 			// checkpoint makes them durable before anything is measured.
-			// A sorted batch sorts in memory.
+			// A sorted batch sorts in memory. The two settings are put
+			// back as they were, not RESET: that would undo what the
+			// pool's start of the session set (dbconf: search_path, and
+			// synchronous_commit on over a default of off).
+			var sc, wm string
+			if err := c.QueryRow(gctx, `SELECT current_setting('synchronous_commit'), current_setting('work_mem')`).Scan(&sc, &wm); err != nil {
+				return err
+			}
 			for _, set := range []string{`SET synchronous_commit = off`, `SET work_mem = '512MB'`} {
 				if _, err := c.Exec(gctx, set); err != nil {
 					return err
 				}
 			}
-			defer func() { _, _ = c.Exec(context.Background(), `RESET ALL`) }()
+			defer func() {
+				_, _ = c.Exec(context.Background(), `SELECT set_config('synchronous_commit', $1, false), set_config('work_mem', $2, false)`, sc, wm)
+			}()
 			for lo := rb.from; lo <= rb.to; lo += chunk {
 				hi := min(lo+chunk-1, rb.to)
 				if _, err := c.Exec(gctx, q, lo, hi, rb.prefix, rb.t0, rb.expired, rb.total); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/internal/ledger"
+	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools/toolstest"
 )
@@ -115,12 +116,11 @@ func TestClaimsCommitSynchronouslyWhateverTheSession(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
 	pool := envPool(t, e, 4, nil)
-	// The same pool's configuration, with the session setting off, and
-	// without dbconf's AfterConnect, which would turn it on again: the
-	// executor must protect its claims on any pool a user gives it.
+	// The same pool's configuration, with the session setting turned off
+	// after dbconf's start of the session turned it on: the executor must
+	// protect its claims on any pool a user gives it.
 	cfg := pool.Config()
-	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-	cfg.AfterConnect = nil
+	pgtest.SynchronousCommitOff(cfg)
 	off, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -61,10 +61,10 @@ func TestWritesCommitSynchronously(t *testing.T) {
 	pool, _ := pgtest.Schema(t, nil)
 	cfg := pool.Config()
 	cfg.MaxConns = 1 // one session: what it keeps is what the next call sees
-	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-	// Without dbconf's AfterConnect, which would turn it on again: the
-	// store must protect its writes on any pool a user gives it.
-	cfg.AfterConnect = nil
+	// The session setting turned off after dbconf's start of the session
+	// turned it on: the store must protect its writes on any pool a user
+	// gives it.
+	pgtest.SynchronousCommitOff(cfg)
 	off, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -34,8 +34,18 @@ func TestIntentKeyIndexIsNewest(t *testing.T) {
 		}
 	}
 	exec(`CREATE SCHEMA ` + schema)
+	// Put back as it was, not RESET: the pool's start of the session set
+	// it (dbconf), and RESET would return it to the server's default.
+	var path string
+	if err := conn.QueryRow(ctx, `SELECT current_setting('search_path')`).Scan(&path); err != nil {
+		t.Fatal(err)
+	}
 	exec(`SET search_path TO ` + schema)
-	defer exec(`RESET search_path`)
+	defer func() {
+		if _, err := conn.Exec(ctx, `SELECT set_config('search_path', $1, false)`, path); err != nil {
+			t.Error(err)
+		}
+	}()
 	m14 := migrateBefore(t, 14, exec)
 	makePrimaryKeyNewest(exec)
 

@@ -51,6 +51,15 @@ ensure_valgrind() {
   sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null
 }
 
+# ensure_pgbouncer installs PgBouncer through apt when it is missing:
+# internal/cli's TestServeThroughPgBouncer runs serve through it.
+ensure_pgbouncer() {
+  if command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]; then return 0; fi
+  echo "==> installing pgbouncer (apt-get) for the test of serve through PgBouncer"
+  sudo_if_needed apt-get update -qq
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
+}
+
 # pg_newest_version prints the newest installed PostgreSQL major version:
 # the one whose main cluster ensure_postgres starts.
 pg_newest_version() {

@@ -30,41 +30,13 @@ func TestServeBlackBox(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
 	dbURL := pgtest.URL(t)
-	suffix := randSuffix()
-	pspSchema, sideSchema := "bb_psp_"+suffix, "bb_side_"+suffix
 	const pspToken = "merchant-token-bb"
-
-	psp := testutil.StartProc(t, bin, []string{"DATABASE_URL=" + dbURL},
-		"sandbox", "psp", "--flavour", "v1", "--addr", "127.0.0.1:0", "--schema", pspSchema, "--max-conns", "4", "--log-level", "warn")
-	side := testutil.StartProc(t, bin, []string{
-		"DATABASE_URL=" + dbURL,
-		"RETRYSAFE_API_TOKENS=tenant-a=bb-token-a,tenant-b=bb-token-b",
-		"RETRYSAFE_PSP_URL=" + psp.URL,
-		"RETRYSAFE_PSP_TOKEN=" + pspToken,
-		"RETRYSAFE_HMAC_KEY=" + testSecret,
-	}, "serve", "--addr", "127.0.0.1:0", "--schema", sideSchema, "--migrate", "--max-conns", "4")
+	psp, side, sideSchema := startSidecar(t, bin, dbURL, dbURL, "bb", "tenant-a=bb-token-a,tenant-b=bb-token-b", pspToken)
 
 	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 	call := func(method, url, token, body string) answer {
 		t.Helper()
-		var rd io.Reader
-		if body != "" {
-			rd = strings.NewReader(body)
-		}
-		req, _ := http.NewRequest(method, url, rd)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Error(err)
-			return answer{}
-		}
-		defer resp.Body.Close()
-		a := answer{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), contentType: resp.Header.Get("Content-Type")}
-		a.body, _ = io.ReadAll(resp.Body)
-		_ = json.Unmarshal(a.body, &a.out) // zero for bodies that are not execute answers
-		return a
+		return callHTTP(t, client, method, url, token, body)
 	}
 	execute := func(token, ref, fields string) answer {
 		return call(http.MethodPost, side.URL+"/v1/tools/pix.charge/execute", token,
@@ -279,6 +251,48 @@ type answer struct {
 	retryAfter, contentType string
 	body                    []byte
 	out                     sidecar.ExecuteResponse
+}
+
+// startSidecar starts `sandbox psp` (the v1 flavour) on pspDB and `serve
+// --migrate --max-conns 4` on serveDB, sending to it, each in a schema of
+// its own named after prefix; tokens is serve's RETRYSAFE_API_TOKENS.
+func startSidecar(t *testing.T, bin, pspDB, serveDB, prefix, tokens, pspToken string) (psp, side *testutil.Proc, sideSchema string) {
+	t.Helper()
+	pspSchema, sideSchema := scratchSchema(t, prefix+"_psp_"), scratchSchema(t, prefix+"_side_")
+	psp = testutil.StartProc(t, bin, []string{"DATABASE_URL=" + pspDB},
+		"sandbox", "psp", "--flavour", "v1", "--addr", "127.0.0.1:0", "--schema", pspSchema, "--max-conns", "4", "--log-level", "warn")
+	side = testutil.StartProc(t, bin, []string{
+		"DATABASE_URL=" + serveDB,
+		"RETRYSAFE_API_TOKENS=" + tokens,
+		"RETRYSAFE_PSP_URL=" + psp.URL,
+		"RETRYSAFE_PSP_TOKEN=" + pspToken,
+		"RETRYSAFE_HMAC_KEY=" + testSecret,
+	}, "serve", "--addr", "127.0.0.1:0", "--schema", sideSchema, "--migrate", "--max-conns", "4")
+	return psp, side, sideSchema
+}
+
+// callHTTP makes one request, with a bearer token unless empty, and
+// reads the answer whole.
+func callHTTP(t *testing.T, client *http.Client, method, url, token, body string) answer {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Error(err)
+		return answer{}
+	}
+	defer resp.Body.Close()
+	a := answer{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), contentType: resp.Header.Get("Content-Type")}
+	a.body, _ = io.ReadAll(resp.Body)
+	_ = json.Unmarshal(a.body, &a.out) // zero for bodies that are not execute answers
+	return a
 }
 
 // fanOut makes n calls at once.

@@ -15,6 +15,16 @@ import (
 // PoolConfig parses url and sets search_path so that retrysafe's unqualified
 // table names resolve to schema (public stays reachable after it).
 //
+// search_path is set by each new connection's first statement, not sent
+// as a startup parameter: PgBouncer refuses a startup parameter it does
+// not track ("unsupported startup parameter: search_path"), and tracks
+// search_path only when configured to. In its session pooling mode a
+// client keeps one server session, so what the first statement sets
+// holds (TestServeThroughPgBouncer); in transaction or statement mode
+// nothing a session sets holds, so retrysafe does not run there. Being a
+// session setting, it is undone by RESET ALL or DISCARD ALL: code that
+// changes a setting on these connections puts its old value back instead.
+//
 // A connection that finds synchronous_commit off (ALTER DATABASE or ALTER
 // ROLE ... SET synchronous_commit = off, a usual throughput tuning) turns
 // it on for its session. The claims force it for themselves anyway
@@ -40,20 +50,22 @@ func PoolConfig(url, schema string) (*pgxpool.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema + ",public"
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "retrysafe"
 	}
-	cfg.AfterConnect = durableSession
+	path := schema + ",public"
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error { return startSession(ctx, c, path) }
 	return cfg, nil
 }
 
-// durableSession turns synchronous_commit on for a session that starts
-// with it off (see PoolConfig).
-func durableSession(ctx context.Context, c *pgx.Conn) error {
+// startSession sets search_path and turns synchronous_commit on for a
+// session that starts with it off (see PoolConfig): one round trip, a
+// second only for a session that starts with it off.
+func startSession(ctx context.Context, c *pgx.Conn, path string) error {
 	var v string
-	if err := c.QueryRow(ctx, "SELECT current_setting('synchronous_commit')").Scan(&v); err != nil {
-		return fmt.Errorf("read synchronous_commit: %w", err)
+	err := c.QueryRow(ctx, "SELECT current_setting('synchronous_commit') FROM set_config('search_path', $1, false)", path).Scan(&v)
+	if err != nil {
+		return fmt.Errorf("set search_path, read synchronous_commit: %w", err)
 	}
 	if v != "off" {
 		return nil

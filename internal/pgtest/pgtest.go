@@ -250,3 +250,20 @@ func randHex(n int) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// SynchronousCommitOff makes cfg's sessions run with synchronous_commit
+// off, as a pool that is not retrysafe's may leave them (ALTER DATABASE
+// ... SET synchronous_commit = off): it is turned off after cfg's own
+// start of the session (dbconf's, which sets search_path and turns it on).
+func SynchronousCommitOff(cfg *pgxpool.Config) {
+	after := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if after != nil {
+			if err := after(ctx, c); err != nil {
+				return err
+			}
+		}
+		_, err := c.Exec(ctx, "SET synchronous_commit = off")
+		return err
+	}
+}
