@@ -181,7 +181,10 @@ const (
 // New validates the result.
 type Config struct {
 	// DB is the pool. Required. Must not be a pgx.Tx: the claim must be
-	// committed before the provider is called.
+	// committed before the provider is called. Its sessions must run read
+	// committed, whatever the database's default isolation (the pools of
+	// retrysafe's commands do: internal/dbconf): the statements are
+	// written for a snapshot each.
 	DB DBTX
 	// Intents is the intent store. Required.
 	Intents *intent.Store

@@ -38,6 +38,15 @@ import (
 // the primary and is left alone. The completions that are allowed not to
 // wait still say so for themselves (set_config(..., true)).
 //
+// A connection that finds another default isolation than read committed
+// (ALTER DATABASE ... SET default_transaction_isolation = 'serializable',
+// which some teams make their rule) sets read committed for its session:
+// retrysafe's batches are written for a snapshot per statement (a claim's
+// read of the action sees the row a concurrent claimer committed while
+// the claim waited; a group's statements read what committed before each
+// began), and under repeatable read or serializable those reads fail with
+// serialization errors or read nothing (TestSessionsReadCommitted).
+//
 // The TLS configuration pgx parsed is left as it is: pgx reads sslcert and
 // sslkey again at every handshake only while TLSConfig is its own, so a
 // client certificate renewed over those files reaches the next connection
@@ -58,23 +67,22 @@ func PoolConfig(url, schema string) (*pgxpool.Config, error) {
 	return cfg, nil
 }
 
-// startSession sets search_path and turns synchronous_commit on for a
-// session that starts with it off (see PoolConfig): one round trip, a
-// second only for a session that starts with it off.
+// startSession is PoolConfig's first statement on a new connection: it
+// sets search_path, turns synchronous_commit on when the session starts
+// with it off, and makes read committed the session's isolation when it
+// starts with another. One statement, one round trip.
 func startSession(ctx context.Context, c *pgx.Conn, path string) error {
-	var v string
-	err := c.QueryRow(ctx, "SELECT current_setting('synchronous_commit') FROM set_config('search_path', $1, false)", path).Scan(&v)
-	if err != nil {
-		return fmt.Errorf("set search_path, read synchronous_commit: %w", err)
-	}
-	if v != "off" {
-		return nil
-	}
-	if _, err := c.Exec(ctx, "SET synchronous_commit = on"); err != nil {
-		return fmt.Errorf("set synchronous_commit: %w", err)
+	if _, err := c.Exec(ctx, startSessionSQL, path); err != nil {
+		return fmt.Errorf("start the session (search_path, synchronous_commit, isolation): %w", err)
 	}
 	return nil
 }
+
+const startSessionSQL = `SELECT set_config('search_path', $1, false),
+	CASE WHEN current_setting('synchronous_commit') = 'off'
+		THEN set_config('synchronous_commit', 'on', false) END,
+	CASE WHEN current_setting('default_transaction_isolation') <> 'read committed'
+		THEN set_config('default_transaction_isolation', 'read committed', false) END`
 
 // Open connects a pool with PoolConfig and checks that the server answers.
 // maxConns <= 0 keeps pgx's default.

@@ -36,3 +36,27 @@ func TestSessionsCommitSynchronously(t *testing.T) {
 		}
 	}
 }
+
+// A session that would start with another default isolation than read
+// committed (a database or role default) runs read committed.
+func TestSessionsReadCommitted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, start := range []string{"serializable", "repeatable read", "read uncommitted", "read committed"} {
+		cfg, err := dbconf.PoolConfig(pgtest.URL(t), "public")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = start // as ALTER DATABASE ... SET would start it
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		err = pool.QueryRow(ctx, `SHOW transaction_isolation`).Scan(&got)
+		pool.Close()
+		if err != nil || got != "read committed" {
+			t.Errorf("session starting at %s runs %q (%v), want read committed", start, got, err)
+		}
+	}
+}
