@@ -4,6 +4,7 @@ package dbconf
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -69,16 +70,32 @@ func PoolConfig(url, schema string) (*pgxpool.Config, error) {
 
 // startSession is PoolConfig's first statement on a new connection: it
 // sets search_path, turns synchronous_commit on when the session starts
-// with it off, and makes read committed the session's isolation when it
-// starts with another. One statement, one round trip.
+// with it off, makes read committed the session's isolation when it
+// starts with another, and refuses a database whose encoding is not UTF8.
+// One statement, one round trip.
 func startSession(ctx context.Context, c *pgx.Conn, path string) error {
-	if _, err := c.Exec(ctx, startSessionSQL, path); err != nil {
+	var encoding string
+	if err := c.QueryRow(ctx, startSessionSQL, path).Scan(&encoding, nil, nil, nil); err != nil {
 		return fmt.Errorf("start the session (search_path, synchronous_commit, isolation): %w", err)
+	}
+	if encoding != "UTF8" {
+		return fmt.Errorf("%w: %q is %s, and what retrysafe stores (WhatsApp messages, model replies, payloads) "+
+			"holds characters only UTF8 has, an emoji for one; create the database with ENCODING 'UTF8'",
+			ErrEncoding, c.Config().Database, encoding)
 	}
 	return nil
 }
 
-const startSessionSQL = `SELECT set_config('search_path', $1, false),
+// ErrEncoding: the database's encoding is not UTF8. On a LATIN1 database
+// (older Brazilian ones are LATIN1 or WIN1252) retrysafe worked without an
+// error and stored its jsonb as UTF-8 bytes read as LATIN1: a customer
+// "joão" became "joÃ£o" to every other client, an emoji four characters
+// (PostgreSQL 15, pgx v5.13: jsonb goes in binary and is not converted).
+// In SQL_ASCII nothing is ever checked or converted.
+var ErrEncoding = errors.New("database encoding is not UTF8")
+
+const startSessionSQL = `SELECT current_setting('server_encoding'),
+	set_config('search_path', $1, false),
 	CASE WHEN current_setting('synchronous_commit') = 'off'
 		THEN set_config('synchronous_commit', 'on', false) END,
 	CASE WHEN current_setting('default_transaction_isolation') <> 'read committed'

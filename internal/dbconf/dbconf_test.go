@@ -2,8 +2,14 @@ package dbconf_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retrysafe/retrysafe/internal/dbconf"
@@ -58,5 +64,35 @@ func TestSessionsReadCommitted(t *testing.T) {
 		if err != nil || got != "read committed" {
 			t.Errorf("session starting at %s runs %q (%v), want read committed", start, got, err)
 		}
+	}
+}
+
+// A database in another encoding than UTF8 is refused at the first
+// connection, by name and encoding, before anything is written to it.
+func TestEncodingOtherThanUTF8Refused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, pgtest.ServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	name := fmt.Sprintf("rstest_latin1_%d", time.Now().UnixNano())
+	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name+` ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), `DROP DATABASE `+name+` WITH (FORCE)`) })
+	u, err := url.Parse(pgtest.ServerURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	pool, err := dbconf.Open(ctx, u.String(), "public", 1)
+	if err == nil {
+		pool.Close()
+		t.Fatal("a LATIN1 database was accepted")
+	}
+	if !errors.Is(err, dbconf.ErrEncoding) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "LATIN1") {
+		t.Fatalf("error %v: want ErrEncoding naming the database and its encoding", err)
 	}
 }
