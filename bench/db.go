@@ -77,7 +77,9 @@ func (s *server) createNamed(ctx context.Context, name string) (*database, error
 		return nil, err
 	}
 	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	// UTF8 whatever the cluster's default: retrysafe refuses any other
+	// encoding (dbconf.ErrEncoding).
+	if _, err := c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" ENCODING 'UTF8' TEMPLATE template0"); err != nil {
 		return nil, fmt.Errorf("create database %s: %w", name, err)
 	}
 	return s.existing(name)

@@ -91,7 +91,9 @@ ensure_postgres() {
   local ver
   ver=$(pg_newest_version)
   if ! command -v pg_ctlcluster >/dev/null 2>&1 || [ ! -d "/etc/postgresql/$ver/main" ]; then
-    sudo_if_needed pg_createcluster "$ver" main >/dev/null
+    # UTF8 whatever the machine's locale (C gives SQL_ASCII), which
+    # retrysafe requires.
+    sudo_if_needed pg_createcluster --encoding UTF8 --locale C.UTF-8 "$ver" main >/dev/null
   fi
   local hba="/etc/postgresql/$ver/main/pg_hba.conf"
   if [ -f "$hba" ] && ! grep -q '^host all all 127.0.0.1/32 trust' "$hba"; then

@@ -76,12 +76,17 @@ func TestEncodingOtherThanUTF8Refused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close(ctx)
+	t.Cleanup(func() { admin.Close(context.Background()) })
 	name := fmt.Sprintf("rstest_latin1_%d", time.Now().UnixNano())
 	if _, err := admin.Exec(ctx, `CREATE DATABASE `+name+` ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = admin.Exec(context.Background(), `DROP DATABASE `+name+` WITH (FORCE)`) })
+	// Registered after the close above, so it runs first.
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), `DROP DATABASE `+name+` WITH (FORCE)`); err != nil {
+			t.Errorf("drop %s: %v", name, err)
+		}
+	})
 	u, err := url.Parse(pgtest.ServerURL())
 	if err != nil {
 		t.Fatal(err)

@@ -81,7 +81,9 @@ func run(m *testing.M) (int, error) {
 		return 0, fmt.Errorf("connect to %s: %w", dbconf.Redact(ServerURL()), err)
 	}
 	name := "rstest_" + packageSlug() + "_" + randHex(4)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	// UTF8 whatever the cluster's default: retrysafe refuses any other
+	// encoding (dbconf.ErrEncoding).
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" ENCODING 'UTF8' TEMPLATE template0"); err != nil {
 		admin.Close(ctx)
 		return 0, fmt.Errorf("create database %s: %w", name, err)
 	}
