@@ -1,5 +1,3 @@
-// Package dbconf builds pgx pool configurations that point at retrysafe's
-// schema. It is internal machinery shared by the commands and the tests.
 package dbconf
 
 import (

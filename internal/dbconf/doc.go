@@ -1,0 +1,35 @@
+// Package dbconf builds the pgx pools of retrysafe's commands (and of the
+// tests and the benchmark, which open theirs the same way): PoolConfig and
+// Open. It is internal machinery, in the adapters layer: it imports pgx and
+// migrations (for the schema name's rule) and nothing else of the module.
+//
+// # The start of a session
+//
+// Every connection a pool opens runs one statement before it is handed
+// out (pgxpool's AfterConnect), which makes the session what retrysafe's
+// statements assume whatever the database's or role's defaults say:
+//
+//   - search_path on the schema, then public. Set by that statement, not
+//     sent as a startup parameter, which PgBouncer refuses unless told to
+//     track it; in PgBouncer's session pooling a client keeps its server
+//     session, so it holds (transaction pooling is not supported: nothing
+//     a session sets holds there). RESET ALL or DISCARD ALL would undo it,
+//     so code that changes a setting on these connections puts the old
+//     value back instead.
+//   - synchronous_commit on when it starts off (what a crash must not lose
+//     is written on these connections: River's job completions, turns,
+//     replies), any other value left alone.
+//   - read committed when the default isolation is another: the statements
+//     are written for a snapshot each.
+//   - a refusal (ErrEncoding) when the database is not UTF8: on LATIN1,
+//     jsonb sent in binary was stored unconverted, silently.
+//
+// One round trip in all, as the synchronous_commit check alone took.
+//
+// # TLS
+//
+// The TLS configuration pgx parses from the URL is left as it is: pgx reads
+// sslcert and sslkey again at every handshake only while TLSConfig is its
+// own, so a client certificate renewed over those files reaches the next
+// connection without a restart.
+package dbconf
