@@ -23,45 +23,40 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // primary is left alone.
 func TestSessionsCommitSynchronously(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	for _, tc := range []struct{ start, want string }{{"off", "on"}, {"local", "local"}, {"remote_apply", "remote_apply"}} {
-		cfg, err := dbconf.PoolConfig(pgtest.URL(t), "public")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = tc.start // as ALTER DATABASE ... SET would start it
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got string
-		err = pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&got)
-		pool.Close()
-		if err != nil || got != tc.want {
+		if got, err := sessionStartedAt(t, "synchronous_commit", tc.start, "synchronous_commit"); err != nil || got != tc.want {
 			t.Errorf("session starting at %s runs with %q (%v), want %s", tc.start, got, err, tc.want)
 		}
 	}
+}
+
+// sessionStartedAt opens a pool of PoolConfig whose sessions start with
+// param at value, as a database or role default (ALTER DATABASE ... SET)
+// would start them, and returns show as the pool's first session has it.
+func sessionStartedAt(t *testing.T, param, value, show string) (string, error) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := dbconf.PoolConfig(pgtest.URL(t), "public")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams[param] = value
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var got string
+	err = pool.QueryRow(ctx, `SHOW `+show).Scan(&got)
+	return got, err
 }
 
 // A session that would start with another default isolation than read
 // committed (a database or role default) runs read committed.
 func TestSessionsReadCommitted(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	for _, start := range []string{"serializable", "repeatable read", "read uncommitted", "read committed"} {
-		cfg, err := dbconf.PoolConfig(pgtest.URL(t), "public")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = start // as ALTER DATABASE ... SET would start it
-		pool, err := pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got string
-		err = pool.QueryRow(ctx, `SHOW transaction_isolation`).Scan(&got)
-		pool.Close()
-		if err != nil || got != "read committed" {
+		if got, err := sessionStartedAt(t, "default_transaction_isolation", start, "transaction_isolation"); err != nil || got != "read committed" {
 			t.Errorf("session starting at %s runs %q (%v), want read committed", start, got, err)
 		}
 	}

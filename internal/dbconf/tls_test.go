@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,17 +56,8 @@ func TestClientCertificateRenewedInPlace(t *testing.T) {
 
 	dir := t.TempDir()
 	files := map[string]string{"ca": filepath.Join(dir, "ca.pem"), "cert": filepath.Join(dir, "client.pem"), "key": filepath.Join(dir, "client.key")}
-	// install writes over the files as a renewal does: each file replaced
-	// whole by a rename, never seen half written.
-	install := func(name string, b []byte) {
-		tmp := files[name] + ".new"
-		if err := os.WriteFile(tmp, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, files[name]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// install writes over the files as a renewal does.
+	install := func(name string, b []byte) { testutil.ReplaceFile(t, files[name], b) }
 	first, firstKey := ca.Issue(t, "postgres", x509.ExtKeyUsageClientAuth)
 	install("ca", ca.CAPEM)
 	install("cert", first)

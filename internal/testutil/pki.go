@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -97,4 +98,18 @@ func Serial(tb testing.TB, certPEM []byte) string {
 		tb.Fatal(err)
 	}
 	return c.SerialNumber.String()
+}
+
+// ReplaceFile writes b beside path and renames it over path, as a
+// certificate manager renews a file: a reader sees the old file or the new
+// one, never half of one.
+func ReplaceFile(tb testing.TB, path string, b []byte) {
+	tb.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		tb.Fatal(err)
+	}
 }

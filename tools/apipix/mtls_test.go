@@ -144,19 +144,6 @@ func TestMutualTLSKeepsConnections(t *testing.T) {
 	}
 }
 
-// replaceFile writes b beside path and renames it over path, as a
-// certificate manager renews a file.
-func replaceFile(t *testing.T, path string, b []byte) {
-	t.Helper()
-	tmp := path + ".new"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // A renewed client certificate written over the files is presented from
 // the next connection on, by the same tool; files that do not pair, and a
 // certificate the PSP does not accept, fail the handshake before the PSP
@@ -204,9 +191,9 @@ func TestMutualTLSCertificateRenewal(t *testing.T) {
 
 			// Half a renewal: the next certificate, the current key.
 			next, nextKey := f.pki.Issue(t, "receiver-next", x509.ExtKeyUsageClientAuth)
-			replaceFile(t, f.cert, next)
+			testutil.ReplaceFile(t, f.cert, next)
 			refused("NF-3", "tls_client_certificate")
-			replaceFile(t, f.key, nextKey)
+			testutil.ReplaceFile(t, f.key, nextKey)
 			charge("NF-3", "receiver-next")
 
 			// A pair the PSP's CA did not sign.
@@ -259,11 +246,11 @@ func TestMutualTLSCertificateValidity(t *testing.T) {
 }
 
 // renew writes a new pair over f's files, the key first, each as a
-// certificate manager does (replaceFile).
+// certificate manager does (testutil.ReplaceFile).
 func (f mtlsFiles) renew(t *testing.T, certPEM, keyPEM []byte) {
 	t.Helper()
-	replaceFile(t, f.key, keyPEM)
-	replaceFile(t, f.cert, certPEM)
+	testutil.ReplaceFile(t, f.key, keyPEM)
+	testutil.ReplaceFile(t, f.cert, certPEM)
 }
 
 // refusedBeforePSP charges ref through cob and wants a transient failure
