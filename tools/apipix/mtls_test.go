@@ -29,6 +29,13 @@ type mtlsFiles struct {
 	pki           *testutil.PKI // the CA that signed the server's certificate and the client's
 }
 
+// config is the tool's configuration for the PSP at srv with f's files,
+// as a deployment gives them.
+func (f mtlsFiles) config(srv *httptest.Server) apipix.Config {
+	return apipix.Config{BaseURL: srv.URL + "/api", ClientID: "cid", ClientSecret: "csecret", Chave: chave,
+		CertFile: f.cert, KeyFile: f.key, CAFile: f.ca}
+}
+
 // startMTLS starts h behind TLS that requires a client certificate signed
 // by a new CA, and writes that CA and such a certificate to files. tune,
 // when given, changes the server's TLS settings before it starts.
@@ -72,8 +79,7 @@ func TestMutualTLSFromPEMFiles(t *testing.T) {
 	psp, _ := sandbox.New(sandbox.Config{ClientID: "cid", ClientSecret: "csecret"})
 	srv, f := startMTLS(t, psp.Handler(), nil)
 
-	cfg := apipix.Config{BaseURL: srv.URL + "/api", ClientID: "cid", ClientSecret: "csecret", Chave: chave,
-		CertFile: f.cert, KeyFile: f.key, CAFile: f.ca}
+	cfg := f.config(srv)
 	cob, err := apipix.NewCob(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -115,8 +121,7 @@ func TestMutualTLSKeepsConnections(t *testing.T) {
 	psp, _ := sandbox.New(sandbox.Config{ClientID: "cid", ClientSecret: "csecret"})
 	held := toolstest.NewRounds(conc)
 	srv, f := startMTLS(t, held.Hold(psp.Handler(), func(r *http.Request) bool { return r.Method == http.MethodPut }), held.ConnState)
-	cob, err := apipix.NewCob(apipix.Config{BaseURL: srv.URL + "/api", ClientID: "cid", ClientSecret: "csecret", Chave: chave,
-		CertFile: f.cert, KeyFile: f.key, CAFile: f.ca})
+	cob, err := apipix.NewCob(f.config(srv))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,8 +169,7 @@ func TestMutualTLSCertificateRenewal(t *testing.T) {
 			}), nil, func(c *tls.Config) { c.MaxVersion = version })
 			// A connection per request: every call shakes hands again.
 			srv.Config.SetKeepAlivesEnabled(false)
-			cob, err := apipix.NewCob(apipix.Config{BaseURL: srv.URL + "/api", ClientID: "cid", ClientSecret: "csecret", Chave: chave,
-				CertFile: f.cert, KeyFile: f.key, CAFile: f.ca})
+			cob, err := apipix.NewCob(f.config(srv))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -212,8 +216,7 @@ func TestMutualTLSCertificateValidity(t *testing.T) {
 	psp, _ := sandbox.New(sandbox.Config{ClientID: "cid", ClientSecret: "csecret"})
 	srv, f := startMTLS(t, psp.Handler(), nil)
 	srv.Config.SetKeepAlivesEnabled(false)
-	cfg := apipix.Config{BaseURL: srv.URL + "/api", ClientID: "cid", ClientSecret: "csecret", Chave: chave,
-		CertFile: f.cert, KeyFile: f.key, CAFile: f.ca}
+	cfg := f.config(srv)
 	good, goodKey := f.pki.Issue(t, "receiver", x509.ExtKeyUsageClientAuth)
 	expired, expiredKey := f.pki.IssueValid(t, "receiver", x509.ExtKeyUsageClientAuth,
 		time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
