@@ -22,14 +22,14 @@ func prevUncertain(prev *ToolFailure, newAttempt int) bool {
 	return !(prev != nil && prev.Attempt == newAttempt-1 && prev.Class == tools.ClassTransient)
 }
 
-// work holds the lease at attempt and drives it to an end: completed,
+// work holds the lease (owner's, at attempt) and drives it to an end: completed,
 // failed, review, or (transient, NoWait) released for a later attempt.
 // age is how long ago the action was first claimed (database clock);
 // prevMayHaveActed says an earlier attempt may have reached the provider.
-func (e *Executor) work(ctx context.Context, tool tools.Tool, in *intent.Intent, attempt int, age time.Duration, prevMayHaveActed bool, opts *Opts, out *Outcome) (*Outcome, error) {
+func (e *Executor) work(ctx context.Context, tool tools.Tool, in *intent.Intent, owner string, attempt int, age time.Duration, prevMayHaveActed bool, opts *Opts, out *Outcome) (*Outcome, error) {
 	looker, canLookup := tools.CanLookup(tool)
 	a := &attempts{tool: tool, looker: looker, canLookup: canLookup, in: in, age: age, doubt: prevMayHaveActed, out: out,
-		h: held{tenant: in.Tenant, key: in.Key, action: in.Action,
+		h: held{tenant: in.Tenant, key: in.Key, action: in.Action, owner: owner,
 			relearnable: !e.cfg.SyncCompletion && (tool.Idempotent() || canLookup)}}
 	for {
 		a.h.attempt = attempt
@@ -176,7 +176,10 @@ func (e *Executor) try(ctx context.Context, a *attempts) (fail *tools.Error, cal
 // held is a lease this worker holds.
 type held struct {
 	tenant, key, action string
-	attempt             int
+	// owner is the lease owner the call's claim or takeover wrote, unique
+	// to the call (Executor.newOwner): its fenced writes match it.
+	owner   string
+	attempt int
 	// relearnable: the provider can tell the outcome again by the key, so
 	// a completion need not wait for its WAL flush.
 	relearnable bool

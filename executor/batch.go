@@ -220,6 +220,7 @@ func (e *Executor) intentByKey(ctx context.Context, tenant, key string) (*intent
 type claimUnit struct {
 	x     *intent.Extraction
 	id    ledger.ID
+	owner string             // the lease owner its claim writes (Executor.newOwner)
 	row   ledger.NewIntent   // x as the ledger inserts it (see newIntent)
 	fresh *ledger.FreshClaim // queueFresh
 	found *ledger.Found      // queueLookups
@@ -237,10 +238,10 @@ func (cu *claimUnit) settle() (fz ledger.Freeze, c *claim, created bool) {
 	switch {
 	case cu.lc != nil:
 		lc := cu.lc
-		return *cu.fz, &claim{claimed: lc.Claimed, claimKey: lc.Key, attempt: lc.Attempt, act: actionOf(lc.Action)}, false
+		return *cu.fz, &claim{claimed: lc.Claimed, claimKey: lc.Key, owner: cu.owner, attempt: lc.Attempt, act: actionOf(lc.Action)}, false
 	case cu.fresh != nil:
 		if f := cu.fresh; f.Inserted && f.Attempt > 0 {
-			return ledger.Freeze{Inserted: true, Intent: f.Intent}, &claim{claimed: true, claimKey: f.Intent.Key, attempt: f.Attempt}, false
+			return ledger.Freeze{Inserted: true, Intent: f.Intent}, &claim{claimed: true, claimKey: f.Intent.Key, owner: cu.owner, attempt: f.Attempt}, false
 		}
 		return fz, nil, cu.fresh.Inserted
 	case cu.found != nil && cu.found.Intent != nil:
@@ -253,9 +254,9 @@ func (cu *claimUnit) settle() (fz ledger.Freeze, c *claim, created bool) {
 	return fz, nil, false
 }
 
-// newClaimUnit is the unit of x's freeze and claim.
-func newClaimUnit(x *intent.Extraction) *claimUnit {
-	cu := &claimUnit{x: x, id: ledger.ID{Tenant: x.Tenant, Ref: x.Ref, Action: x.Action}}
+// newClaimUnit is the unit of x's freeze and claim, for owner.
+func newClaimUnit(x *intent.Extraction, owner string) *claimUnit {
+	cu := &claimUnit{x: x, id: ledger.ID{Tenant: x.Tenant, Ref: x.Ref, Action: x.Action}, owner: owner}
 	if x.Err == nil {
 		r := x.Result
 		cu.row = ledger.NewIntent{ID: cu.id, Version: r.Version, Payload: r.Payload, Key: r.Key, SourceRef: x.SourceRef}
@@ -276,7 +277,7 @@ func (cu *claimUnit) newIntent() *ledger.NewIntent {
 // queueOne queues the unit's freeze and claim as four statements of its own.
 func (e *Executor) queueOne(b *pgx.Batch, cu *claimUnit) {
 	cu.fz = ledger.QueueFreeze(b, cu.id, cu.newIntent())
-	cu.lc = ledger.QueueClaim(b, cu.id, e.cfg.Owner, e.cfg.Lease)
+	cu.lc = ledger.QueueClaim(b, cu.id, cu.owner, e.cfg.Lease)
 }
 
 // queueClaims queues a claims group: a group of one as Execute alone would,
@@ -289,12 +290,12 @@ func (e *Executor) queueClaims(b *pgx.Batch, cus []*claimUnit) {
 		e.queueOne(b, cus[0])
 		return
 	}
-	ids, rows := make([]ledger.ID, len(cus)), make([]*ledger.NewIntent, len(cus))
+	ids, rows, owners := make([]ledger.ID, len(cus)), make([]*ledger.NewIntent, len(cus)), make([]string, len(cus))
 	for i, cu := range cus {
-		ids[i], rows[i] = cu.id, cu.newIntent()
+		ids[i], rows[i], owners[i] = cu.id, cu.newIntent(), cu.owner
 	}
 	fzs := ledger.QueueFreezeMany(b, ids, rows)
-	lcs := ledger.QueueClaimMany(b, ids, e.cfg.Owner, e.cfg.Lease)
+	lcs := ledger.QueueClaimMany(b, ids, owners, e.cfg.Lease)
 	for i, cu := range cus {
 		cu.fz, cu.lc = &fzs[i], &lcs[i]
 	}
@@ -324,11 +325,11 @@ func claimsBuild(queue func(*pgx.Batch, []*claimUnit)) func(*pgx.Batch, []*unit)
 // the same intent, the first is settled and the others go on, as in a
 // claims group.
 func (e *Executor) queueFresh(b *pgx.Batch, cus []*claimUnit) {
-	rows := make([]*ledger.NewIntent, len(cus))
+	rows, owners := make([]*ledger.NewIntent, len(cus)), make([]string, len(cus))
 	for i, cu := range cus {
-		rows[i] = cu.newIntent()
+		rows[i], owners[i] = cu.newIntent(), cu.owner
 	}
-	fs := ledger.QueueFreshClaims(b, rows, e.cfg.Owner, e.cfg.Lease)
+	fs := ledger.QueueFreshClaims(b, rows, owners, e.cfg.Lease)
 	for i, cu := range cus {
 		cu.fresh = &fs[i]
 	}
@@ -380,7 +381,7 @@ func (e *Executor) buildCompletes(async bool) func(*pgx.Batch, []*unit) {
 			cus[i] = u.data.(*completeUnit)
 			cs[i] = &cus[i].Completion
 		}
-		ledger.QueueCompleteMany(b, cs, e.cfg.Owner, async)
+		ledger.QueueCompleteMany(b, cs, async)
 	}
 }
 

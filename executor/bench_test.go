@@ -182,14 +182,14 @@ func BenchmarkLoneCall(b *testing.B) {
 			row := &ledger.NewIntent{ID: ledger.ID{Tenant: c.Tenant, Ref: c.Ref, Action: c.Action},
 				Version: x.Result.Version, Payload: x.Result.Payload, Key: x.Result.Key}
 			bt := &pgx.Batch{}
-			fs := ledger.QueueFreshClaims(bt, []*ledger.NewIntent{row}, "owner-1", 30*time.Second)
+			fs := ledger.QueueFreshClaims(bt, []*ledger.NewIntent{row}, []string{"owner-1"}, 30*time.Second)
 			if err := e.pool.SendBatch(ctx, bt).Close(); err != nil {
 				return err
 			}
-			done := &ledger.Completion{Tenant: c.Tenant, Key: row.Key, Attempt: int32(fs[0].Attempt), Status: "completed", Response: &resp}
+			done := &ledger.Completion{Tenant: c.Tenant, Key: row.Key, Owner: "owner-1", Attempt: int32(fs[0].Attempt), Status: "completed", Response: &resp}
 			bt = &pgx.Batch{}
 			ledger.QueueCompletePlans(bt)
-			ledger.QueueComplete(bt, done, "owner-1", true)
+			ledger.QueueComplete(bt, done, true)
 			if err := e.pool.SendBatch(ctx, bt).Close(); err != nil {
 				return err
 			}

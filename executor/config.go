@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	mrand "math/rand/v2"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,6 +30,15 @@ func defaultOwner() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// newOwner is the lease owner of one call's claim or takeover, or of one
+// reconciler pass's: Config.Owner and 64 random bits. Unique to the call
+// whatever Config.Owner is (several processes may share one), so that a
+// call whose claim was lost with its connection can tell, reading the
+// row, that the claim is its own (adoptLost).
+func (e *Executor) newOwner() string {
+	return e.cfg.Owner + "/" + strconv.FormatUint(mrand.Uint64(), 36)
 }
 
 func (c Config) validate() (Config, error) {

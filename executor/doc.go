@@ -176,10 +176,15 @@
 // (PostgreSQL commits what it had received whole unless pgx's cancel
 // request for the lost backend stops it first, and a backend terminated in
 // its synchronous-standby wait has committed locally and says nothing):
-// each call gets the connection's error, as it would alone, and its intent
-// is settled later under its lease; but a completion, whose outcome is in
-// hand, is written again alone on another connection first (see Fencing
-// and takeover). grouplost_test.go cuts the connection for real. A caller
+// each call gets the connection's error, as it would alone. A freeze and
+// claim lost so sends itself again, alone, on another connection (hitting
+// FailClaimLost first): what it finds tells whether the lost claim
+// committed, since a claim's lease owner is the call's own (see Fencing
+// and takeover), and the call acts under it or under the claim it makes
+// now; a completion, whose outcome is in hand, is written again alone on
+// another connection. Only when that second try fails too does the call
+// end in the connection's error, its intent settled later under its
+// lease. grouplost_test.go cuts the connection for real. A caller
 // that gives up before its group leaves is dropped from it. GroupCommit 1
 // turns grouping off.
 //
@@ -200,6 +205,18 @@
 // in its WHERE, so of two takers exactly one wins. Lease times are computed
 // by the database (clock_timestamp() to set a lease, now() to test expiry),
 // never from a worker's clock; the worker's Clock only times backoff sleeps.
+//
+// The lease owner a claim or takeover writes is the call's own:
+// Config.Owner, "/" and 64 random bits (a reconciler pass's, one for the
+// leases it takes), and the call's fenced writes name it. Attempt alone
+// fences one call from another; the owner tells a call its own claim: one
+// sent again after its connection was lost (above) that finds the action
+// started under the call's owner knows the lost claim committed and that
+// nobody has acted under it, and holds it once a renewal fenced by owner
+// and attempt matches (a lease that ran out meanwhile may have been taken
+// over: the taker bumped the attempt). Under a worker-wide owner that row
+// could as well be another call's of the same worker, which may have
+// acted: the call could only wait for the lease to run out.
 //
 // The tool's call runs under a timeout shorter than the lease (Config
 // validates Lease > Timeout + LeaseMargin), so a taker never races a call
@@ -251,7 +268,8 @@
 // ExecuteKey as returned, with whether that call took over an expired lease
 // (the executor knows it; nobody has to infer it). Config.Failpoints is hit
 // at FailActionClaimed and FailProviderAnswered around each provider call,
-// the points the crash tests kill the process at. Both default to no-ops
+// the points the crash tests kill the process at, and at FailClaimLost
+// before a lost claim is sent again. Both default to no-ops
 // that cost nothing: no allocation, not even a clock read.
 //
 // # The ledger

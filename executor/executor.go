@@ -190,7 +190,9 @@ type Config struct {
 	Intents *intent.Store
 	// Tools finds tools by action. Required.
 	Tools ToolSource
-	// Owner identifies this worker in lease_owner. Default: host:pid:random.
+	// Owner identifies this worker in lease_owner: each call's lease
+	// owner is Owner, "/" and random bits of the call's own (see Fencing
+	// and takeover in the package doc). Default: host:pid:random.
 	Owner string
 	// Lease is how long a claim is exclusive. Default 30s.
 	Lease time.Duration
@@ -260,7 +262,7 @@ type Config struct {
 	// Observer). Default NopObserver{}.
 	Observer Observer
 	// Failpoints is hit at FailActionClaimed and FailProviderAnswered
-	// around every provider call. Default: nothing.
+	// around every provider call, and at FailClaimLost. Default: nothing.
 	Failpoints Failpoints
 }
 

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -45,7 +46,9 @@ func (e *Executor) ClaimAll(ctx context.Context, calls []Call, how ClaimHow) ([]
 		if err != nil {
 			return nil, err
 		}
-		cus[i] = newClaimUnit(x)
+		// An owner per call, the same whatever how is, so that what
+		// the modes find compares.
+		cus[i] = newClaimUnit(x, e.cfg.Owner+"/"+strconv.Itoa(i))
 	}
 	lookedUp := make([]bool, len(calls))
 	if how == ClaimGrouped {
@@ -158,16 +161,22 @@ type CompleteArgs struct {
 	Attempt     int
 	Status      string
 	Resp, Fail  *string
+	Owner       string // default: the executor's Config.Owner
 }
 
-// CompleteAll writes completions, under the executor's owner, as one
+// CompleteAll writes completions, under the executor's owner unless one
+// says otherwise, as one
 // completions group (the statement a group of len(cs) sends) or each alone
 // in turn, and reports which matched their fence.
 func (e *Executor) CompleteAll(ctx context.Context, cs []CompleteArgs, grouped, async bool) ([]bool, error) {
 	cus := make([]*completeUnit, len(cs))
 	units := make([]*unit, len(cs))
 	for i, c := range cs {
-		cu := &completeUnit{Completion: ledger.Completion{Tenant: c.Tenant, Key: c.Key, Attempt: int32(c.Attempt), Status: c.Status, Response: c.Resp, Error: c.Fail}}
+		owner := c.Owner
+		if owner == "" {
+			owner = e.cfg.Owner
+		}
+		cu := &completeUnit{Completion: ledger.Completion{Tenant: c.Tenant, Key: c.Key, Owner: owner, Attempt: int32(c.Attempt), Status: c.Status, Response: c.Resp, Error: c.Fail}}
 		cus[i] = cu
 		units[i] = &unit{data: cu, queue: func(b *pgx.Batch) { e.queueComplete(b, async, cu) }}
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
+	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/pgembed"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools"
@@ -208,6 +209,9 @@ func newCutProxy(t *testing.T, to *pgconn.Config) *cutProxy {
 // refuse closes every connection made from now on at once.
 func (p *cutProxy) refuse() { p.refusing.Store(true) }
 
+// accept lets new connections through again.
+func (p *cutProxy) accept() { p.refusing.Store(false) }
+
 func (p *cutProxy) cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -236,9 +240,15 @@ func (p *pausingTool) Execute(ctx context.Context, key string, pl derive.Payload
 }
 
 // An executor whose connection to PostgreSQL is lost mid-flight. Lost
-// while the claim waits on the server, which then commits it: the call
-// ends in an error, and the intent is settled once, by the reconciler.
-// Lost while the completion waits on the server: the executor writes it
+// while the claim waits on the server, the call sends the freeze and claim
+// again on another connection: when the server committed the lost claim
+// ("claim adopted"), the row is under the call's own lease owner and the
+// call acts under it; when it did not ("claim rolled back", its backend
+// terminated), the claim sent again claims; when another worker took the
+// action over meanwhile ("claim taken over"), the call reports it in
+// flight and calls nothing; when no connection can be had ("claim"), the
+// call ends in an error, and the intent is settled once, by the
+// reconciler. Lost while the completion waits on the server: the executor writes it
 // again on another connection, and the call ends completed, whether the
 // server committed the first write or pgx's cancel request for the lost
 // backend stopped it ("written again"), or the server never got it ("dead
@@ -251,8 +261,17 @@ func TestConnectionLostInFlight(t *testing.T) {
 		name                string
 		claim, hold, refuse bool
 		wantCompleted       bool
+		// A lost claim's second try waits at FailClaimLost while the
+		// lost one commits (or its backend is terminated, or the action
+		// is taken over once it has), then connects again.
+		secondTry, terminate, takenOver bool
+		byKey                           bool // ExecuteKey's claim of an intent frozen before
 	}{
 		{name: "claim", claim: true, hold: true, refuse: true},
+		{name: "claim adopted", claim: true, hold: true, refuse: true, secondTry: true, wantCompleted: true},
+		{name: "claim rolled back", claim: true, hold: true, refuse: true, secondTry: true, terminate: true, wantCompleted: true},
+		{name: "claim taken over", claim: true, hold: true, refuse: true, secondTry: true, takenOver: true},
+		{name: "claim by key adopted", claim: true, hold: true, refuse: true, secondTry: true, byKey: true, wantCompleted: true},
 		{name: "completion written again", hold: true, wantCompleted: true},
 		{name: "completion on a dead connection", wantCompleted: true},
 		{name: "completion refused", hold: true, refuse: true},
@@ -277,8 +296,17 @@ func TestConnectionLostInFlight(t *testing.T) {
 				t.Fatal(err)
 			}
 			logs := &testutil.LockedBuffer{}
+			lostAt, secondTry := make(chan struct{}), make(chan struct{})
 			cutOff := e.another(t, "cut-off", func(cfg *executor.Config) {
 				cfg.DB, cfg.Tools, cfg.Logger = through, reg, slog.New(slog.NewTextHandler(logs, nil))
+				if c.secondTry {
+					cfg.Failpoints = executor.FailpointFunc(func(name string) {
+						if name == executor.FailClaimLost {
+							close(lostAt)
+							<-secondTry
+						}
+					})
+				}
 			})
 			call := pixCall("t1", "inv-lost", extraction(0, testutil.CPF(9)))
 			key := keyOf(t, e, "t1", call.Ref, call.Fields)
@@ -293,7 +321,18 @@ func TestConnectionLostInFlight(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer held.Rollback(ctx)
-			if c.claim {
+			switch {
+			case c.byKey:
+				if _, err := e.store.Freeze(ctx, e.pool, intent.FreezeParams{Tenant: "t1", Ref: call.Ref, Action: call.Action, Fields: call.Fields}); err != nil {
+					t.Fatal(err)
+				}
+				// The claim's INSERT of the action waits for this
+				// uncommitted one to be rolled back.
+				if _, err := held.Exec(ctx, `INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, attempt, response, finished_at)
+					VALUES ('t1', $1, $2, $3, 'completed', 1, '{}', now())`, key, call.Ref, call.Action); err != nil {
+					t.Fatal(err)
+				}
+			case c.claim:
 				// The claim's INSERT of the intent waits for this
 				// uncommitted one to be rolled back (a lock on the table
 				// instead could hold the claim's statement before it is
@@ -306,7 +345,14 @@ func TestConnectionLostInFlight(t *testing.T) {
 			var out *executor.Outcome
 			var execErr error
 			done := make(chan struct{})
-			go func() { defer close(done); out, execErr = cutOff.Execute(ctx, call, nil) }()
+			go func() {
+				defer close(done)
+				if c.byKey {
+					out, execErr = cutOff.ExecuteKey(ctx, "t1", key, nil)
+					return
+				}
+				out, execErr = cutOff.Execute(ctx, call, nil)
+			}()
 			cut := func() {
 				if c.refuse {
 					// Before the cut: nothing opened from now on gets
@@ -334,6 +380,32 @@ func TestConnectionLostInFlight(t *testing.T) {
 					JOIN pg_stat_activity a USING (pid) WHERE NOT l.granted AND a.application_name = '`+app+`'`)
 				cut()
 			}
+			if c.secondTry {
+				testutil.FinishWithin(t, 10*time.Second, "the claim's loss", func() { <-lostAt })
+				if c.terminate {
+					if _, err := e.pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app); err != nil {
+						t.Fatal(err)
+					}
+					pollTrue(t, e.pool, "the lost claim's backend gone",
+						`SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = '`+app+`'`)
+				}
+				if err := held.Rollback(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if !c.terminate {
+					pollTrue(t, e.pool, "the lost claim committed", `SELECT count(*) = 1 FROM actions
+						WHERE tenant_id = 't1' AND idem_key = '`+key+`' AND status = 'started' AND lease_owner LIKE 'cut-off/%'`)
+				}
+				if c.takenOver {
+					// What a worker that found the lease run out does.
+					if _, err := e.pool.Exec(ctx, `UPDATE actions SET attempt = attempt + 1, lease_owner = 'another',
+						lease_until = now() + interval '1 minute' WHERE tenant_id = 't1' AND idem_key = $1`, key); err != nil {
+						t.Fatal(err)
+					}
+				}
+				proxy.accept()
+				close(secondTry)
+			}
 			if !c.refuse {
 				// The write sent again waits behind the first one.
 				if err := held.Rollback(ctx); err != nil {
@@ -351,14 +423,39 @@ func TestConnectionLostInFlight(t *testing.T) {
 					t.Fatalf("the cut-off call: %+v, %v: want completed by this call", out, execErr)
 				}
 				chargeID(t, out.Response)
-				if !strings.Contains(logs.String(), `msg="executor: completion's connection lost, writing it again"`) {
-					t.Fatal("completed without writing the completion again: the connection was not lost where the test meant")
+				lostMsg := `msg="executor: completion's connection lost, writing it again"`
+				if c.claim {
+					lostMsg = `msg="executor: claim's connection lost, claiming again"`
+					if !out.Created && !c.byKey {
+						t.Fatalf("the cut-off call: %+v: want the intent created by this call", out)
+					}
+				}
+				if !strings.Contains(logs.String(), lostMsg) {
+					t.Fatal("completed without the loss: the connection was not lost where the test meant")
+				}
+				if adopted := strings.Contains(logs.String(), `msg="executor: the lost claim had committed; acting under it"`); adopted != (c.claim && !c.terminate) {
+					t.Fatalf("the lost claim adopted: %v, want %v", adopted, !c.terminate)
 				}
 			} else if execErr == nil && out.Status == executor.StatusCompleted {
 				t.Fatalf("a call whose %s was cut off and could not be written again reported completed", c.name)
 			}
 			if err := held.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 				t.Fatal(err)
+			}
+			if c.takenOver {
+				// The row under another worker's lease: nothing of the
+				// cut-off call's went to the provider.
+				if execErr != nil || out.Status != executor.StatusInFlight || out.Attempt != 2 {
+					t.Fatalf("the cut-off call: %+v, %v: want in flight at the taker's attempt", out, execErr)
+				}
+				if n := e.psp.CountKey(key); n != 0 {
+					t.Fatalf("%d charges under the intent's key: want none", n)
+				}
+				return
+			}
+			if c.secondTry {
+				// Settled by the call itself: the redelivery below replays.
+				c.claim = false
 			}
 			// The server commits what it had: the claim or the completion.
 			want := executor.RowCompleted

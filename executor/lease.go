@@ -14,18 +14,21 @@ import (
 // The lease: taken over when expired, extended while a call runs,
 // released to a backoff after a transient failure, retaken at its end.
 
-func (e *Executor) takeover(ctx context.Context, tenant, key string, seen int) (attempt int, prev *ToolFailure, age time.Duration, won bool, err error) {
+// takeover takes over an expired lease seen at attempt seen, for a new
+// owner of the call's own.
+func (e *Executor) takeover(ctx context.Context, tenant, key string, seen int) (owner string, attempt int, prev *ToolFailure, age time.Duration, won bool, err error) {
 	var t *ledger.Taken
+	owner = e.newOwner()
 	err = e.planned(ctx, func(b *pgx.Batch) {
-		t = ledger.QueueTakeover(b, tenant, key, seen, e.cfg.Owner, e.cfg.Lease)
+		t = ledger.QueueTakeover(b, tenant, key, seen, owner, e.cfg.Lease)
 	})
 	if err != nil {
-		return 0, nil, 0, false, fmt.Errorf("executor: takeover: %w", err)
+		return "", 0, nil, 0, false, fmt.Errorf("executor: takeover: %w", err)
 	}
 	if !t.Won {
-		return 0, nil, 0, false, nil
+		return "", 0, nil, 0, false, nil
 	}
-	return t.Attempt, decodeFailure(t.Error), t.Age, true, nil
+	return owner, t.Attempt, decodeFailure(t.Error), t.Age, true, nil
 }
 
 // heartbeat extends the lease every Heartbeat. When the lease is lost, or
@@ -46,7 +49,7 @@ func (e *Executor) heartbeat(ctx context.Context, cancel context.CancelCauseFunc
 		bctx, bcancel := context.WithTimeout(ctx, e.cfg.Heartbeat)
 		var f *ledger.Fenced
 		err := e.planned(bctx, func(b *pgx.Batch) {
-			f = ledger.QueueHeartbeat(b, h.tenant, h.key, e.cfg.Owner, h.attempt, e.cfg.Lease)
+			f = ledger.QueueHeartbeat(b, h.tenant, h.key, h.owner, h.attempt, e.cfg.Lease)
 		})
 		bcancel()
 		switch {
@@ -67,7 +70,7 @@ func (e *Executor) release(ctx context.Context, h held, delay time.Duration, f *
 	fj, _ := json.Marshal(f)
 	var fenced *ledger.Fenced
 	err := e.planned(wctx, func(b *pgx.Batch) {
-		fenced = ledger.QueueRelease(b, h.tenant, h.key, e.cfg.Owner, h.attempt, delay, string(fj))
+		fenced = ledger.QueueRelease(b, h.tenant, h.key, h.owner, h.attempt, delay, string(fj))
 	})
 	if err != nil {
 		return fmt.Errorf("executor: release: %w", err)
@@ -81,7 +84,7 @@ func (e *Executor) release(ctx context.Context, h held, delay time.Duration, f *
 func (e *Executor) retake(ctx context.Context, h held) (int, time.Duration, bool, error) {
 	var t *ledger.Taken
 	err := e.planned(ctx, func(b *pgx.Batch) {
-		t = ledger.QueueRetake(b, h.tenant, h.key, h.attempt, e.cfg.Owner, e.cfg.Lease)
+		t = ledger.QueueRetake(b, h.tenant, h.key, h.attempt, h.owner, e.cfg.Lease)
 	})
 	if err != nil {
 		return 0, 0, false, fmt.Errorf("executor: retake: %w", err)

@@ -63,7 +63,8 @@ func (NopObserver) LookupDone(ProviderEvent)         {}
 func (NopObserver) ExecutionFinished(ExecutionEvent) {}
 
 // Failpoint names, hit on Config.Failpoints around every provider call
-// (not a Lookup), each also with "."+action appended
+// (not a Lookup) and where a claim was lost, each also with "."+action
+// appended
 // ("agent.action-claimed.pix.charge") so that a crash test can target one
 // tool. They keep the "agent." prefix of the tool wrapper that hit them
 // before the executor did: RETRYSAFE_FAILPOINTS settings and the restart
@@ -75,6 +76,10 @@ const (
 	// FailProviderAnswered: the provider answered; the completion is not
 	// recorded.
 	FailProviderAnswered = "agent.provider-answered"
+	// FailClaimLost: a claim's connection was lost after it was sent, so
+	// it may or may not have committed; the freeze and claim are about to
+	// be sent again to find out.
+	FailClaimLost = "executor.claim-lost"
 )
 
 // Failpoints is hit at the named points above; a crash test kills the

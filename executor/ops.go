@@ -101,6 +101,7 @@ func toolNames(src ToolSource) []string {
 // taken is one expired lease the reconciler took over.
 type taken struct {
 	tenant, key string
+	owner       string // the pass's lease owner
 	attempt     int
 	prev        *ToolFailure
 	age         time.Duration  // since the action was first claimed (database clock)
@@ -110,15 +111,16 @@ type taken struct {
 func (e *Executor) reconcileOnce(ctx context.Context) (ReconcileResult, error) {
 	var res ReconcileResult
 	var leases *[]ledger.TakenLease
+	owner := e.newOwner()
 	err := e.planned(ctx, func(b *pgx.Batch) {
-		leases = ledger.QueueReconcileTake(b, e.cfg.ReconcileBatch, e.cfg.Owner, e.cfg.Lease, toolNames(e.cfg.Tools))
+		leases = ledger.QueueReconcileTake(b, e.cfg.ReconcileBatch, owner, e.cfg.Lease, toolNames(e.cfg.Tools))
 	})
 	if err != nil {
 		return res, fmt.Errorf("executor: reconcile: %w", err)
 	}
 	var batch []taken
 	for _, l := range *leases {
-		batch = append(batch, taken{tenant: l.Tenant, key: l.Key, attempt: l.Attempt, prev: decodeFailure(l.Error), age: l.Age})
+		batch = append(batch, taken{tenant: l.Tenant, key: l.Key, owner: owner, attempt: l.Attempt, prev: decodeFailure(l.Error), age: l.Age})
 	}
 	res.TakenOver = len(batch)
 	if len(batch) > 0 {
@@ -194,7 +196,7 @@ func (e *Executor) settle(ctx context.Context, t taken) (*Outcome, error) {
 	tool, ok := e.cfg.Tools.Tool(in.Action)
 	if !ok {
 		// Another deployment may know the tool: hand the lease back.
-		h := held{tenant: t.tenant, key: t.key, action: in.Action, attempt: t.attempt}
+		h := held{tenant: t.tenant, key: t.key, action: in.Action, owner: t.owner, attempt: t.attempt}
 		f := t.prev
 		if f == nil {
 			f = &ToolFailure{Class: "uncertain", Code: "unknown_tool", Attempt: t.attempt - 1}
@@ -204,7 +206,7 @@ func (e *Executor) settle(ctx context.Context, t taken) (*Outcome, error) {
 		}
 		return nil, fmt.Errorf("%w: %q", ErrUnknownTool, in.Action)
 	}
-	return e.work(ctx, tool, in, t.attempt, t.age, prevUncertain(t.prev, t.attempt), &Opts{NoWait: true}, out)
+	return e.work(ctx, tool, in, t.owner, t.attempt, t.age, prevUncertain(t.prev, t.attempt), &Opts{NoWait: true}, out)
 }
 
 func (e *Executor) runReconciler(ctx context.Context) error {

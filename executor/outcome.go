@@ -33,7 +33,7 @@ func (e *Executor) giveUp(ctx context.Context, h held, mayHaveActed bool, last *
 // finish writes the outcome, fenced by owner and attempt.
 func (e *Executor) finish(ctx context.Context, h held, status string, resp json.RawMessage, f *ToolFailure, out *Outcome) (*Outcome, error) {
 	wctx := e.writeCtx(ctx)
-	cu := &completeUnit{Completion: ledger.Completion{Tenant: h.tenant, Key: h.key, Attempt: int32(h.attempt), Status: status}}
+	cu := &completeUnit{Completion: ledger.Completion{Tenant: h.tenant, Key: h.key, Owner: h.owner, Attempt: int32(h.attempt), Status: status}}
 	if resp != nil {
 		s := string(resp)
 		cu.Response = &s
@@ -104,7 +104,7 @@ func (e *Executor) queueComplete(b *pgx.Batch, async bool, cu *completeUnit) {
 	} else {
 		ledger.QueuePlans(b)
 	}
-	ledger.QueueComplete(b, &cu.Completion, e.cfg.Owner, async)
+	ledger.QueueComplete(b, &cu.Completion, async)
 }
 
 func (e *Executor) logOutcome(o *Outcome, replay bool) {

@@ -163,7 +163,7 @@ func TestRoundTripsAndCommits(t *testing.T) {
 	bt := &pgx.Batch{}
 	id := ledger.ID{Tenant: x.Tenant, Ref: x.Ref, Action: x.Action}
 	row := &ledger.NewIntent{ID: id, Version: x.Result.Version, Payload: x.Result.Payload, Key: x.Result.Key}
-	fresh := ledger.QueueFreshClaims(bt, []*ledger.NewIntent{row}, "someone", time.Second)
+	fresh := ledger.QueueFreshClaims(bt, []*ledger.NewIntent{row}, []string{"someone"}, time.Second)
 	fz := ledger.QueueFreeze(bt, id, row)
 	lc := ledger.QueueClaim(bt, id, "someone", time.Second)
 	if err := tx.SendBatch(ctx, bt).Close(); err != nil {
@@ -274,8 +274,8 @@ func TestCompletionCommit(t *testing.T) {
 	}
 	b := &pgx.Batch{}
 	resp := `{}`
-	c := &ledger.Completion{Tenant: "t1", Key: key, Attempt: int32(attempt), Status: executor.RowCompleted, Response: &resp}
-	ledger.QueueComplete(b, c, "again", true)
+	c := &ledger.Completion{Tenant: "t1", Key: key, Owner: "again", Attempt: int32(attempt), Status: executor.RowCompleted, Response: &resp}
+	ledger.QueueComplete(b, c, true)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil || !c.Matched {
 		t.Fatal(c, err)
 	}

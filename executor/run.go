@@ -38,8 +38,46 @@ type claim struct {
 	frErr    error
 	claimed  bool
 	claimKey string
+	owner    string // claimed: the lease owner written
 	attempt  int
 	act      *Action
+}
+
+// claimLost reports a claim whose connection was lost after it was sent:
+// it may have committed (the server had it whole) or not, and the call
+// sends the freeze and claim once more, alone, to find out (adoptLost).
+func (e *Executor) claimLost(action string, err error) {
+	e.cfg.Logger.Warn("executor: claim's connection lost, claiming again", "action", action, "err", err)
+	e.hit(FailClaimLost, action)
+}
+
+// adoptLost settles a claim sent again after its connection was lost
+// that found the action already started: when the lease is under owner,
+// which no other call writes, the lost claim had committed and nobody has
+// acted under it, so the call holds it. Before acting, the lease is
+// renewed, fenced by owner and attempt: a lost claim that waited long
+// enough for its lease to run out may have been taken over since, and a
+// taker bumps the attempt (the renewal then matches nothing and the call
+// reports the row, as any call that found it in flight). c is updated in
+// place when adopted.
+func (e *Executor) adoptLost(ctx context.Context, c *claim, owner string) (bool, error) {
+	a := c.act
+	if a == nil || a.Status != RowStarted || a.LeaseOwner != owner {
+		return false, nil
+	}
+	var f *ledger.Fenced
+	if err := e.planned(ctx, func(b *pgx.Batch) {
+		f = ledger.QueueHeartbeat(b, a.Tenant, a.Key, owner, a.Attempt, e.cfg.Lease)
+	}); err != nil {
+		return false, fmt.Errorf("executor: claim: renewing the lost claim's lease: %w", err)
+	}
+	if !f.Matched {
+		return false, nil
+	}
+	e.cfg.Logger.Warn("executor: the lost claim had committed; acting under it", "action", a.Action, "attempt", a.Attempt)
+	c.claimed, c.claimKey, c.owner, c.attempt = true, a.Key, owner, a.Attempt
+	a.Expired, a.LeaseLeft = false, e.cfg.Lease
+	return true, nil
 }
 
 // maxRaces bounds how often Execute starts over after racing an amendment.
@@ -62,34 +100,11 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 		return nil, err
 	}
 	order := call.Tenant + "\x00" + call.Ref + "\x00" + call.Action
+	owner := e.newOwner()
 	for i := range maxRaces {
-		cu := newClaimUnit(x)
-		switch {
-		case i > 0: // racing an amendment: the full freeze and claim
-		case e.claims.readOnly.Load():
-			// Redeliveries are what has been arriving: read first, and
-			// skip the writes when the intent is settled or in flight.
-			queue := func(b *pgx.Batch) { e.queueLookups(b, []*claimUnit{cu}) }
-			if err := e.grouped(ctx, e.lookups, order, queue, cu); err != nil {
-				return nil, refused(fmt.Errorf("executor: lookup: %w", err))
-			}
-		case x.Err == nil:
-			// First executions are what has been arriving: freeze and
-			// claim what is new in one statement, reading nothing back.
-			queue := func(b *pgx.Batch) { e.queueFresh(b, []*claimUnit{cu}) }
-			if err := e.grouped(ctx, e.fresh, order, queue, cu); err != nil {
-				return nil, refused(fmt.Errorf("executor: freeze and claim: %w", err))
-			}
-		}
-		fz, c, created := cu.settle()
-		if c == nil {
-			// One round trip, one implicit transaction (shared with the
-			// calls grouped with this one): freeze, read back, claim,
-			// read the action. Four statements, four snapshots.
-			if err := e.grouped(ctx, e.claims, order, func(b *pgx.Batch) { e.queueOne(b, cu) }, cu); err != nil {
-				return nil, refused(fmt.Errorf("executor: freeze and claim: %w", err))
-			}
-			fz, c, _ = cu.settle()
+		fz, c, created, err := e.freezeAndClaim(ctx, x, order, owner, i > 0)
+		if err != nil {
+			return nil, err
 		}
 		c.fr, c.frErr = e.cfg.Intents.Outcome(x, intentOf(fz.Intent), fz.Inserted)
 		if created && c.frErr == nil {
@@ -111,7 +126,72 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 	return nil, fmt.Errorf("executor: intent %q kept changing under concurrent amendments", call.Ref)
 }
 
+// freezeAndClaim freezes x and claims its action for owner, or finds
+// both as they stand: by the read-first lookup while redeliveries are
+// what arrives, the fresh claim while first executions are, else (or when
+// either leaves it to them, or full, racing an amendment) the four
+// statements of the freeze and claim. created says the fresh claim
+// inserted the intent without claiming its action (see settle). A claim
+// lost with its connection is sent again, and adopted when it committed.
+func (e *Executor) freezeAndClaim(ctx context.Context, x *intent.Extraction, order, owner string, full bool) (fz ledger.Freeze, c *claim, created bool, err error) {
+	cu := newClaimUnit(x, owner)
+	lost := false // a claim of this call was lost with its connection
+	switch {
+	case full:
+	case e.claims.readOnly.Load():
+		// Redeliveries are what has been arriving: read first, and
+		// skip the writes when the intent is settled or in flight.
+		queue := func(b *pgx.Batch) { e.queueLookups(b, []*claimUnit{cu}) }
+		if err := e.grouped(ctx, e.lookups, order, queue, cu); err != nil {
+			return fz, nil, false, refused(fmt.Errorf("executor: lookup: %w", err))
+		}
+	case x.Err == nil:
+		// First executions are what has been arriving: freeze and
+		// claim what is new in one statement, reading nothing back.
+		queue := func(b *pgx.Batch) { e.queueFresh(b, []*claimUnit{cu}) }
+		if err := e.grouped(ctx, e.fresh, order, queue, cu); err != nil {
+			if !connectionLost(err) {
+				return fz, nil, false, refused(fmt.Errorf("executor: freeze and claim: %w", err))
+			}
+			// What it read before the loss says nothing of its
+			// commit: the freeze and claim below find out.
+			e.claimLost(x.Action, err)
+			cu, lost = newClaimUnit(x, owner), true
+		}
+	}
+	fz, c, created = cu.settle()
+	if c == nil {
+		// One round trip, one implicit transaction (shared with the
+		// calls grouped with this one): freeze, read back, claim,
+		// read the action. Four statements, four snapshots.
+		queue := func(b *pgx.Batch) { e.queueOne(b, cu) }
+		err := e.grouped(ctx, e.claims, order, queue, cu)
+		if err != nil && !lost && connectionLost(err) {
+			e.claimLost(x.Action, err)
+			cu, lost = newClaimUnit(x, owner), true
+			err = e.send(ctx, e.claims.plans, queue)
+		}
+		if err != nil {
+			return fz, nil, false, refused(fmt.Errorf("executor: freeze and claim: %w", err))
+		}
+		fz, c, _ = cu.settle()
+	}
+	if lost && !c.claimed {
+		adopted, err := e.adoptLost(ctx, c, owner)
+		if err != nil {
+			return fz, nil, false, err
+		}
+		if adopted && fz.Intent != nil && fz.Intent.CreatedAt.Equal(c.act.CreatedAt) {
+			// Both rows have their transaction's now(): the lost
+			// batch froze the intent too.
+			fz.Inserted = true
+		}
+	}
+	return fz, c, created, nil
+}
+
 func (e *Executor) executeKey(ctx context.Context, tenant, key string, opts *Opts) (*Outcome, error) {
+	owner := e.newOwner()
 	for range maxRaces {
 		in, err := e.intentByKey(ctx, tenant, key)
 		if errors.Is(err, intent.ErrNotFound) {
@@ -127,10 +207,22 @@ func (e *Executor) executeKey(ctx context.Context, tenant, key string, opts *Opt
 		var lc *ledger.Claim
 		id := ledger.ID{Tenant: tenant, Ref: in.Ref, Action: in.Action}
 		// Under the plan settings: their plans, and their synchronous commit.
-		if err := e.planned(ctx, func(b *pgx.Batch) { lc = ledger.QueueClaim(b, id, e.cfg.Owner, e.cfg.Lease) }); err != nil {
+		queue := func(b *pgx.Batch) { lc = ledger.QueueClaim(b, id, owner, e.cfg.Lease) }
+		err = e.planned(ctx, queue)
+		lost := err != nil && connectionLost(err)
+		if lost {
+			e.claimLost(in.Action, err)
+			err = e.planned(ctx, queue)
+		}
+		if err != nil {
 			return nil, refused(fmt.Errorf("executor: claim: %w", err))
 		}
-		c := &claim{claimed: lc.Claimed, claimKey: lc.Key, attempt: lc.Attempt, act: actionOf(lc.Action)}
+		c := &claim{claimed: lc.Claimed, claimKey: lc.Key, owner: owner, attempt: lc.Attempt, act: actionOf(lc.Action)}
+		if lost && !c.claimed {
+			if _, err := e.adoptLost(ctx, c, owner); err != nil {
+				return nil, err
+			}
+		}
 		out := &Outcome{Tenant: tenant, Ref: in.Ref, Action: in.Action, Key: in.Key}
 		res, err, again := e.drive(ctx, tool, in, c, out, opts)
 		if !again {
@@ -157,7 +249,7 @@ func (e *Executor) drive(ctx context.Context, tool tools.Tool, in *intent.Intent
 			in = cur
 			out.Key, out.Divergent = in.Key, nil
 		}
-		res, err := e.work(ctx, tool, in, c.attempt, 0, false, opts, out)
+		res, err := e.work(ctx, tool, in, c.owner, c.attempt, 0, false, opts, out)
 		return res, err, false
 	}
 	a := c.act
@@ -170,7 +262,7 @@ func (e *Executor) drive(ctx context.Context, tool tools.Tool, in *intent.Intent
 		return res, nil, false
 	}
 	// Started with an expired lease: compare-and-set takeover.
-	attempt, prev, age, won, err := e.takeover(ctx, a.Tenant, a.Key, a.Attempt)
+	owner, attempt, prev, age, won, err := e.takeover(ctx, a.Tenant, a.Key, a.Attempt)
 	if err != nil {
 		return nil, err, false
 	}
@@ -179,7 +271,7 @@ func (e *Executor) drive(ctx context.Context, tool tools.Tool, in *intent.Intent
 		return res, err, false
 	}
 	out.tookOver = true
-	res, err := e.work(ctx, tool, in, attempt, age, prevUncertain(prev, attempt), opts, out)
+	res, err := e.work(ctx, tool, in, owner, attempt, age, prevUncertain(prev, attempt), opts, out)
 	return res, err, false
 }
 

@@ -64,7 +64,7 @@ type Filter struct {
 	Action string
 	Status string   // started, completed, failed, review
 	Refs   []string // intent_refs
-	Owner  string   // the lease owner
+	Owner  string   // a worker's Config.Owner: the leases its calls hold
 }
 
 func (f Filter) ledger() ledger.Filter {

@@ -21,46 +21,47 @@ func (f *Fenced) exec(ct pgconn.CommandTag) error {
 	return nil
 }
 
-// Completion is one fenced completion: the outcome owner's attempt
-// recorded for the tenant's key. Response and Error are JSON, nil for
-// NULL. The queue functions write Fenced, the result, once the batch ran
-// (the caller's own struct: a completion allocates nothing more).
+// Completion is one fenced completion: the outcome the lease owner's
+// attempt recorded for the tenant's key. Response and Error are JSON, nil
+// for NULL. The queue functions write Fenced, the result, once the batch
+// ran (the caller's own struct: a completion allocates nothing more).
 type Completion struct {
 	Tenant, Key     string
+	Owner           string // the lease owner the fence matches
 	Attempt         int32
 	Status          string // completed, failed or review
 	Response, Error *string
 	Fenced
 }
 
-// QueueComplete queues c's completion by owner. async commits it without
-// waiting for its WAL flush (actionCompleteAsync): only for an outcome the
+// QueueComplete queues c's completion. async commits it without waiting
+// for its WAL flush (actionCompleteAsync): only for an outcome the
 // provider can tell again by the key.
-func QueueComplete(b *pgx.Batch, c *Completion, owner string, async bool) {
+func QueueComplete(b *pgx.Batch, c *Completion, async bool) {
 	query := actionComplete
 	if async {
 		query = actionCompleteAsync
 	}
 	c.Matched = false
-	b.Queue(query, c.Tenant, c.Key, owner, c.Attempt, c.Status, c.Response, c.Error).Exec(c.exec)
+	b.Queue(query, c.Tenant, c.Key, c.Owner, c.Attempt, c.Status, c.Response, c.Error).Exec(c.exec)
 }
 
 // QueueCompleteMany is QueueComplete for a group, as one statement over
 // arrays (actionCompleteMany, or its async variant).
-func QueueCompleteMany(b *pgx.Batch, cs []*Completion, owner string, async bool) {
+func QueueCompleteMany(b *pgx.Batch, cs []*Completion, async bool) {
 	many := actionCompleteMany
 	if async {
 		many = actionCompleteManyAsync
 	}
 	n := len(cs)
-	ts, ks, ss := make([]string, n), make([]string, n), make([]string, n)
+	ts, ks, ss, ws := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	ats := make([]int32, n)
 	resps, fails := make([]*string, n), make([]*string, n)
 	for i, c := range cs {
 		c.Matched = false
-		ts[i], ks[i], ats[i], ss[i], resps[i], fails[i] = c.Tenant, c.Key, c.Attempt, c.Status, c.Response, c.Error
+		ts[i], ks[i], ats[i], ss[i], resps[i], fails[i], ws[i] = c.Tenant, c.Key, c.Attempt, c.Status, c.Response, c.Error, c.Owner
 	}
-	b.Queue(many, ts, ks, ats, ss, resps, fails, owner).Query(func(rows pgx.Rows) error {
+	b.Queue(many, ts, ks, ats, ss, resps, fails, ws).Query(func(rows pgx.Rows) error {
 		var (
 			pos int64
 			set string // the async variant's set_config

@@ -31,11 +31,11 @@ func BenchmarkFreshClaimForms(b *testing.B) {
 		bt := &pgx.Batch{}
 		var fs []FreshClaim
 		if scalar {
-			fs = QueueFreshClaims(bt, []*NewIntent{r}, "owner-1", 30*time.Second)
+			fs = QueueFreshClaims(bt, []*NewIntent{r}, []string{"owner-1"}, 30*time.Second)
 		} else {
 			fs = make([]FreshClaim, 1)
 			args, _ := freezeArgs([]*NewIntent{r})
-			bt.Queue(intentActionClaimNewMany, append(args, "owner-1", micros(30*time.Second))...).Query(func(rs pgx.Rows) error {
+			bt.Queue(intentActionClaimNewMany, append(args, []string{"owner-1"}, micros(30*time.Second))...).Query(func(rs pgx.Rows) error {
 				for rs.Next() {
 					fs[0].Attempt = 1
 				}

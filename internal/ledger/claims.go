@@ -144,24 +144,22 @@ func QueueClaim(b *pgx.Batch, id ID, owner string, lease time.Duration) *Claim {
 	return c
 }
 
-// QueueClaimMany is QueueClaim for a group, in two statements. Of ids for
-// the same intent, the first claims; the others find its row in flight, as
-// they would alone.
-func QueueClaimMany(b *pgx.Batch, ids []ID, owner string, lease time.Duration) []Claim {
+// QueueClaimMany is QueueClaim for a group, in two statements, id i's
+// claim leased to owners[i] (owners are unique to their calls). Of ids for
+// the same intent, one claims; the others find its row in flight, as they
+// would alone.
+func QueueClaimMany(b *pgx.Batch, ids []ID, owners []string, lease time.Duration) []Claim {
 	n := len(ids)
 	cs := make([]Claim, n)
 	ts, rs, as := idArrays(ids)
-	b.Queue(actionClaimMany, ts, rs, as, owner, micros(lease)).Query(func(rows pgx.Rows) error {
+	b.Queue(actionClaimMany, ts, rs, as, owners, micros(lease)).Query(func(rows pgx.Rows) error {
 		var (
-			t, r, a, key string
-			attempt      int
+			owner, key string
+			attempt    int
 		)
-		_, err := pgx.ForEachRow(rows, []any{&t, &r, &a, &key, &attempt}, func() error {
-			for i, id := range ids {
-				if !cs[i].Claimed && id.Tenant == t && id.Ref == r && id.Action == a {
-					cs[i].Claimed, cs[i].Key, cs[i].Attempt = true, key, attempt
-					break
-				}
+		_, err := pgx.ForEachRow(rows, []any{&owner, &key, &attempt}, func() error {
+			if i := slices.Index(owners, owner); i >= 0 {
+				cs[i].Claimed, cs[i].Key, cs[i].Attempt = true, key, attempt
 			}
 			return nil
 		})
@@ -202,28 +200,37 @@ type FreshClaim struct {
 // reading nothing else back, and commits synchronously with no QueuePlans
 // before it (see actionClaimNewTail). A row whose intent was already frozen (a
 // redelivery, a concurrent duplicate) gets nothing: its insert conflicted.
-// Of rows for the same intent, the one whose values went in gets the
-// result (matched by key too), the first of them when they are equal.
-func QueueFreshClaims(b *pgx.Batch, rows []*NewIntent, owner string, lease time.Duration) []FreshClaim {
+// Row i's action is claimed for owners[i] (owners are unique to their
+// calls). Of rows for the same intent, the one whose values went in gets
+// the result (matched by key too); of those with the same values, the
+// first (its owner is the one the action was claimed for).
+func QueueFreshClaims(b *pgx.Batch, rows []*NewIntent, owners []string, lease time.Duration) []FreshClaim {
 	fs := make([]FreshClaim, len(rows))
 	var q *pgx.QueuedQuery
 	if len(rows) == 1 && rows[0] != nil {
-		q = b.Queue(intentActionClaimNew, append(rows[0].scalars(), owner, micros(lease))...)
+		q = b.Queue(intentActionClaimNew, append(rows[0].scalars(), owners[0], micros(lease))...)
 	} else {
 		args, _ := freezeArgs(rows)
-		q = b.Queue(intentActionClaimNewMany, append(args, owner, micros(lease))...)
+		ws := make([]string, 0, len(rows))
+		for i, r := range rows {
+			if r != nil {
+				ws = append(ws, owners[i])
+			}
+		}
+		q = b.Queue(intentActionClaimNewMany, append(args, ws, micros(lease))...)
 	}
 	q.Query(func(rs pgx.Rows) error {
 		var (
 			attempt             int
 			tenant, ref, action string
-			key                 string
+			key, owner          string
 			createdAt           time.Time
 		)
 		// nil: syncCommitOn's column is not decoded.
-		_, err := pgx.ForEachRow(rs, []any{&attempt, &tenant, &ref, &action, &key, &createdAt, nil}, func() error {
+		_, err := pgx.ForEachRow(rs, []any{&attempt, &tenant, &ref, &action, &key, &createdAt, &owner, nil}, func() error {
 			for i, row := range rows {
-				if fs[i].Inserted || row.Tenant != tenant || row.Ref != ref || row.Action != action || row.Key != key {
+				if row == nil || fs[i].Inserted || row.Tenant != tenant || row.Ref != ref || row.Action != action || row.Key != key ||
+					(owner != "" && owners[i] != owner) {
 					continue
 				}
 				fs[i].Inserted, fs[i].Attempt = true, attempt

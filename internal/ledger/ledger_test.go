@@ -144,7 +144,8 @@ func TestFreshClaimBuildsTheReadBack(t *testing.T) {
 		row("t2", "ins-3", "note.send", derive.Payload{{Name: "text", Value: "olá"}, {Name: "a", Value: "1"}}, "s"),
 	}
 	b := &pgx.Batch{}
-	fs := QueueFreshClaims(b, rows, "me", time.Minute)
+	owners := []string{"me/1", "me/2", "me/3"}
+	fs := QueueFreshClaims(b, rows, owners, time.Minute)
 	if err := pool.SendBatch(ctx, b).Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestFreshClaimBuildsTheReadBack(t *testing.T) {
 	}
 	// Again: every insert conflicts, nothing is claimed.
 	b = &pgx.Batch{}
-	fs = QueueFreshClaims(b, rows, "me", time.Minute)
+	fs = QueueFreshClaims(b, rows, owners, time.Minute)
 	if err := pool.SendBatch(ctx, b).Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +179,7 @@ func TestFreshClaimBuildsTheReadBack(t *testing.T) {
 // statements.
 var fragments = map[string]bool{
 	"syncCommitOn": true, "intentColumns": true, "actionColumns": true, "actionPrefixed": true,
-	"intentFreezeInsert": true, "actionClaimNewTail": true, "actionAge": true, "SupersededClass": true,
+	"intentFreezeInsert": true, "actionClaimNewInsert": true, "actionClaimNewTail": true, "actionAge": true, "SupersededClass": true,
 }
 
 // Every statement has its name, so that tracers can tell them apart.

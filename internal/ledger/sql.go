@@ -214,61 +214,60 @@ FROM actions a
 WHERE a.tenant_id = $1 AND a.idem_key = (
 	SELECT i.idem_key FROM intents i WHERE i.tenant_id = $1 AND i.intent_ref = $2 AND i.action = $3)`
 
-// intentActionClaimNewMany is the first executions' claims group: one
-// statement that freezes the extractions (intentFreezeInsert, $1 to $7) and
-// claims an action for each intent it inserted, returning, for each
-// inserted intent, the claimed attempt (0 when the action could not be
-// claimed), its tenant, ref, action and key, and its created_at: the rest
-// of the row is what the caller sent, so it does not come back (see
-// QueueFreshClaims). Nothing else is read: an extraction whose intent was
-// already there returns nothing, and goes on to the freeze-and-claim
-// statements, which read what others committed.
+// intentActionClaimNewMany is the first executions' claims group: it
+// freezes the extractions (intentFreezeInsert, $1 to $7) and claims an
+// action for each intent it inserted, for its call's owner ($8, an array).
+// Of two extractions with the same values, the intent goes in once and its
+// action is claimed (in the arrays' order) for the first one's owner.
 const intentActionClaimNewMany = `WITH ins AS (
 ` + intentFreezeInsert + `
 	RETURNING tenant_id, intent_ref, action, idem_key, created_at
-)` + actionClaimNewTail
+)` + actionClaimNewInsert + `o.w
+	FROM ins JOIN unnest($1::text[], $2::text[], $3::text[], $6::text[], $8::text[]) WITH ORDINALITY AS o(t, r, a, k, w, n)
+		ON o.t = ins.tenant_id AND o.r = ins.intent_ref AND o.a = ins.action AND o.k = ins.idem_key
+	ORDER BY o.n` + actionClaimNewTail
 
 // intentActionClaimNew is intentActionClaimNewMany for one extraction, as
-// scalars ($1 to $7, intentFreeze's): what a lone call sends. Seven
-// one-element arrays to encode and unnest made the lone claim's round trip
-// 2 to 4 % longer than this form (BenchmarkFreshClaimForms, the two
-// interleaved on one connection).
+// scalars ($1 to $7 intentFreeze's, $8 the owner): a lone call's. Seven
+// one-element arrays made its round trip 2 to 4 % longer (BenchmarkFreshClaimForms).
 const intentActionClaimNew = `WITH ins AS (
 ` + intentFreeze + `
 	RETURNING tenant_id, intent_ref, action, idem_key, created_at
-)` + actionClaimNewTail
+)` + actionClaimNewInsert + `$8 FROM ins` + actionClaimNewTail
 
-// actionClaimNewTail claims an action for each intent the statement's ins
-// inserted ($8 the owner, $9 the lease in microseconds) and returns what
-// intentActionClaimNewMany says, then syncCommitOn, made for every intent
-// inserted (one that inserted nothing has nothing to flush), which the
-// caller does not read. So a fresh claim needs no groupPlans before it (a
-// lone first execution sends three statements, not four): its plans read
-// no table (the values sent, the rows its CTEs inserted; conflict checks
-// are index probes no plan chooses), and no foreign key or trigger runs a
-// query of its own (TestFreshClaimsFireNoTrigger).
-const actionClaimNewTail = `, cl AS (
-	INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, attempt, lease_owner, lease_until)
-	SELECT tenant_id, idem_key, intent_ref, action, 'started', 1, $8, clock_timestamp() + $9::bigint * interval '1 microsecond'
-	FROM ins
+// actionClaimNewInsert and actionClaimNewTail, around a form's owner and
+// rows, claim an action for each intent its ins inserted ($9: the lease,
+// µs) and return for each the attempt (0: a row held the key), tenant,
+// ref, action, key, created_at and owner claimed for (or empty), then
+// syncCommitOn (for every intent inserted; not read); the rest is what the
+// caller sent (QueueFreshClaims). An intent that was there returns nothing
+// (the freeze and claim read what others committed). No groupPlans before
+// it (a lone first execution: three statements, not four): its plans read
+// no table, and no foreign key or trigger runs a query (TestFreshClaimsFireNoTrigger).
+const (
+	actionClaimNewInsert = `, cl AS (
+	INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, attempt, lease_until, lease_owner)
+	SELECT tenant_id, idem_key, intent_ref, action, 'started', 1, clock_timestamp() + $9::bigint * interval '1 microsecond', `
+	actionClaimNewTail = `
 	ON CONFLICT DO NOTHING
-	RETURNING tenant_id, idem_key, attempt
+	RETURNING tenant_id, idem_key, attempt, lease_owner
 )
 SELECT coalesce(cl.attempt, 0), ins.tenant_id, ins.intent_ref, ins.action, ins.idem_key, ins.created_at,
-	` + syncCommitOn + `
+	coalesce(cl.lease_owner, ''), ` + syncCommitOn + `
 FROM ins LEFT JOIN cl ON cl.tenant_id = ins.tenant_id AND cl.idem_key = ins.idem_key`
+)
 
 // actionClaimMany is actionClaim for a claims group, as parallel arrays of
-// (tenant, ref, action). An intent queued twice is claimed once.
+// (tenant, ref, action, owner). An intent queued twice is claimed once.
 const actionClaimMany = `INSERT INTO actions
 	(tenant_id, idem_key, intent_ref, action, status, attempt, lease_owner, lease_until)
-SELECT i.tenant_id, i.idem_key, i.intent_ref, i.action, 'started', 1, $4, clock_timestamp() + $5::bigint * interval '1 microsecond'
-FROM unnest($1::text[], $2::text[], $3::text[]) AS u(t, r, a)
+SELECT i.tenant_id, i.idem_key, i.intent_ref, i.action, 'started', 1, u.w, clock_timestamp() + $5::bigint * interval '1 microsecond'
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(t, r, a, w)
 CROSS JOIN LATERAL (
 	SELECT tenant_id, idem_key, intent_ref, action FROM intents
 	WHERE tenant_id = u.t AND intent_ref = u.r AND action = u.a OFFSET 0) i
 ON CONFLICT DO NOTHING
-RETURNING tenant_id, intent_ref, action, idem_key, attempt`
+RETURNING lease_owner, idem_key, attempt`
 
 // actionGetForIntentMany is actionGetForIntent for a claims group: each row
 // is preceded by the 1-based position of its intent in the arrays.
@@ -347,14 +346,14 @@ const actionCompleteAsync = actionComplete + `
 RETURNING set_config('synchronous_commit', 'off', true)`
 
 // actionCompleteMany is actionComplete for a completions group, as
-// parallel arrays (tenant, key, attempt, status, response, error) under one
-// owner: one statement for the group instead of one per call. RETURNING
-// names, by 1-based position, the completions that matched their fence.
+// parallel arrays (tenant, key, attempt, status, response, error, owner):
+// one statement for the group instead of one per call. RETURNING names, by
+// 1-based position, the completions that matched their fence.
 const actionCompleteMany = `UPDATE actions a
 SET status = u.s, response = u.resp::jsonb, error = u.err::jsonb, lease_owner = NULL, lease_until = NULL,
 	finished_at = CASE WHEN u.s IN ('completed', 'failed') THEN now() END, updated_at = now()
-FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS u(t, k, at, s, resp, err, n)
-WHERE a.tenant_id = u.t AND a.idem_key = u.k AND a.lease_owner = $7 AND a.attempt = u.at AND a.lease_until IS NOT NULL
+FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::text[], $7::text[]) WITH ORDINALITY AS u(t, k, at, s, resp, err, o, n)
+WHERE a.tenant_id = u.t AND a.idem_key = u.k AND a.lease_owner = u.o AND a.attempt = u.at AND a.lease_until IS NOT NULL
 RETURNING u.n`
 
 // actionCompleteManyAsync is actionCompleteMany committed without waiting
@@ -579,17 +578,18 @@ const actionInsertCompleted = `INSERT INTO actions (tenant_id, idem_key, intent_
 VALUES ($1, $2, $3, $4, 'completed', $5, now())`
 
 // actionListFiltered lists the actions that match every filter set (an
-// empty or NULL parameter matches any), oldest first. Unbounded and unindexed beyond the
-// tenant: for tests and the lab's reports, never the engine.
+// empty or NULL parameter matches any; an owner, its calls' "owner/..."),
+// oldest first. Unbounded and unindexed beyond the tenant: for tests and
+// the lab's reports, never the engine.
 const actionListFiltered = `SELECT tenant_id, idem_key, intent_ref, action, status, attempt, coalesce(lease_owner, '') FROM actions
 WHERE ($1 = '' OR tenant_id = $1) AND ($2 = '' OR action = $2) AND ($3 = '' OR status = $3)
-	AND ($4::text[] IS NULL OR intent_ref = ANY($4::text[])) AND ($5 = '' OR lease_owner = $5)
+	AND ($4::text[] IS NULL OR intent_ref = ANY($4::text[])) AND ($5 = '' OR lease_owner = $5 OR starts_with(lease_owner, $5 || '/'))
 ORDER BY created_at, idem_key`
 
 // actionCountFiltered counts what actionListFiltered lists.
 const actionCountFiltered = `SELECT count(*) FROM actions
 WHERE ($1 = '' OR tenant_id = $1) AND ($2 = '' OR action = $2) AND ($3 = '' OR status = $3)
-	AND ($4::text[] IS NULL OR intent_ref = ANY($4::text[])) AND ($5 = '' OR lease_owner = $5)`
+	AND ($4::text[] IS NULL OR intent_ref = ANY($4::text[])) AND ($5 = '' OR lease_owner = $5 OR starts_with(lease_owner, $5 || '/'))`
 
 // intentListWithStatus lists a tenant's intents of an action (of every
 // action for an empty one), each with the status of the action under its

@@ -49,7 +49,7 @@ func ActionBackdateAll(ctx context.Context, db DBTX, age time.Duration) error {
 type Filter struct {
 	Tenant, Action, Status string
 	Refs                   []string
-	Owner                  string // the lease owner
+	Owner                  string // the worker's: its calls' lease owners start with it and "/"
 }
 
 func (f Filter) args() []any { return []any{f.Tenant, f.Action, f.Status, f.Refs, f.Owner} }
