@@ -181,12 +181,12 @@
 // FailClaimLost first): what it finds tells whether the lost claim
 // committed, since a claim's lease owner is the call's own (see Fencing
 // and takeover), and the call acts under it or under the claim it makes
-// now; a completion, whose outcome is in hand, is written again alone on
-// another connection. Only when that second try fails too does the call
-// end in the connection's error, its intent settled later under its
-// lease. grouplost_test.go cuts the connection for real. A caller
-// that gives up before its group leaves is dropped from it. GroupCommit 1
-// turns grouping off.
+// now; a completion, whose outcome is in hand, and a release (a lease cut
+// to its backoff) are written again alone on another connection. Only
+// when that second try fails too does the call end in the connection's
+// error, its intent settled later under its lease. grouplost_test.go cuts
+// the connection for real. A caller that gives up before its group leaves
+// is dropped from it. GroupCommit 1 turns grouping off.
 //
 // # Fencing and takeover
 //

@@ -26,6 +26,7 @@ import (
 	"github.com/retrysafe/retrysafe/internal/pgembed"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools"
+	"github.com/retrysafe/retrysafe/tools/toolstest"
 )
 
 // A group whose connection is lost after its statements reached the
@@ -508,4 +509,86 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 		t.Fatal(err)
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// A release (a transient failure's lease cut to its backoff) whose
+// connection is lost while it waits on the server is sent again on
+// another connection: the call reports the failure in flight with its
+// retry delay instead of an error, and the lease ends at the backoff, not
+// at its full length, whether the server committed the first write or
+// pgx's cancel request stopped it. The redelivery after the backoff takes
+// over and charges once.
+func TestReleaseConnectionLost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	app := fmt.Sprintf("lost-release-%d", time.Now().UnixNano())
+	through, proxy := throughProxy(t, e.pool, app)
+	logs := &testutil.LockedBuffer{}
+	claimed, proceed := make(chan struct{}), make(chan struct{})
+	var armed atomic.Bool
+	cutOff := e.another(t, "cut-off", func(cfg *executor.Config) {
+		cfg.DB, cfg.Logger = through, slog.New(slog.NewTextHandler(logs, nil))
+		cfg.BackoffBase, cfg.BackoffMax = 300*time.Millisecond, 300*time.Millisecond
+		cfg.Failpoints = executor.FailpointFunc(func(name string) {
+			if name == executor.FailActionClaimed && armed.CompareAndSwap(true, false) {
+				close(claimed)
+				<-proceed
+			}
+		})
+	})
+	// A first call prepares the statements on the one connection, the
+	// release's included (its first try fails before the provider acts).
+	e.psp.SetFault(refFault("inv-warm", toolstest.FailBefore, func(n int) bool { return n == 1 }))
+	warm := pixCall("t1", "inv-warm", extraction(0, testutil.CPF(20)))
+	if o, err := cutOff.Execute(ctx, warm, &executor.Opts{NoWait: true}); err != nil || o.Status != executor.StatusInFlight {
+		t.Fatalf("the first call: %+v %v", o, err)
+	}
+	call := pixCall("t1", "inv-release", extraction(0, testutil.CPF(21)))
+	key := keyOf(t, e, "t1", call.Ref, call.Fields)
+	e.psp.SetFault(refFault(call.Ref, toolstest.FailBefore, func(n int) bool { return n == 1 }))
+	armed.Store(true)
+	var out *executor.Outcome
+	var execErr error
+	done := make(chan struct{})
+	go func() { defer close(done); out, execErr = cutOff.Execute(ctx, call, &executor.Opts{NoWait: true}) }()
+	<-claimed
+	held, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback(ctx)
+	// The release's UPDATE waits for this row lock.
+	if _, err := held.Exec(ctx, `SELECT 1 FROM actions WHERE tenant_id = 't1' AND idem_key = $1 FOR UPDATE`, key); err != nil {
+		t.Fatal(err)
+	}
+	close(proceed)
+	pollTrue(t, e.pool, "the release waiting on the server", `SELECT count(*) > 0 FROM pg_locks l
+		JOIN pg_stat_activity a USING (pid) WHERE NOT l.granted AND a.application_name = '`+app+`'`)
+	proxy.cut()
+	if err := held.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testutil.FinishWithin(t, 30*time.Second, "the cut-off call", func() { <-done })
+	if execErr != nil || out.Status != executor.StatusInFlight || out.Failure == nil || out.RetryAfter <= 0 {
+		t.Fatalf("the cut-off call: %+v, %v: want in flight with its retry delay", out, execErr)
+	}
+	if !strings.Contains(logs.String(), `msg="executor: release's connection lost, releasing again"`) {
+		t.Fatal("released without the loss: the connection was not lost where the test meant")
+	}
+	a, err := executor.Get(ctx, e.pool, "t1", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Status != executor.RowStarted || a.Attempt != 1 || a.Failure == nil || a.LeaseLeft > time.Second {
+		t.Fatalf("the released row: %+v: want started at attempt 1 with the failure, its lease cut to the backoff", a)
+	}
+	waitExpired(t, e.pool, "t1", key)
+	o, err := e.ex.Execute(ctx, call, nil)
+	if err != nil || o.Status != executor.StatusCompleted || o.Attempt != 2 {
+		t.Fatalf("the redelivery after the backoff: %+v %v", o, err)
+	}
+	if n := e.psp.CountKey(key); n != 1 {
+		t.Fatalf("%d charges under the intent's key: want one", n)
+	}
 }

@@ -69,9 +69,19 @@ func (e *Executor) release(ctx context.Context, h held, delay time.Duration, f *
 	wctx := e.writeCtx(ctx)
 	fj, _ := json.Marshal(f)
 	var fenced *ledger.Fenced
-	err := e.planned(wctx, func(b *pgx.Batch) {
+	queue := func(b *pgx.Batch) {
 		fenced = ledger.QueueRelease(b, h.tenant, h.key, h.owner, h.attempt, delay, string(fj))
-	})
+	}
+	err := e.planned(wctx, queue)
+	if err != nil && connectionLost(err) {
+		// Sent, so it may have committed; lost, the lease would run its
+		// full length instead of the backoff. Fenced by owner and attempt,
+		// it is safe twice: sent again on another connection it commits
+		// (again), or matches nothing once a taker has moved the attempt on.
+		e.cfg.Logger.Warn("executor: release's connection lost, releasing again",
+			"tenant", h.tenant, "action", h.action, "attempt", h.attempt, "err", err)
+		err = e.planned(e.writeCtx(ctx), queue)
+	}
 	if err != nil {
 		return fmt.Errorf("executor: release: %w", err)
 	}
