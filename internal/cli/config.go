@@ -75,7 +75,7 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, e *Env) {
 	fs.StringVar(&f.emailToken, "email-token", e.Getenv("RETRYSAFE_EMAIL_TOKEN"), "bearer token for the e-mail API (env RETRYSAFE_EMAIL_TOKEN)")
 	f.apipix.register(fs, e)
 	f.stripe.register(fs, e)
-	fs.StringVar(&f.owner, "owner", "", "lease owner name of this process (default host:pid:random)")
+	fs.StringVar(&f.owner, "owner", "", "lease owner name of this process; each call's lease owner is it, a slash and random characters (default host:pid:random)")
 	fs.DurationVar(&f.lease, "lease", executor.DefaultLease,
 		fmt.Sprintf("how long a claim on an action is exclusive; must exceed --timeout plus a %s margin", executor.DefaultLeaseMargin))
 	fs.DurationVar(&f.timeout, "timeout", executor.DefaultTimeout, "bound on one provider call")
