@@ -77,3 +77,26 @@ func TestRefundCrashPoint(t *testing.T) {
 		t.Error("refund intent_ref")
 	}
 }
+
+// A refund stays within half of what the charge was paid, which a misread
+// amount makes less than the plan's.
+func TestRefundWithinPaid(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		valor         string
+		planned, want int64
+	}{
+		{"180.00", 9000, 9000},  // paid as planned
+		{"18.00", 9000, 900},    // a slipped decimal point
+		{"0.01", 1, 1},          // a centavo refunds a centavo
+		{"0.01", 5, 1},          // never below one
+		{"", 9000, 9000},        // not paid (or not read): as planned
+		{"18.0", 9000, 9000},    // not an API Pix valor
+		{"1,80", 9000, 9000},    // nor this
+		{"1800.00", 4000, 4000}, // within already
+	} {
+		if got := refundWithinPaid(c.planned, pixCents(c.valor)); got != c.want {
+			t.Errorf("refund %d of a Pix of %q: %d, want %d", c.planned, c.valor, got, c.want)
+		}
+	}
+}
