@@ -181,7 +181,8 @@
 // FailClaimLost first): what it finds tells whether the lost claim
 // committed, since a claim's lease owner is the call's own (see Fencing
 // and takeover), and the call acts under it or under the claim it makes
-// now; a completion, whose outcome is in hand, and a release (a lease cut
+// now; a lost takeover likewise (its compare-and-set sent again wins, or
+// the row under the call's owner says the lost one did); a completion, whose outcome is in hand, and a release (a lease cut
 // to its backoff) are written again alone on another connection. Only
 // when that second try fails too does the call end in the connection's
 // error, its intent settled later under its lease. grouplost_test.go cuts

@@ -267,12 +267,14 @@ func TestConnectionLostInFlight(t *testing.T) {
 		// is taken over once it has), then connects again.
 		secondTry, terminate, takenOver bool
 		byKey                           bool // ExecuteKey's claim of an intent frozen before
+		takeover                        bool // the takeover of another worker's expired lease
 	}{
 		{name: "claim", claim: true, hold: true, refuse: true},
 		{name: "claim adopted", claim: true, hold: true, refuse: true, secondTry: true, wantCompleted: true},
 		{name: "claim rolled back", claim: true, hold: true, refuse: true, secondTry: true, terminate: true, wantCompleted: true},
 		{name: "claim taken over", claim: true, hold: true, refuse: true, secondTry: true, takenOver: true},
 		{name: "claim by key adopted", claim: true, hold: true, refuse: true, secondTry: true, byKey: true, wantCompleted: true},
+		{name: "takeover adopted", claim: true, hold: true, refuse: true, secondTry: true, takeover: true, wantCompleted: true},
 		{name: "completion written again", hold: true, wantCompleted: true},
 		{name: "completion on a dead connection", wantCompleted: true},
 		{name: "completion refused", hold: true, refuse: true},
@@ -323,6 +325,19 @@ func TestConnectionLostInFlight(t *testing.T) {
 			}
 			defer held.Rollback(ctx)
 			switch {
+			case c.takeover:
+				if _, err := e.store.Freeze(ctx, e.pool, intent.FreezeParams{Tenant: "t1", Ref: call.Ref, Action: call.Action, Fields: call.Fields}); err != nil {
+					t.Fatal(err)
+				}
+				// Another worker's lease, run out: the call takes it
+				// over, its UPDATE waiting for this row lock.
+				if _, err := e.pool.Exec(ctx, `INSERT INTO actions (tenant_id, idem_key, intent_ref, action, status, attempt, lease_owner, lease_until)
+					VALUES ('t1', $1, $2, $3, 'started', 1, 'another', now() - interval '1 second')`, key, call.Ref, call.Action); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := held.Exec(ctx, `SELECT 1 FROM actions WHERE tenant_id = 't1' AND idem_key = $1 FOR UPDATE`, key); err != nil {
+					t.Fatal(err)
+				}
 			case c.byKey:
 				if _, err := e.store.Freeze(ctx, e.pool, intent.FreezeParams{Tenant: "t1", Ref: call.Ref, Action: call.Action, Fields: call.Fields}); err != nil {
 					t.Fatal(err)
@@ -420,14 +435,21 @@ func TestConnectionLostInFlight(t *testing.T) {
 				t.Logf("the cut-off call: %v", execErr)
 			}
 			if c.wantCompleted {
-				if execErr != nil || out.Status != executor.StatusCompleted || out.Replayed || out.Attempt != 1 {
+				wantAttempt := 1
+				if c.takeover {
+					wantAttempt = 2
+				}
+				if execErr != nil || out.Status != executor.StatusCompleted || out.Replayed || out.Attempt != wantAttempt {
 					t.Fatalf("the cut-off call: %+v, %v: want completed by this call", out, execErr)
 				}
 				chargeID(t, out.Response)
 				lostMsg := `msg="executor: completion's connection lost, writing it again"`
 				if c.claim {
-					lostMsg = `msg="executor: claim's connection lost, claiming again"`
-					if !out.Created && !c.byKey {
+					lostMsg = `msg="executor: claim's connection lost, sending it again"`
+					if c.takeover {
+						lostMsg = `msg="executor: takeover's connection lost, sending it again"`
+					}
+					if !out.Created && !c.byKey && !c.takeover {
 						t.Fatalf("the cut-off call: %+v: want the intent created by this call", out)
 					}
 				}

@@ -15,13 +15,21 @@ import (
 // released to a backoff after a transient failure, retaken at its end.
 
 // takeover takes over an expired lease seen at attempt seen, for a new
-// owner of the call's own.
-func (e *Executor) takeover(ctx context.Context, tenant, key string, seen int) (owner string, attempt int, prev *ToolFailure, age time.Duration, won bool, err error) {
+// owner of the call's own. One lost with its connection is sent again
+// (the compare-and-set wins if the lost one did not commit) and, when
+// that loses, the row read: under the call's owner, the lost one won, and
+// the call holds it as a lost claim's (adoptLost).
+func (e *Executor) takeover(ctx context.Context, tenant, key, action string, seen int) (owner string, attempt int, prev *ToolFailure, age time.Duration, won bool, err error) {
 	var t *ledger.Taken
 	owner = e.newOwner()
-	err = e.planned(ctx, func(b *pgx.Batch) {
-		t = ledger.QueueTakeover(b, tenant, key, seen, owner, e.cfg.Lease)
-	})
+	queue := func(b *pgx.Batch) { t = ledger.QueueTakeover(b, tenant, key, seen, owner, e.cfg.Lease) }
+	err = e.planned(ctx, queue)
+	if err != nil && connectionLost(err) {
+		e.claimLost("takeover", action, err)
+		if err = e.planned(ctx, queue); err == nil && !t.Won {
+			return e.takenLost(ctx, tenant, key, owner)
+		}
+	}
 	if err != nil {
 		return "", 0, nil, 0, false, fmt.Errorf("executor: takeover: %w", err)
 	}
@@ -29,6 +37,26 @@ func (e *Executor) takeover(ctx context.Context, tenant, key string, seen int) (
 		return "", 0, nil, 0, false, nil
 	}
 	return owner, t.Attempt, decodeFailure(t.Error), t.Age, true, nil
+}
+
+// takenLost reads the row a lost takeover left and adopts it when it is
+// under owner: the takeover's attempt, the failure it found, and the
+// action's age by the database's clock (lease_until less what was left of
+// it, less created_at).
+func (e *Executor) takenLost(ctx context.Context, tenant, key, owner string) (string, int, *ToolFailure, time.Duration, bool, error) {
+	a, err := Get(ctx, e.cfg.DB, tenant, key)
+	if err != nil {
+		return "", 0, nil, 0, false, fmt.Errorf("executor: takeover: reading the lost takeover's row: %w", err)
+	}
+	var age time.Duration
+	if a.LeaseUntil != nil {
+		age = a.LeaseUntil.Add(-a.LeaseLeft).Sub(a.CreatedAt)
+	}
+	adopted, err := e.adoptLost(ctx, &claim{act: a}, owner)
+	if err != nil || !adopted {
+		return "", 0, nil, 0, false, err
+	}
+	return owner, a.Attempt, a.Failure, age, true, nil
 }
 
 // heartbeat extends the lease every Heartbeat. When the lease is lost, or

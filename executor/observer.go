@@ -76,9 +76,9 @@ const (
 	// FailProviderAnswered: the provider answered; the completion is not
 	// recorded.
 	FailProviderAnswered = "agent.provider-answered"
-	// FailClaimLost: a claim's connection was lost after it was sent, so
-	// it may or may not have committed; the freeze and claim are about to
-	// be sent again to find out.
+	// FailClaimLost: a claim's or a takeover's connection was lost after
+	// it was sent, so it may or may not have committed; it is about to be
+	// sent again to find out.
 	FailClaimLost = "executor.claim-lost"
 )
 

@@ -43,11 +43,12 @@ type claim struct {
 	act      *Action
 }
 
-// claimLost reports a claim whose connection was lost after it was sent:
-// it may have committed (the server had it whole) or not, and the call
-// sends the freeze and claim once more, alone, to find out (adoptLost).
-func (e *Executor) claimLost(action string, err error) {
-	e.cfg.Logger.Warn("executor: claim's connection lost, claiming again", "action", action, "err", err)
+// claimLost reports a claim (what: "claim") or a takeover ("takeover")
+// whose connection was lost after it was sent: it may have committed (the
+// server had it whole) or not, and the call sends it once more, alone, to
+// find out (adoptLost).
+func (e *Executor) claimLost(what, action string, err error) {
+	e.cfg.Logger.Warn("executor: "+what+"'s connection lost, sending it again", "action", action, "err", err)
 	e.hit(FailClaimLost, action)
 }
 
@@ -155,7 +156,7 @@ func (e *Executor) freezeAndClaim(ctx context.Context, x *intent.Extraction, ord
 			}
 			// What it read before the loss says nothing of its
 			// commit: the freeze and claim below find out.
-			e.claimLost(x.Action, err)
+			e.claimLost("claim", x.Action, err)
 			cu, lost = newClaimUnit(x, owner), true
 		}
 	}
@@ -167,7 +168,7 @@ func (e *Executor) freezeAndClaim(ctx context.Context, x *intent.Extraction, ord
 		queue := func(b *pgx.Batch) { e.queueOne(b, cu) }
 		err := e.grouped(ctx, e.claims, order, queue, cu)
 		if err != nil && !lost && connectionLost(err) {
-			e.claimLost(x.Action, err)
+			e.claimLost("claim", x.Action, err)
 			cu, lost = newClaimUnit(x, owner), true
 			err = e.send(ctx, e.claims.plans, queue)
 		}
@@ -211,7 +212,7 @@ func (e *Executor) executeKey(ctx context.Context, tenant, key string, opts *Opt
 		err = e.planned(ctx, queue)
 		lost := err != nil && connectionLost(err)
 		if lost {
-			e.claimLost(in.Action, err)
+			e.claimLost("claim", in.Action, err)
 			err = e.planned(ctx, queue)
 		}
 		if err != nil {
@@ -262,7 +263,7 @@ func (e *Executor) drive(ctx context.Context, tool tools.Tool, in *intent.Intent
 		return res, nil, false
 	}
 	// Started with an expired lease: compare-and-set takeover.
-	owner, attempt, prev, age, won, err := e.takeover(ctx, a.Tenant, a.Key, a.Attempt)
+	owner, attempt, prev, age, won, err := e.takeover(ctx, a.Tenant, a.Key, in.Action, a.Attempt)
 	if err != nil {
 		return nil, err, false
 	}
