@@ -182,8 +182,10 @@
 // committed, since a claim's lease owner is the call's own (see Fencing
 // and takeover), and the call acts under it or under the claim it makes
 // now; a lost takeover likewise (its compare-and-set sent again wins, or
-// the row under the call's owner says the lost one did); a completion, whose outcome is in hand, and a release (a lease cut
-// to its backoff) are written again alone on another connection. Only
+// the row under the call's owner says the lost one did), and a lost
+// read-first lookup, which changed nothing, goes on to the freeze and
+// claim; a completion, whose outcome is in hand, and a release (a lease
+// cut to its backoff) are written again alone on another connection. Only
 // when that second try fails too does the call end in the connection's
 // error, its intent settled later under its lease. grouplost_test.go cuts
 // the connection for real. A caller that gives up before its group leaves

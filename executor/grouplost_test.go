@@ -614,3 +614,61 @@ func TestReleaseConnectionLost(t *testing.T) {
 		t.Fatalf("%d charges under the intent's key: want one", n)
 	}
 }
+
+// A read-first lookup (the path of redeliveries once they are what
+// arrives) whose connection is lost changed nothing: the call goes on to
+// the freeze and claim, on another connection, and replays the settled
+// outcome instead of ending in an error.
+func TestLookupConnectionLost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	app := fmt.Sprintf("lost-lookup-%d", time.Now().UnixNano())
+	through, proxy := throughProxy(t, e.pool, app)
+	cutOff := e.another(t, "cut-off", func(cfg *executor.Config) { cfg.DB = through })
+	call := pixCall("t1", "inv-lookup", extraction(0, testutil.CPF(22)))
+	key := keyOf(t, e, "t1", call.Ref, call.Fields)
+	first, err := cutOff.Execute(ctx, call, nil)
+	if err != nil || first.Status != executor.StatusCompleted {
+		t.Fatalf("the first call: %+v %v", first, err)
+	}
+	// Redeliveries until the executor reads first, and one more, which
+	// prepares the lookup on the one connection.
+	for i := 0; i == 0 || !cutOff.ClaimsReadOnly(); i++ {
+		if i == 100 {
+			t.Fatal("100 redeliveries and the executor does not read first")
+		}
+		if o, err := cutOff.Execute(ctx, call, nil); err != nil || !o.Replayed {
+			t.Fatalf("redelivery %d: %+v %v", i, o, err)
+		}
+	}
+	if o, err := cutOff.Execute(ctx, call, nil); err != nil || !o.Replayed {
+		t.Fatalf("the redelivery that reads first: %+v %v", o, err)
+	}
+	held, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Rollback(ctx)
+	// The lookup's SELECT waits for this lock.
+	if _, err := held.Exec(ctx, `LOCK TABLE intents IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	var out *executor.Outcome
+	var execErr error
+	done := make(chan struct{})
+	go func() { defer close(done); out, execErr = cutOff.Execute(ctx, call, nil) }()
+	pollTrue(t, e.pool, "the lookup waiting on the server", `SELECT count(*) > 0 FROM pg_locks l
+		JOIN pg_stat_activity a USING (pid) WHERE NOT l.granted AND a.application_name = '`+app+`'`)
+	proxy.cut()
+	if err := held.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testutil.FinishWithin(t, 30*time.Second, "the cut-off call", func() { <-done })
+	if execErr != nil || out.Status != executor.StatusCompleted || !out.Replayed || !sameJSON(t, out.Response, first.Response) {
+		t.Fatalf("the cut-off redelivery: %+v, %v: want the first call's outcome replayed", out, execErr)
+	}
+	if n := e.psp.CountKey(key); n != 1 {
+		t.Fatalf("%d charges under the intent's key: want one", n)
+	}
+}

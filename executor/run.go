@@ -144,7 +144,12 @@ func (e *Executor) freezeAndClaim(ctx context.Context, x *intent.Extraction, ord
 		// skip the writes when the intent is settled or in flight.
 		queue := func(b *pgx.Batch) { e.queueLookups(b, []*claimUnit{cu}) }
 		if err := e.grouped(ctx, e.lookups, order, queue, cu); err != nil {
-			return fz, nil, false, refused(fmt.Errorf("executor: lookup: %w", err))
+			if !connectionLost(err) {
+				return fz, nil, false, refused(fmt.Errorf("executor: lookup: %w", err))
+			}
+			// A read: lost, it changed nothing, and the freeze and
+			// claim below, on another connection, find what it would have.
+			cu = newClaimUnit(x, owner)
 		}
 	case x.Err == nil:
 		// First executions are what has been arriving: freeze and
