@@ -210,6 +210,20 @@ func newCutProxy(t *testing.T, to *pgconn.Config) *cutProxy {
 // refuse closes every connection made from now on at once.
 func (p *cutProxy) refuse() { p.refusing.Store(true) }
 
+// cutWhileWaiting waits until a statement of app's sessions (what) waits
+// on a lock held's transaction holds, cuts every connection of proxy, lets
+// held's locks go, and waits for done (the cut-off call's end).
+func cutWhileWaiting(t *testing.T, db executor.DBTX, proxy *cutProxy, held pgx.Tx, app, what string, done <-chan struct{}) {
+	t.Helper()
+	pollTrue(t, db, what+" waiting on the server", `SELECT count(*) > 0 FROM pg_locks l
+		JOIN pg_stat_activity a USING (pid) WHERE NOT l.granted AND a.application_name = '`+app+`'`)
+	proxy.cut()
+	if err := held.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.FinishWithin(t, 30*time.Second, "the cut-off call", func() { <-done })
+}
+
 // accept lets new connections through again.
 func (p *cutProxy) accept() { p.refusing.Store(false) }
 
@@ -585,13 +599,7 @@ func TestReleaseConnectionLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(proceed)
-	pollTrue(t, e.pool, "the release waiting on the server", `SELECT count(*) > 0 FROM pg_locks l
-		JOIN pg_stat_activity a USING (pid) WHERE NOT l.granted AND a.application_name = '`+app+`'`)
-	proxy.cut()
-	if err := held.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	testutil.FinishWithin(t, 30*time.Second, "the cut-off call", func() { <-done })
+	cutWhileWaiting(t, e.pool, proxy, held, app, "the release", done)
 	if execErr != nil || out.Status != executor.StatusInFlight || out.Failure == nil || out.RetryAfter <= 0 {
 		t.Fatalf("the cut-off call: %+v, %v: want in flight with its retry delay", out, execErr)
 	}
@@ -658,13 +666,7 @@ func TestLookupConnectionLost(t *testing.T) {
 	var execErr error
 	done := make(chan struct{})
 	go func() { defer close(done); out, execErr = cutOff.Execute(ctx, call, nil) }()
-	pollTrue(t, e.pool, "the lookup waiting on the server", `SELECT count(*) > 0 FROM pg_locks l
-		JOIN pg_stat_activity a USING (pid) WHERE NOT l.granted AND a.application_name = '`+app+`'`)
-	proxy.cut()
-	if err := held.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	testutil.FinishWithin(t, 30*time.Second, "the cut-off call", func() { <-done })
+	cutWhileWaiting(t, e.pool, proxy, held, app, "the lookup", done)
 	if execErr != nil || out.Status != executor.StatusCompleted || !out.Replayed || !sameJSON(t, out.Response, first.Response) {
 		t.Fatalf("the cut-off redelivery: %+v, %v: want the first call's outcome replayed", out, execErr)
 	}
