@@ -238,10 +238,10 @@ func (cu *claimUnit) settle() (fz ledger.Freeze, c *claim, created bool) {
 	switch {
 	case cu.lc != nil:
 		lc := cu.lc
-		return *cu.fz, &claim{claimed: lc.Claimed, claimKey: lc.Key, owner: cu.owner, attempt: lc.Attempt, act: actionOf(lc.Action)}, false
+		return *cu.fz, &claim{claimed: lc.Claimed, claimKey: lc.Key, attempt: lc.Attempt, act: actionOf(lc.Action)}, false
 	case cu.fresh != nil:
 		if f := cu.fresh; f.Inserted && f.Attempt > 0 {
-			return ledger.Freeze{Inserted: true, Intent: f.Intent}, &claim{claimed: true, claimKey: f.Intent.Key, owner: cu.owner, attempt: f.Attempt}, false
+			return ledger.Freeze{Inserted: true, Intent: f.Intent}, &claim{claimed: true, claimKey: f.Intent.Key, attempt: f.Attempt}, false
 		}
 		return fz, nil, cu.fresh.Inserted
 	case cu.found != nil && cu.found.Intent != nil:

@@ -14,14 +14,13 @@ import (
 // The lease: taken over when expired, extended while a call runs,
 // released to a backoff after a transient failure, retaken at its end.
 
-// takeover takes over an expired lease seen at attempt seen, for a new
-// owner of the call's own. One lost with its connection is sent again
-// (the compare-and-set wins if the lost one did not commit) and, when
-// that loses, the row read: under the call's owner, the lost one won, and
-// the call holds it as a lost claim's (adoptLost).
-func (e *Executor) takeover(ctx context.Context, tenant, key, action string, seen int) (owner string, attempt int, prev *ToolFailure, age time.Duration, won bool, err error) {
+// takeover takes over an expired lease seen at attempt seen, for the
+// call's owner. One lost with its connection is sent again (the
+// compare-and-set wins if the lost one did not commit) and, when that
+// loses, the row read: under the call's owner, the lost one won, and the
+// call holds it as a lost claim's (adoptLost).
+func (e *Executor) takeover(ctx context.Context, tenant, key, action, owner string, seen int) (attempt int, prev *ToolFailure, age time.Duration, won bool, err error) {
 	var t *ledger.Taken
-	owner = e.newOwner()
 	queue := func(b *pgx.Batch) { t = ledger.QueueTakeover(b, tenant, key, seen, owner, e.cfg.Lease) }
 	err = e.planned(ctx, queue)
 	if err != nil && connectionLost(err) {
@@ -31,22 +30,22 @@ func (e *Executor) takeover(ctx context.Context, tenant, key, action string, see
 		}
 	}
 	if err != nil {
-		return "", 0, nil, 0, false, fmt.Errorf("executor: takeover: %w", err)
+		return 0, nil, 0, false, fmt.Errorf("executor: takeover: %w", err)
 	}
 	if !t.Won {
-		return "", 0, nil, 0, false, nil
+		return 0, nil, 0, false, nil
 	}
-	return owner, t.Attempt, decodeFailure(t.Error), t.Age, true, nil
+	return t.Attempt, decodeFailure(t.Error), t.Age, true, nil
 }
 
 // takenLost reads the row a lost takeover left and adopts it when it is
 // under owner: the takeover's attempt, the failure it found, and the
 // action's age by the database's clock (lease_until less what was left of
 // it, less created_at).
-func (e *Executor) takenLost(ctx context.Context, tenant, key, owner string) (string, int, *ToolFailure, time.Duration, bool, error) {
+func (e *Executor) takenLost(ctx context.Context, tenant, key, owner string) (int, *ToolFailure, time.Duration, bool, error) {
 	a, err := Get(ctx, e.cfg.DB, tenant, key)
 	if err != nil {
-		return "", 0, nil, 0, false, fmt.Errorf("executor: takeover: reading the lost takeover's row: %w", err)
+		return 0, nil, 0, false, fmt.Errorf("executor: takeover: reading the lost takeover's row: %w", err)
 	}
 	var age time.Duration
 	if a.LeaseUntil != nil {
@@ -54,9 +53,9 @@ func (e *Executor) takenLost(ctx context.Context, tenant, key, owner string) (st
 	}
 	adopted, err := e.adoptLost(ctx, &claim{act: a}, owner)
 	if err != nil || !adopted {
-		return "", 0, nil, 0, false, err
+		return 0, nil, 0, false, err
 	}
-	return owner, a.Attempt, a.Failure, age, true, nil
+	return a.Attempt, a.Failure, age, true, nil
 }
 
 // heartbeat extends the lease every Heartbeat. When the lease is lost, or

@@ -38,7 +38,6 @@ type claim struct {
 	frErr    error
 	claimed  bool
 	claimKey string
-	owner    string // claimed: the lease owner written
 	attempt  int
 	act      *Action
 }
@@ -76,8 +75,7 @@ func (e *Executor) adoptLost(ctx context.Context, c *claim, owner string) (bool,
 		return false, nil
 	}
 	e.cfg.Logger.Warn("executor: the lost claim had committed; acting under it", "action", a.Action, "attempt", a.Attempt)
-	c.claimed, c.claimKey, c.owner, c.attempt = true, a.Key, owner, a.Attempt
-	a.Expired, a.LeaseLeft = false, e.cfg.Lease
+	c.claimed, c.claimKey, c.attempt = true, a.Key, a.Attempt
 	return true, nil
 }
 
@@ -119,7 +117,7 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 			Tenant: call.Tenant, Ref: call.Ref, Action: call.Action, Key: c.fr.Intent.Key,
 			Created: c.fr.Created, Divergent: c.fr.Divergent, Ignored: c.fr.Ignored,
 		}
-		res, err, again := e.drive(ctx, tool, c.fr.Intent, c, out, opts)
+		res, err, again := e.drive(ctx, tool, c.fr.Intent, c, owner, out, opts)
 		if !again {
 			return res, err
 		}
@@ -223,14 +221,14 @@ func (e *Executor) executeKey(ctx context.Context, tenant, key string, opts *Opt
 		if err != nil {
 			return nil, refused(fmt.Errorf("executor: claim: %w", err))
 		}
-		c := &claim{claimed: lc.Claimed, claimKey: lc.Key, owner: owner, attempt: lc.Attempt, act: actionOf(lc.Action)}
+		c := &claim{claimed: lc.Claimed, claimKey: lc.Key, attempt: lc.Attempt, act: actionOf(lc.Action)}
 		if lost && !c.claimed {
 			if _, err := e.adoptLost(ctx, c, owner); err != nil {
 				return nil, err
 			}
 		}
 		out := &Outcome{Tenant: tenant, Ref: in.Ref, Action: in.Action, Key: in.Key}
-		res, err, again := e.drive(ctx, tool, in, c, out, opts)
+		res, err, again := e.drive(ctx, tool, in, c, owner, out, opts)
 		if !again {
 			return res, err
 		}
@@ -243,7 +241,7 @@ func (e *Executor) executeKey(ctx context.Context, tenant, key string, opts *Opt
 
 // drive applies the state table to what the batch found. again asks the
 // caller to start over: an amendment changed the key between statements.
-func (e *Executor) drive(ctx context.Context, tool tools.Tool, in *intent.Intent, c *claim, out *Outcome, opts *Opts) (*Outcome, error, bool) {
+func (e *Executor) drive(ctx context.Context, tool tools.Tool, in *intent.Intent, c *claim, owner string, out *Outcome, opts *Opts) (*Outcome, error, bool) {
 	if c.claimed {
 		if c.claimKey != in.Key {
 			// The claim read a newer key than the read-back: act on the
@@ -255,7 +253,7 @@ func (e *Executor) drive(ctx context.Context, tool tools.Tool, in *intent.Intent
 			in = cur
 			out.Key, out.Divergent = in.Key, nil
 		}
-		res, err := e.work(ctx, tool, in, c.owner, c.attempt, 0, false, opts, out)
+		res, err := e.work(ctx, tool, in, owner, c.attempt, 0, false, opts, out)
 		return res, err, false
 	}
 	a := c.act
@@ -268,7 +266,7 @@ func (e *Executor) drive(ctx context.Context, tool tools.Tool, in *intent.Intent
 		return res, nil, false
 	}
 	// Started with an expired lease: compare-and-set takeover.
-	owner, attempt, prev, age, won, err := e.takeover(ctx, a.Tenant, a.Key, in.Action, a.Attempt)
+	attempt, prev, age, won, err := e.takeover(ctx, a.Tenant, a.Key, in.Action, owner, a.Attempt)
 	if err != nil {
 		return nil, err, false
 	}

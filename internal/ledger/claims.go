@@ -200,8 +200,8 @@ type FreshClaim struct {
 // reading nothing else back, and commits synchronously with no QueuePlans
 // before it (see actionClaimNewTail). A row whose intent was already frozen (a
 // redelivery, a concurrent duplicate) gets nothing: its insert conflicted.
-// Row i's action is claimed for owners[i] (owners are unique to their
-// calls). Of rows for the same intent, the one whose values went in gets
+// Row i (never nil: an extraction without field errors) is claimed for
+// owners[i] (owners are unique to their calls). Of rows for the same intent, the one whose values went in gets
 // the result (matched by key too); of those with the same values, the
 // first (its owner is the one the action was claimed for).
 func QueueFreshClaims(b *pgx.Batch, rows []*NewIntent, owners []string, lease time.Duration) []FreshClaim {
@@ -211,13 +211,7 @@ func QueueFreshClaims(b *pgx.Batch, rows []*NewIntent, owners []string, lease ti
 		q = b.Queue(intentActionClaimNew, append(rows[0].scalars(), owners[0], micros(lease))...)
 	} else {
 		args, _ := freezeArgs(rows)
-		ws := make([]string, 0, len(rows))
-		for i, r := range rows {
-			if r != nil {
-				ws = append(ws, owners[i])
-			}
-		}
-		q = b.Queue(intentActionClaimNewMany, append(args, ws, micros(lease))...)
+		q = b.Queue(intentActionClaimNewMany, append(args, owners, micros(lease))...)
 	}
 	q.Query(func(rs pgx.Rows) error {
 		var (
@@ -229,7 +223,7 @@ func QueueFreshClaims(b *pgx.Batch, rows []*NewIntent, owners []string, lease ti
 		// nil: syncCommitOn's column is not decoded.
 		_, err := pgx.ForEachRow(rs, []any{&attempt, &tenant, &ref, &action, &key, &createdAt, &owner, nil}, func() error {
 			for i, row := range rows {
-				if row == nil || fs[i].Inserted || row.Tenant != tenant || row.Ref != ref || row.Action != action || row.Key != key ||
+				if fs[i].Inserted || row.Tenant != tenant || row.Ref != ref || row.Action != action || row.Key != key ||
 					(owner != "" && owners[i] != owner) {
 					continue
 				}
