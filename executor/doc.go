@@ -185,9 +185,14 @@
 // the row under the call's owner says the lost one did), and a lost
 // read-first lookup, which changed nothing, goes on to the freeze and
 // claim; a completion, whose outcome is in hand, and a release (a lease
-// cut to its backoff) are written again alone on another connection. Only
-// when that second try fails too does the call end in the connection's
-// error, its intent settled later under its lease. grouplost_test.go cuts
+// cut to its backoff) are written again alone on another connection. A
+// try sent again that cannot reach the server (no connection can be made,
+// or the new one breaks as well: a restart, a failover) is sent again
+// after a pause, 50 ms doubling to 1 s, for up to writeTimeout (10 s) from
+// the loss (sendAgain): each of these writes is safe to repeat. Only then
+// does the call end in the connection's error, its intent settled later
+// under its lease. A lease's renewal is not sent again: the next beat is.
+// grouplost_test.go cuts
 // the connection for real. A caller that gives up before its group leaves
 // is dropped from it. GroupCommit 1 turns grouping off.
 //

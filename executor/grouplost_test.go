@@ -166,6 +166,7 @@ func throughProxy(t *testing.T, pool *pgxpool.Pool, app string) (*pgxpool.Pool, 
 type cutProxy struct {
 	port     uint16
 	refusing atomic.Bool
+	refused  atomic.Int64 // connections closed at once while refusing
 	mu       sync.Mutex
 	conns    []net.Conn
 }
@@ -190,6 +191,7 @@ func newCutProxy(t *testing.T, to *pgconn.Config) *cutProxy {
 			}
 			if p.refusing.Load() {
 				c.Close()
+				p.refused.Add(1)
 				continue
 			}
 			s, err := net.Dial(network, addr)
@@ -262,20 +264,27 @@ func (p *pausingTool) Execute(ctx context.Context, key string, pl derive.Payload
 // terminated), the claim sent again claims; when another worker took the
 // action over meanwhile ("claim taken over"), the call reports it in
 // flight and calls nothing; when no connection can be had ("claim"), the
-// call ends in an error, and the intent is settled once, by the
-// reconciler. Lost while the completion waits on the server: the executor writes it
+// call tries again for ten seconds, then ends in an error, and the intent
+// is settled once, by the reconciler; when connections come back after
+// being refused ("claim refused, then let through"), the call adopts its
+// lost claim. Lost while the completion waits on the server: the executor writes it
 // again on another connection, and the call ends completed, whether the
 // server committed the first write or pgx's cancel request for the lost
 // backend stopped it ("written again"), or the server never got it ("dead
 // connection", cut while the tool ran); only when that fails too
-// ("refused") does the call end in an error, the first write committing
-// on the server, read by the redelivery. One charge in every case.
+// ("refused", for ten seconds) does the call end in an error, the first
+// write committing on the server, read by the redelivery; refused a few
+// times, then let through, it completes. One charge in every case.
 func TestConnectionLostInFlight(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name                string
 		claim, hold, refuse bool
 		wantCompleted       bool
+		// The connections the call opens after the cut are refused
+		// until it has tried several times, then let through: a
+		// PostgreSQL that restarts.
+		restart bool
 		// A lost claim's second try waits at FailClaimLost while the
 		// lost one commits (or its backend is terminated, or the action
 		// is taken over once it has), then connects again.
@@ -292,6 +301,8 @@ func TestConnectionLostInFlight(t *testing.T) {
 		{name: "completion written again", hold: true, wantCompleted: true},
 		{name: "completion on a dead connection", wantCompleted: true},
 		{name: "completion refused", hold: true, refuse: true},
+		{name: "completion refused, then let through", hold: true, refuse: true, restart: true, wantCompleted: true},
+		{name: "claim refused, then let through", claim: true, hold: true, refuse: true, restart: true, wantCompleted: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -410,6 +421,22 @@ func TestConnectionLostInFlight(t *testing.T) {
 					JOIN pg_stat_activity a USING (pid) WHERE NOT l.granted AND a.application_name = '`+app+`'`)
 				cut()
 			}
+			if c.restart {
+				// Four refused: pgx's cancel request for the lost
+				// backend may be one of them.
+				testutil.FinishWithin(t, 10*time.Second, "tries refused", func() {
+					for proxy.refused.Load() < 4 {
+						time.Sleep(time.Millisecond)
+					}
+				})
+				// The lost write goes on and commits.
+				if err := held.Rollback(ctx); err != nil {
+					t.Fatal(err)
+				}
+				pollTrue(t, e.pool, "the lost write committed", `SELECT count(*) = 1 FROM actions
+					WHERE tenant_id = 't1' AND idem_key = '`+key+`' AND status = '`+map[bool]string{true: "started", false: "completed"}[c.claim]+`'`)
+				proxy.accept()
+			}
 			if c.secondTry {
 				testutil.FinishWithin(t, 10*time.Second, "the claim's loss", func() { <-lostAt })
 				if c.terminate {
@@ -490,7 +517,7 @@ func TestConnectionLostInFlight(t *testing.T) {
 				}
 				return
 			}
-			if c.secondTry {
+			if c.wantCompleted {
 				// Settled by the call itself: the redelivery below replays.
 				c.claim = false
 			}

@@ -25,7 +25,7 @@ func (e *Executor) takeover(ctx context.Context, tenant, key, action, owner stri
 	err = e.planned(ctx, queue)
 	if err != nil && connectionLost(err) {
 		e.claimLost("takeover", action, err)
-		if err = e.planned(ctx, queue); err == nil && !t.Won {
+		if err = sendAgain(ctx, func() error { return e.planned(ctx, queue) }); err == nil && !t.Won {
 			return e.takenLost(ctx, tenant, key, owner)
 		}
 	}
@@ -107,7 +107,7 @@ func (e *Executor) release(ctx context.Context, h held, delay time.Duration, f *
 		// (again), or matches nothing once a taker has moved the attempt on.
 		e.cfg.Logger.Warn("executor: release's connection lost, releasing again",
 			"tenant", h.tenant, "action", h.action, "attempt", h.attempt, "err", err)
-		err = e.planned(e.writeCtx(ctx), queue)
+		err = sendAgain(context.WithoutCancel(ctx), func() error { return e.planned(e.writeCtx(ctx), queue) })
 	}
 	if err != nil {
 		return fmt.Errorf("executor: release: %w", err)

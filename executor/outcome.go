@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/retrysafe/retrysafe/internal/backoff"
 	"github.com/retrysafe/retrysafe/internal/ledger"
 	"github.com/retrysafe/retrysafe/tools"
 )
@@ -61,8 +65,10 @@ func (e *Executor) finish(ctx context.Context, h held, status string, resp json.
 		// one did, which the row then shows.
 		e.cfg.Logger.Warn("executor: completion's connection lost, writing it again",
 			"tenant", h.tenant, "action", h.action, "attempt", h.attempt, "err", err)
-		cu.Matched = false
-		err = e.send(e.writeCtx(ctx), nil, queue)
+		err = sendAgain(context.WithoutCancel(ctx), func() error {
+			cu.Matched = false
+			return e.send(e.writeCtx(ctx), nil, queue)
+		})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("executor: complete: %w", err)
@@ -122,4 +128,49 @@ func (e *Executor) logOutcome(o *Outcome, replay bool) {
 func connectionLost(err error) bool {
 	var pgErr *pgconn.PgError
 	return !errors.As(err, &pgErr) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
+}
+
+// The pauses between the tries of a write sent again (sendAgain): from
+// lostPause, doubling to lostPauseMax, the upper half random.
+const (
+	lostPause    = 50 * time.Millisecond
+	lostPauseMax = time.Second
+)
+
+// sendAgain sends a write whose connection was lost (send), and sends it
+// once more after a pause whenever that try cannot reach the server either
+// (no connection could be made, or the new one was lost too), for up to
+// writeTimeout from the loss or until ctx ends; it returns the last try's
+// error. A PostgreSQL that restarts or fails over is back within seconds,
+// and the outcome in hand, the claim or the release would otherwise wait
+// for a lease to run out. Every write sent so is safe to repeat: a
+// completion or a release is fenced by owner and attempt; a
+// takeover is a compare-and-set of the attempt; a claim sent again claims,
+// or finds the lease its lost try took under the call's own owner
+// (adoptLost).
+func sendAgain(ctx context.Context, send func() error) error {
+	deadline := time.Now().Add(writeTimeout)
+	for n := 1; ; n++ {
+		err := send()
+		if err == nil || !unreachable(err) {
+			return err
+		}
+		d := backoff.UpperHalf(backoff.Exponential(lostPause, lostPauseMax, n))
+		if time.Until(deadline) < d || backoff.Sleep(ctx, d) != nil {
+			return err
+		}
+	}
+}
+
+// unreachable reports whether err is the network's: no connection to the
+// server could be made, or the one a try had broke. Another try may get
+// through; a server's refusal, a closed pool or transaction, or the end
+// of a context would only come back.
+func unreachable(err error) bool {
+	if !connectionLost(err) {
+		return false
+	}
+	var connect *pgconn.ConnectError
+	var netErr net.Error
+	return errors.As(err, &connect) || errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }

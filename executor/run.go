@@ -170,10 +170,15 @@ func (e *Executor) freezeAndClaim(ctx context.Context, x *intent.Extraction, ord
 		// read the action. Four statements, four snapshots.
 		queue := func(b *pgx.Batch) { e.queueOne(b, cu) }
 		err := e.grouped(ctx, e.claims, order, queue, cu)
-		if err != nil && !lost && connectionLost(err) {
-			e.claimLost("claim", x.Action, err)
-			cu, lost = newClaimUnit(x, owner), true
-			err = e.send(ctx, e.claims.plans, queue)
+		if err != nil && connectionLost(err) {
+			if !lost {
+				e.claimLost("claim", x.Action, err)
+			}
+			lost = true
+			err = sendAgain(ctx, func() error {
+				cu = newClaimUnit(x, owner)
+				return e.send(ctx, e.claims.plans, queue)
+			})
 		}
 		if err != nil {
 			return fz, nil, false, refused(fmt.Errorf("executor: freeze and claim: %w", err))
@@ -216,7 +221,7 @@ func (e *Executor) executeKey(ctx context.Context, tenant, key string, opts *Opt
 		lost := err != nil && connectionLost(err)
 		if lost {
 			e.claimLost("claim", in.Action, err)
-			err = e.planned(ctx, queue)
+			err = sendAgain(ctx, func() error { return e.planned(ctx, queue) })
 		}
 		if err != nil {
 			return nil, refused(fmt.Errorf("executor: claim: %w", err))
