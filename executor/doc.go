@@ -187,7 +187,8 @@
 // claim; a completion, whose outcome is in hand, and a release (a lease
 // cut to its backoff) are written again alone on another connection. A
 // try sent again that cannot reach the server (no connection can be made,
-// or the new one breaks as well: a restart, a failover) is sent again
+// the server answers that it is starting up, shutting down or full, or
+// the new connection breaks as well: a restart, a failover) is sent again
 // after a pause, 50 ms doubling to 1 s, for up to writeTimeout (10 s) from
 // the loss (sendAgain): each of these writes is safe to repeat. Only then
 // does the call end in the connection's error, its intent settled later

@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retrysafe/retrysafe/derive"
@@ -166,7 +168,7 @@ func throughProxy(t *testing.T, pool *pgxpool.Pool, app string) (*pgxpool.Pool, 
 type cutProxy struct {
 	port     uint16
 	refusing atomic.Bool
-	refused  atomic.Int64 // connections closed at once while refusing
+	refused  atomic.Int64 // connections refused (see refuse)
 	mu       sync.Mutex
 	conns    []net.Conn
 }
@@ -190,8 +192,13 @@ func newCutProxy(t *testing.T, to *pgconn.Config) *cutProxy {
 				return
 			}
 			if p.refusing.Load() {
-				c.Close()
-				p.refused.Add(1)
+				// Closed at once, or answered as a server starting up
+				// answers, by turns.
+				if p.refused.Add(1)%2 == 0 {
+					go answerStartingUp(c)
+				} else {
+					c.Close()
+				}
 				continue
 			}
 			s, err := net.Dial(network, addr)
@@ -209,7 +216,39 @@ func newCutProxy(t *testing.T, to *pgconn.Config) *cutProxy {
 	return p
 }
 
-// refuse closes every connection made from now on at once.
+// answerStartingUp answers a connection as PostgreSQL does while it starts
+// up or recovers from a crash: an SSL or GSS encryption request with 'N',
+// then the startup message with FATAL 57P03 ("the database system is
+// starting up"), and closes it.
+func answerStartingUp(c net.Conn) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	for {
+		var head [8]byte
+		if _, err := io.ReadFull(c, head[:]); err != nil {
+			return
+		}
+		n, code := binary.BigEndian.Uint32(head[:4]), binary.BigEndian.Uint32(head[4:])
+		if n == 8 && (code == 80877103 || code == 80877104) {
+			if _, err := c.Write([]byte{'N'}); err != nil {
+				return
+			}
+			continue
+		}
+		if _, err := io.CopyN(io.Discard, c, int64(n)-8); err != nil {
+			return
+		}
+		break
+	}
+	msg, err := (&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "57P03",
+		Message: "the database system is starting up"}).Encode(nil)
+	if err == nil {
+		_, _ = c.Write(msg)
+	}
+}
+
+// refuse refuses every connection made from now on: closed at once, or
+// answered as by a server starting up (answerStartingUp), by turns.
 func (p *cutProxy) refuse() { p.refusing.Store(true) }
 
 // cutWhileWaiting waits until a statement of app's sessions (what) waits
@@ -422,10 +461,11 @@ func TestConnectionLostInFlight(t *testing.T) {
 				cut()
 			}
 			if c.restart {
-				// Four refused: pgx's cancel request for the lost
-				// backend may be one of them.
+				// Six refused, three of them answered as by a server
+				// starting up: pgx's cancel request for the lost backend
+				// may be one of them.
 				testutil.FinishWithin(t, 10*time.Second, "tries refused", func() {
-					for proxy.refused.Load() < 4 {
+					for proxy.refused.Load() < 6 {
 						time.Sleep(time.Millisecond)
 					}
 				})

@@ -124,10 +124,33 @@ func (e *Executor) logOutcome(o *Outcome, replay bool) {
 // connectionLost reports whether err leaves a write's outcome unknown
 // because its connection failed: neither the server's answer (a
 // *pgconn.PgError: what it refused, it rolled back) nor the end of the
-// write's bound.
+// write's bound. A server that refuses a new connection only for now
+// (startingUp) counts too: nothing was sent, and the write is sent again
+// like a lost one.
 func connectionLost(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
 	var pgErr *pgconn.PgError
-	return !errors.As(err, &pgErr) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
+	return !errors.As(err, &pgErr) || startingUp(err, pgErr)
+}
+
+// startingUp reports whether err is a connection refused by a server that
+// will take it soon: one starting up or recovering from a crash (57P03
+// cannot_connect_now: "the database system is starting up", "... is in
+// recovery mode"), shutting down (57P01), or at max_connections (53300).
+// Each is a fatal error in answer to a startup message, before any
+// statement.
+func startingUp(err error, pgErr *pgconn.PgError) bool {
+	var connect *pgconn.ConnectError
+	if !errors.As(err, &connect) {
+		return false
+	}
+	switch pgErr.Code {
+	case "57P03", "57P01", "53300":
+		return true
+	}
+	return false
 }
 
 // The pauses between the tries of a write sent again (sendAgain): from
@@ -162,10 +185,11 @@ func sendAgain(ctx context.Context, send func() error) error {
 	}
 }
 
-// unreachable reports whether err is the network's: no connection to the
-// server could be made, or the one a try had broke. Another try may get
-// through; a server's refusal, a closed pool or transaction, or the end
-// of a context would only come back.
+// unreachable reports whether err is the network's or a server's that is
+// not taking connections yet: no connection could be made (startingUp
+// included), or the one a try had broke. Another try may get through; a
+// server's refusal of the statement or the login, a closed pool or
+// transaction, or the end of a context would only come back.
 func unreachable(err error) bool {
 	if !connectionLost(err) {
 		return false
