@@ -193,7 +193,8 @@
 // the loss (sendAgain): each of these writes is safe to repeat. Only then
 // does the call end in the connection's error, its intent settled later
 // under its lease. A lease's renewal is not sent again: the next beat is.
-// grouplost_test.go cuts
+// crash_test.go crashes a private PostgreSQL (SIGKILL) under a completion
+// and before a claim and starts it again. grouplost_test.go cuts
 // the connection for real. A caller that gives up before its group leaves
 // is dropped from it. GroupCommit 1 turns grouping off.
 //

@@ -44,8 +44,8 @@ type claim struct {
 
 // claimLost reports a claim (what: "claim") or a takeover ("takeover")
 // whose connection was lost after it was sent: it may have committed (the
-// server had it whole) or not, and the call sends it once more, alone, to
-// find out (adoptLost).
+// server had it whole) or not, and the call sends it again, alone
+// (sendAgain), to find out (adoptLost).
 func (e *Executor) claimLost(what, action string, err error) {
 	e.cfg.Logger.Warn("executor: "+what+"'s connection lost, sending it again", "action", action, "err", err)
 	e.hit(FailClaimLost, action)
