@@ -2,7 +2,6 @@ package executor_test
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/retrysafe/retrysafe/internal/pgembed"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/migrations"
-	"github.com/retrysafe/retrysafe/tools"
 )
 
 // PostgreSQL crashes for real: every process of a private cluster gets
@@ -63,16 +61,7 @@ func throughACrash(t *testing.T, beforeClaim bool, lost string) {
 	if _, err := migrations.Migrate(ctx, pool, migrations.DefaultSchema); err != nil {
 		t.Fatal(err)
 	}
-	pix, _ := e.reg.Tool(tools.PixChargeName)
-	pt := &pausingTool{PixCharge: pix.(*tools.PixCharge), charged: make(chan struct{}), proceed: make(chan struct{})}
-	reg, err := tools.NewRegistry(pt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &testutil.LockedBuffer{}
-	ex := e.another(t, "crashed", func(cfg *executor.Config) {
-		cfg.DB, cfg.Tools, cfg.Logger = pool, reg, slog.New(slog.NewTextHandler(logs, nil))
-	})
+	ex, pt, logs := e.pausing(t, "crashed", pool, nil)
 	if o, err := ex.Execute(ctx, pixCall("t1", "inv-warm", extraction(0, testutil.CPF(11))), nil); err != nil || o.Status != executor.StatusCompleted {
 		t.Fatalf("the first call: %+v %v", o, err)
 	}

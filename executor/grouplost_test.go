@@ -286,6 +286,26 @@ type pausingTool struct {
 	charged, proceed chan struct{}
 }
 
+// pausing returns another worker (owner) on db whose pix.charge is a
+// pausingTool, logging to logs; mod changes its Config further.
+func (e *env) pausing(t *testing.T, owner string, db executor.DBTX, mod func(*executor.Config)) (*executor.Executor, *pausingTool, *testutil.LockedBuffer) {
+	t.Helper()
+	pix, _ := e.reg.Tool(tools.PixChargeName)
+	pt := &pausingTool{PixCharge: pix.(*tools.PixCharge), charged: make(chan struct{}), proceed: make(chan struct{})}
+	reg, err := tools.NewRegistry(pt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &testutil.LockedBuffer{}
+	ex := e.another(t, owner, func(cfg *executor.Config) {
+		cfg.DB, cfg.Tools, cfg.Logger = db, reg, slog.New(slog.NewTextHandler(logs, nil))
+		if mod != nil {
+			mod(cfg)
+		}
+	})
+	return ex, pt, logs
+}
+
 func (p *pausingTool) Execute(ctx context.Context, key string, pl derive.Payload) (json.RawMessage, error) {
 	resp, err := p.PixCharge.Execute(ctx, key, pl)
 	if p.armed.CompareAndSwap(true, false) {
@@ -356,16 +376,8 @@ func TestConnectionLostInFlight(t *testing.T) {
 			ctx := context.Background()
 			app := fmt.Sprintf("lost-%d", time.Now().UnixNano())
 			through, proxy := throughProxy(t, e.pool, app)
-			pix, _ := e.reg.Tool(tools.PixChargeName)
-			pt := &pausingTool{PixCharge: pix.(*tools.PixCharge), charged: make(chan struct{}), proceed: make(chan struct{})}
-			reg, err := tools.NewRegistry(pt)
-			if err != nil {
-				t.Fatal(err)
-			}
-			logs := &testutil.LockedBuffer{}
 			lostAt, secondTry := make(chan struct{}), make(chan struct{})
-			cutOff := e.another(t, "cut-off", func(cfg *executor.Config) {
-				cfg.DB, cfg.Tools, cfg.Logger = through, reg, slog.New(slog.NewTextHandler(logs, nil))
+			cutOff, pt, logs := e.pausing(t, "cut-off", through, func(cfg *executor.Config) {
 				if c.secondTry {
 					cfg.Failpoints = executor.FailpointFunc(func(name string) {
 						if name == executor.FailClaimLost {
