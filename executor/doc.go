@@ -190,7 +190,7 @@
 // the server answers that it is starting up, shutting down or full, or
 // the new connection breaks as well: a restart, a failover) is sent again
 // after a pause, 50 ms doubling to 1 s, for up to writeTimeout (10 s) from
-// the loss (sendAgain): each of these writes is safe to repeat. Only then
+// the loss (internal/lostconn): each of these writes is safe to repeat. Only then
 // does the call end in the connection's error, its intent settled later
 // under its lease. A lease's renewal is not sent again: the next beat is.
 // crash_test.go crashes a private PostgreSQL (SIGKILL) under a completion
@@ -299,5 +299,7 @@
 // # Imports
 //
 // executor imports intent, internal/ledger, tools (the Tool interface and
-// error classes only), internal/backoff (the pause before a retry) and pgx.
+// error classes only), internal/backoff (the pause before a retry),
+// internal/lostconn (what a lost connection leaves, and the write sent
+// again) and pgx.
 package executor

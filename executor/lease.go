@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/retrysafe/retrysafe/internal/ledger"
+	"github.com/retrysafe/retrysafe/internal/lostconn"
 )
 
 // The lease: taken over when expired, extended while a call runs,
@@ -23,9 +24,9 @@ func (e *Executor) takeover(ctx context.Context, tenant, key, action, owner stri
 	var t *ledger.Taken
 	queue := func(b *pgx.Batch) { t = ledger.QueueTakeover(b, tenant, key, seen, owner, e.cfg.Lease) }
 	err = e.planned(ctx, queue)
-	if err != nil && connectionLost(err) {
+	if err != nil && lostconn.Lost(err) {
 		e.claimLost("takeover", action, err)
-		if err = sendAgain(ctx, func() error { return e.planned(ctx, queue) }); err == nil && !t.Won {
+		if err = lostconn.SendAgain(ctx, writeTimeout, func() error { return e.planned(ctx, queue) }); err == nil && !t.Won {
 			return e.takenLost(ctx, tenant, key, owner)
 		}
 	}
@@ -100,14 +101,14 @@ func (e *Executor) release(ctx context.Context, h held, delay time.Duration, f *
 		fenced = ledger.QueueRelease(b, h.tenant, h.key, h.owner, h.attempt, delay, string(fj))
 	}
 	err := e.planned(wctx, queue)
-	if err != nil && connectionLost(err) {
+	if err != nil && lostconn.Lost(err) {
 		// Sent, so it may have committed; lost, the lease would run its
 		// full length instead of the backoff. Fenced by owner and attempt,
 		// it is safe twice: sent again on another connection it commits
 		// (again), or matches nothing once a taker has moved the attempt on.
 		e.cfg.Logger.Warn("executor: release's connection lost, releasing again",
 			"tenant", h.tenant, "action", h.action, "attempt", h.attempt, "err", err)
-		err = sendAgain(context.WithoutCancel(ctx), func() error { return e.planned(e.writeCtx(ctx), queue) })
+		err = lostconn.SendAgain(context.WithoutCancel(ctx), writeTimeout, func() error { return e.planned(e.writeCtx(ctx), queue) })
 	}
 	if err != nil {
 		return fmt.Errorf("executor: release: %w", err)

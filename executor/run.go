@@ -11,6 +11,7 @@ import (
 	"github.com/retrysafe/retrysafe/intent"
 	"github.com/retrysafe/retrysafe/internal/backoff"
 	"github.com/retrysafe/retrysafe/internal/ledger"
+	"github.com/retrysafe/retrysafe/internal/lostconn"
 	"github.com/retrysafe/retrysafe/tools"
 )
 
@@ -45,7 +46,7 @@ type claim struct {
 // claimLost reports a claim (what: "claim") or a takeover ("takeover")
 // whose connection was lost after it was sent: it may have committed (the
 // server had it whole) or not, and the call sends it again, alone
-// (sendAgain), to find out (adoptLost).
+// (lostconn.SendAgain), to find out (adoptLost).
 func (e *Executor) claimLost(what, action string, err error) {
 	e.cfg.Logger.Warn("executor: "+what+"'s connection lost, sending it again", "action", action, "err", err)
 	e.hit(FailClaimLost, action)
@@ -142,7 +143,7 @@ func (e *Executor) freezeAndClaim(ctx context.Context, x *intent.Extraction, ord
 		// skip the writes when the intent is settled or in flight.
 		queue := func(b *pgx.Batch) { e.queueLookups(b, []*claimUnit{cu}) }
 		if err := e.grouped(ctx, e.lookups, order, queue, cu); err != nil {
-			if !connectionLost(err) {
+			if !lostconn.Lost(err) {
 				return fz, nil, false, refused(fmt.Errorf("executor: lookup: %w", err))
 			}
 			// A read: lost, it changed nothing, and the freeze and
@@ -154,7 +155,7 @@ func (e *Executor) freezeAndClaim(ctx context.Context, x *intent.Extraction, ord
 		// claim what is new in one statement, reading nothing back.
 		queue := func(b *pgx.Batch) { e.queueFresh(b, []*claimUnit{cu}) }
 		if err := e.grouped(ctx, e.fresh, order, queue, cu); err != nil {
-			if !connectionLost(err) {
+			if !lostconn.Lost(err) {
 				return fz, nil, false, refused(fmt.Errorf("executor: freeze and claim: %w", err))
 			}
 			// What it read before the loss says nothing of its
@@ -170,12 +171,12 @@ func (e *Executor) freezeAndClaim(ctx context.Context, x *intent.Extraction, ord
 		// read the action. Four statements, four snapshots.
 		queue := func(b *pgx.Batch) { e.queueOne(b, cu) }
 		err := e.grouped(ctx, e.claims, order, queue, cu)
-		if err != nil && connectionLost(err) {
+		if err != nil && lostconn.Lost(err) {
 			if !lost {
 				e.claimLost("claim", x.Action, err)
 			}
 			lost = true
-			err = sendAgain(ctx, func() error {
+			err = lostconn.SendAgain(ctx, writeTimeout, func() error {
 				cu = newClaimUnit(x, owner)
 				return e.send(ctx, e.claims.plans, queue)
 			})
@@ -218,10 +219,10 @@ func (e *Executor) executeKey(ctx context.Context, tenant, key string, opts *Opt
 		// Under the plan settings: their plans, and their synchronous commit.
 		queue := func(b *pgx.Batch) { lc = ledger.QueueClaim(b, id, owner, e.cfg.Lease) }
 		err = e.planned(ctx, queue)
-		lost := err != nil && connectionLost(err)
+		lost := err != nil && lostconn.Lost(err)
 		if lost {
 			e.claimLost("claim", in.Action, err)
-			err = sendAgain(ctx, func() error { return e.planned(ctx, queue) })
+			err = lostconn.SendAgain(ctx, writeTimeout, func() error { return e.planned(ctx, queue) })
 		}
 		if err != nil {
 			return nil, refused(fmt.Errorf("executor: claim: %w", err))

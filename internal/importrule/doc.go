@@ -9,7 +9,8 @@
 // layers (plus the standard library and its third-party dependencies):
 //
 //	0 leaves      derive, migrations, internal/failpoint, internal/pgembed,
-//	              internal/strictjson, internal/problem, internal/backoff
+//	              internal/strictjson, internal/problem, internal/backoff,
+//	              internal/lostconn
 //	1 adapters    tools and tools/* (provider clients), internal/dbconf,
 //	              internal/riverretry, internal/riverschema, internal/tokens,
 //	              idempotency

@@ -22,6 +22,7 @@ var layers = map[string]int{
 	"internal/importrule": 0,
 	"internal/problem":    0,
 	"internal/backoff":    0,
+	"internal/lostconn":   0,
 	"internal/confcheck":  0,
 	"sandbox":             0, // doc.go only
 
@@ -101,6 +102,8 @@ var Allowed = map[[2]string]string{
 	{"server/internal/edgetest", "internal/pgtest"}:   "the edges' test engine runs on a schema of its own",
 	{"server/internal/edgetest", "tools/toolstest"}:   "the edges' test engine calls the fake PSP",
 	{"server/internal/edgetest", "internal/testutil"}: "the edges' test engine keeps its logs in a locked buffer",
+
+	{"internal/lostconn", "internal/backoff"}: "a write sent again pauses as every retry does",
 
 	{"internal/outbox", "executor"}:                     "the outbox relay runs frozen keys through the executor",
 	{"internal/outbox/outboxtest", "internal/testutil"}: "it runs a job's work as a crashable queue worker (testutil.RunCrashable)",
