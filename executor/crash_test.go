@@ -2,15 +2,12 @@ package executor_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/retrysafe/retrysafe/executor"
-	"github.com/retrysafe/retrysafe/internal/dbconf"
-	"github.com/retrysafe/retrysafe/internal/pgembed"
+	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
-	"github.com/retrysafe/retrysafe/migrations"
 )
 
 // PostgreSQL crashes for real: every process of a private cluster gets
@@ -48,19 +45,7 @@ func throughACrash(t *testing.T, beforeClaim bool, lost string) {
 	e := newEnv(t, &envOpts{cfg: func(cfg *executor.Config) {
 		cfg.Lease, cfg.Timeout = 60*time.Second, 20*time.Second
 	}})
-	cluster, err := pgembed.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cluster.Stop() })
-	pool, err := dbconf.Open(ctx, cluster.URL, migrations.DefaultSchema, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := migrations.Migrate(ctx, pool, migrations.DefaultSchema); err != nil {
-		t.Fatal(err)
-	}
+	cluster, pool := pgtest.Private(t, nil)
 	ex, pt, logs := e.pausing(t, "crashed", pool, nil)
 	if o, err := ex.Execute(ctx, pixCall("t1", "inv-warm", extraction(0, testutil.CPF(11))), nil); err != nil || o.Status != executor.StatusCompleted {
 		t.Fatalf("the first call: %+v %v", o, err)
@@ -88,11 +73,7 @@ func throughACrash(t *testing.T, beforeClaim bool, lost string) {
 		}
 		close(pt.proceed)
 	}
-	testutil.FinishWithin(t, 10*time.Second, "the loss", func() {
-		for !strings.Contains(logs.String(), lost) {
-			time.Sleep(time.Millisecond)
-		}
-	})
+	logs.WaitFor(t, 10*time.Second, lost)
 	if err := cluster.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}

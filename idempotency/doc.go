@@ -95,6 +95,17 @@
 // handler's context ends with its lease, so that it stops before anyone may
 // take it over; a handler that panics ends its lease at once.
 //
+// The answer is stored, or the lease ended, after the handler ran, on a
+// connection that may break under it (PostgreSQL restarting, crashing or
+// failing over): the write may then have committed or not. It is sent
+// again, and again after a pause while the database cannot be reached
+// (internal/lostconn: 50 ms doubling to 1 s), for up to 10 s, and the
+// client's answer waits for it; sent again it is fenced by the attempt as
+// before, and a try that matches nothing because the lost one committed is
+// told apart by the row (this attempt, done). Only then, the database still
+// away, is the answer sent unstored: the row stays running, and a retry
+// after the lease runs the handler again (which the handler tolerates).
+//
 // This is the protocol of the executor's actions table too (package
 // executor: a lease by the database clock, a takeover by compare-and-set on
 // the attempt, completion fenced by it), but not its SQL, which differs per
@@ -103,8 +114,9 @@
 // idempotency key's fence is its attempt alone and its row carries a
 // fingerprint and a retention deadline that make an expired or reused key
 // its own decision. The shared pieces that are code, not SQL, are shared:
-// the jittered backoff (internal/backoff) and the problem+json writer
-// (internal/problem).
+// the jittered backoff (internal/backoff), what a lost connection leaves
+// and the write sent again (internal/lostconn), and the problem+json
+// writer (internal/problem).
 //
 // # Connections
 //
@@ -133,7 +145,8 @@
 //
 // # Imports
 //
-// This package imports the standard library, pgx, and two leaves of
-// retrysafe's own: internal/problem and internal/backoff. It knows nothing
-// else of retrysafe; the sandboxes and users' own services build on it.
+// This package imports the standard library, pgx, and three leaves of
+// retrysafe's own: internal/problem, internal/backoff and
+// internal/lostconn. It knows nothing else of retrysafe; the sandboxes and
+// users' own services build on it.
 package idempotency

@@ -142,7 +142,12 @@ type result struct {
 }
 
 func do(h http.Handler, tenant, key, body string) result {
-	req := httptest.NewRequest(http.MethodPost, "/effects", strings.NewReader(body))
+	return doCtx(context.Background(), h, tenant, key, body)
+}
+
+// doCtx is do with the request's context.
+func doCtx(ctx context.Context, h http.Handler, tenant, key, body string) result {
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/effects", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if tenant != "" {
 		req.Header.Set("X-Tenant", tenant)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/retrysafe/retrysafe/internal/backoff"
+	"github.com/retrysafe/retrysafe/internal/lostconn"
 )
 
 // DB is what the middleware needs of a database: *pgxpool.Pool satisfies
@@ -424,7 +425,7 @@ func (h *handler) serveReservation(w http.ResponseWriter, r *http.Request, p res
 		// runs it again at once rather than after the lease.
 		rctx, cancel := context.WithTimeout(detached, 5*time.Second)
 		defer cancel()
-		if err := requestRelease(rctx, m.db, p.Scope, res.Attempt); err != nil && !errors.Is(err, errFenced) {
+		if err := m.release(rctx, p, res.Attempt); err != nil && !errors.Is(err, errFenced) {
 			m.cfg.Logger.Warn("idempotency: lease not released after panic", "operation", p.Operation, "err", err)
 		}
 	}()
@@ -438,7 +439,7 @@ func (h *handler) serveReservation(w http.ResponseWriter, r *http.Request, p res
 		// As after a crash: whether the effect happened is unknown, and
 		// the handler tolerates a second run. End the lease so that the
 		// retry runs it now.
-		if err := requestRelease(cctx, m.db, p.Scope, res.Attempt); err != nil && !errors.Is(err, errFenced) {
+		if err := m.release(cctx, p, res.Attempt); err != nil && !errors.Is(err, errFenced) {
 			m.cfg.Logger.Warn("idempotency: lease not released after an abandoned request", "operation", p.Operation, "err", err)
 		}
 		m.cfg.Logger.Info("idempotency: client gone and handler failed; lease released, nothing stored",
@@ -446,7 +447,7 @@ func (h *handler) serveReservation(w http.ResponseWriter, r *http.Request, p res
 		rec.writeTo(w)
 		return answered, nil
 	}
-	switch err := requestComplete(cctx, m.db, p.Scope, res.Attempt, rec.stored(m.keep), m.cfg.Retention); {
+	switch err := m.complete(cctx, p, res.Attempt, rec.stored(m.keep)); {
 	case errors.Is(err, errFenced):
 		// Our lease ran out and a newer attempt owns the key: its answer
 		// is the one kept. Ours still describes what happened here.
@@ -459,6 +460,58 @@ func (h *handler) serveReservation(w http.ResponseWriter, r *http.Request, p res
 	}
 	rec.writeTo(w)
 	return answered, nil
+}
+
+// lostWriteBound bounds how long a reservation's answer, or the end of its
+// lease, is sent again after its connection was lost: a PostgreSQL that
+// restarts or fails over is back within seconds, and the client waits for
+// its answer meanwhile.
+const lostWriteBound = 10 * time.Second
+
+// complete stores attempt's answer. A try whose connection was lost may
+// have committed or not: it is sent again while the server cannot be
+// reached, up to lostWriteBound, as the executor sends its completions
+// (internal/lostconn). Sent again, it is fenced by its attempt like the
+// first: it stores the answer, or matches nothing because the first try
+// did, which the row then shows (still this attempt, done: nobody else
+// finishes an attempt), or because a newer attempt took the key over
+// (errFenced).
+func (m *Middleware) complete(ctx context.Context, p reserveParams, attempt int32, resp *response) error {
+	err := requestComplete(ctx, m.db, p.Scope, attempt, resp, m.cfg.Retention)
+	if err == nil || !lostconn.Lost(err) {
+		return err
+	}
+	m.cfg.Logger.Warn("idempotency: answer's connection lost, storing it again",
+		"operation", p.Operation, "attempt", attempt, "err", err)
+	return lostconn.SendAgain(ctx, lostWriteBound, func() error {
+		err := requestComplete(ctx, m.db, p.Scope, attempt, resp, m.cfg.Retention)
+		if !errors.Is(err, errFenced) {
+			return err
+		}
+		row, gerr := requestGet(ctx, m.db, p.Scope)
+		if gerr != nil && !errors.Is(gerr, errNotFound) {
+			return gerr
+		}
+		if gerr == nil && row.Attempt == attempt && row.Status == statusDone {
+			return nil // the lost try's
+		}
+		return errFenced
+	})
+}
+
+// release ends attempt's lease now. Lost, it is sent again like an answer
+// (complete): ending a lease that already ended changes nothing, and a
+// newer attempt's lease is fenced off by the attempt.
+func (m *Middleware) release(ctx context.Context, p reserveParams, attempt int32) error {
+	err := requestRelease(ctx, m.db, p.Scope, attempt)
+	if err == nil || !lostconn.Lost(err) {
+		return err
+	}
+	m.cfg.Logger.Warn("idempotency: release's connection lost, sending it again",
+		"operation", p.Operation, "attempt", attempt, "err", err)
+	return lostconn.SendAgain(ctx, lostWriteBound, func() error {
+		return requestRelease(ctx, m.db, p.Scope, attempt)
+	})
 }
 
 // abandoned reports a 5xx answer given after the client's request was

@@ -10,7 +10,9 @@
 // schema, or pgtest.Schema(t, nil) for a fresh schema migrated with
 // retrysafe's and River's migrations that no other
 // test sees (and that is dropped when the test ends). pgtest.SchemaName
-// names one for a command under test to create itself.
+// names one for a command under test to create itself. pgtest.Private
+// starts a cluster of the test's own, for a test that crashes or
+// reconfigures its server.
 //
 // CheckGenericPlans explains the plan a connection would cache for each of
 // a package's statements, and fails the test on any read in it of more

@@ -131,3 +131,18 @@ func TestFinishWithin(t *testing.T) {
 		t.Fatal("f did not run")
 	}
 }
+
+// WaitFor wakes on the write that completes what it waits for, across
+// writes that do not, and returns at once for what was already written.
+func TestLockedBufferWaitFor(t *testing.T) {
+	t.Parallel()
+	var b testutil.LockedBuffer
+	fmt.Fprint(&b, "level=INFO msg=started\n")
+	b.WaitFor(t, time.Second, "started")
+	go func() {
+		fmt.Fprint(&b, "level=INFO msg=other\n")
+		fmt.Fprint(&b, "level=WARN msg=\"connection ")
+		fmt.Fprint(&b, "lost\"\n")
+	}()
+	b.WaitFor(t, 10*time.Second, `msg="connection lost"`)
+}
