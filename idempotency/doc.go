@@ -47,7 +47,13 @@
 //     unreadable body: 400; no tenant: 401; a body over
 //     Config.MaxBodyBytes: 413; the store unreachable: 503 with
 //     Retry-After. Nothing was executed for any of them. A transactional
-//     request whose commit failed: 500, its effects rolled back.
+//     request whose commit failed: 500, its effects rolled back. One whose
+//     connection was lost with the COMMIT sent may have committed: what it
+//     left is read on another connection once no transaction writes the
+//     key (sent again while the database cannot be reached, up to 10 s):
+//     committed, the stored answer; rolled back, 500; still unknown, 503
+//     commit-unknown with Retry-After (a retry with the key gets the
+//     stored answer if it committed, and runs afresh if not).
 //
 // Every answer the middleware gives on its own is an RFC 9457
 // application/problem+json whose type is a section of the repository's

@@ -389,6 +389,9 @@ func (h *handler) serveTx(w http.ResponseWriter, r *http.Request, p reserveParam
 	}
 	done = true // a failed Commit rolls back by itself
 	if err := tx.Commit(cctx); err != nil {
+		if lostconn.Lost(err) {
+			return m.commitLost(cctx, w, p, res.Attempt, rec, err)
+		}
 		m.cfg.Logger.Warn("idempotency: commit failed; rolled back", "operation", p.Operation, "err", err)
 		return answered, errNotCommitted
 	}
@@ -460,58 +463,6 @@ func (h *handler) serveReservation(w http.ResponseWriter, r *http.Request, p res
 	}
 	rec.writeTo(w)
 	return answered, nil
-}
-
-// lostWriteBound bounds how long a reservation's answer, or the end of its
-// lease, is sent again after its connection was lost: a PostgreSQL that
-// restarts or fails over is back within seconds, and the client waits for
-// its answer meanwhile.
-const lostWriteBound = 10 * time.Second
-
-// complete stores attempt's answer. A try whose connection was lost may
-// have committed or not: it is sent again while the server cannot be
-// reached, up to lostWriteBound, as the executor sends its completions
-// (internal/lostconn). Sent again, it is fenced by its attempt like the
-// first: it stores the answer, or matches nothing because the first try
-// did, which the row then shows (still this attempt, done: nobody else
-// finishes an attempt), or because a newer attempt took the key over
-// (errFenced).
-func (m *Middleware) complete(ctx context.Context, p reserveParams, attempt int32, resp *response) error {
-	err := requestComplete(ctx, m.db, p.Scope, attempt, resp, m.cfg.Retention)
-	if err == nil || !lostconn.Lost(err) {
-		return err
-	}
-	m.cfg.Logger.Warn("idempotency: answer's connection lost, storing it again",
-		"operation", p.Operation, "attempt", attempt, "err", err)
-	return lostconn.SendAgain(ctx, lostWriteBound, func() error {
-		err := requestComplete(ctx, m.db, p.Scope, attempt, resp, m.cfg.Retention)
-		if !errors.Is(err, errFenced) {
-			return err
-		}
-		row, gerr := requestGet(ctx, m.db, p.Scope)
-		if gerr != nil && !errors.Is(gerr, errNotFound) {
-			return gerr
-		}
-		if gerr == nil && row.Attempt == attempt && row.Status == statusDone {
-			return nil // the lost try's
-		}
-		return errFenced
-	})
-}
-
-// release ends attempt's lease now. Lost, it is sent again like an answer
-// (complete): ending a lease that already ended changes nothing, and a
-// newer attempt's lease is fenced off by the attempt.
-func (m *Middleware) release(ctx context.Context, p reserveParams, attempt int32) error {
-	err := requestRelease(ctx, m.db, p.Scope, attempt)
-	if err == nil || !lostconn.Lost(err) {
-		return err
-	}
-	m.cfg.Logger.Warn("idempotency: release's connection lost, sending it again",
-		"operation", p.Operation, "attempt", attempt, "err", err)
-	return lostconn.SendAgain(ctx, lostWriteBound, func() error {
-		return requestRelease(ctx, m.db, p.Scope, attempt)
-	})
 }
 
 // abandoned reports a 5xx answer given after the client's request was

@@ -28,23 +28,29 @@ const (
 	ProblemBodyUnreadable = ProblemDocs + "#body-unreadable"
 	ProblemUnavailable    = ProblemDocs + "#idempotency-store-unavailable"
 	ProblemNotCommitted   = ProblemDocs + "#not-committed"
+	ProblemCommitUnknown  = ProblemDocs + "#commit-unknown"
 	ProblemInternalServer = ProblemDocs + "#internal"
 )
 
 // ProblemTypes lists every problem type the middleware answers with.
 var ProblemTypes = []string{ProblemKeyMissing, ProblemKeyInvalid, ProblemKeyReused, ProblemInFlight, ProblemUnauthorized,
-	ProblemBodyTooLarge, ProblemBodyUnreadable, ProblemUnavailable, ProblemNotCommitted, ProblemInternalServer}
+	ProblemBodyTooLarge, ProblemBodyUnreadable, ProblemUnavailable, ProblemNotCommitted, ProblemCommitUnknown, ProblemInternalServer}
 
 // The middleware's own failures, answered 400, 500 and 503.
 var (
 	errBodyRead     = errors.New("idempotency: reading the request body")
 	errNotCommitted = errors.New("idempotency: transaction not committed")
-	errStore        = errors.New("idempotency: store unavailable")
+	// errCommitUnknown: the connection was lost with COMMIT sent, and what
+	// it left could not be read (see Middleware.commitLost).
+	errCommitUnknown = errors.New("idempotency: transaction's commit unknown")
+	errStore         = errors.New("idempotency: store unavailable")
 )
 
 // problemFor maps the middleware's errors to answers. Every one of them is
 // given before any effect (or, for ProblemNotCommitted, after a rollback
-// undid them), so a retry with the same key is always safe.
+// undid them; for ProblemCommitUnknown, after a commit that either stored
+// the answer with the effects or undid both), so a retry with the same key
+// is always safe.
 func problemFor(err error) (Problem, time.Duration) {
 	var inflight *InFlightError
 	switch {
@@ -68,6 +74,9 @@ func problemFor(err error) (Problem, time.Duration) {
 	case errors.Is(err, errNotCommitted):
 		return answer(ProblemNotCommitted, "Request not committed", http.StatusInternalServerError,
 			"The request's effects were rolled back and nothing was stored; retrying with the same key is safe."), 0
+	case errors.Is(err, errCommitUnknown):
+		return answer(ProblemCommitUnknown, "Request's commit unknown", http.StatusServiceUnavailable,
+			"The connection to the database was lost as the request's effects were committed. Retry with the same key: if they were committed, you receive the stored answer; if not, the request runs again."), time.Second
 	case errors.Is(err, errStore):
 		return answer(ProblemUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable,
 			"Nothing was executed; retrying with the same key is safe."), time.Second

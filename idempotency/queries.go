@@ -138,6 +138,42 @@ var errNotFound = errors.New("idempotency: key not found")
 
 // requestGet reads a key; errNotFound when there is none.
 func requestGet(ctx context.Context, e dbtx, s Scope) (*requestRow, error) {
+	return readRow(ctx, e, requestGetSQL, s)
+}
+
+// requestGetSharedSQL is requestGetSQL waiting for a transaction that is
+// updating the row (a takeover) to end.
+const requestGetSharedSQL = requestGetSQL + `
+FOR SHARE`
+
+// requestSettled reads the key once no other transaction is writing it: a
+// transaction whose COMMIT was sent on a connection that was then lost may
+// still be running on the server, and a plain read would see the row as it
+// was before it. The reservation's insert (requestReserve, which waits on
+// an uncommitted insert of the key) and a read FOR SHARE (which waits on
+// an uncommitted update) run in a transaction that is rolled back, each
+// wait bounded by wait (lock_timeout). errNotFound when no row is
+// committed: the insert went in, and is rolled back with the rest.
+func requestSettled(ctx context.Context, db DB, p reserveParams, wait time.Duration) (*requestRow, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: settle: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a broken connection is discarded; nothing of it may commit
+	p.LockTimeout = wait
+	if _, ok, err := requestReserve(ctx, tx, p); err != nil {
+		return nil, err
+	} else if ok {
+		return nil, errNotFound
+	}
+	if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", max(1, wait.Milliseconds()))); err != nil {
+		return nil, fmt.Errorf("idempotency: settle: %w", err)
+	}
+	return readRow(ctx, tx, requestGetSharedSQL, p.Scope)
+}
+
+// readRow reads a key with sql (requestGetSQL's columns and arguments).
+func readRow(ctx context.Context, e dbtx, sql string, s Scope) (*requestRow, error) {
 	r := &requestRow{Scope: s}
 	var (
 		status     string
@@ -145,7 +181,7 @@ func requestGet(ctx context.Context, e dbtx, s Scope) (*requestRow, error) {
 		respHeader http.Header
 		respBody   []byte
 	)
-	err := e.QueryRow(ctx, requestGetSQL, s.Tenant, s.Operation, s.Key).Scan(
+	err := e.QueryRow(ctx, sql, s.Tenant, s.Operation, s.Key).Scan(
 		&r.Fingerprint, &status, &r.Attempt, &respStatus, &respHeader, &respBody,
 		&r.Expired, &r.LeaseExpired, &r.LeaseLeft)
 	if errors.Is(err, pgx.ErrNoRows) {

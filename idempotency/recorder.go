@@ -2,7 +2,9 @@ package idempotency
 
 import (
 	"bytes"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 )
 
@@ -88,4 +90,10 @@ func setContentLength(h http.Header, status, n int) {
 		return
 	}
 	h.Set("Content-Length", strconv.Itoa(n))
+}
+
+// sameResponse reports whether a and b are the same answer: status, headers
+// and body.
+func sameResponse(a, b *response) bool {
+	return a != nil && b != nil && a.Status == b.Status && bytes.Equal(a.Body, b.Body) && maps.EqualFunc(a.Header, b.Header, slices.Equal[[]string])
 }
