@@ -101,16 +101,20 @@
 // handler's context ends with its lease, so that it stops before anyone may
 // take it over; a handler that panics ends its lease at once.
 //
-// The answer is stored, or the lease ended, after the handler ran, on a
-// connection that may break under it (PostgreSQL restarting, crashing or
-// failing over): the write may then have committed or not. It is sent
-// again, and again after a pause while the database cannot be reached
-// (internal/lostconn: 50 ms doubling to 1 s), for up to 10 s, and the
-// client's answer waits for it; sent again it is fenced by the attempt as
-// before, and a try that matches nothing because the lost one committed is
-// told apart by the row (this attempt, done). Only then, the database still
-// away, is the answer sent unstored: the row stays running, and a retry
-// after the lease runs the handler again (which the handler tolerates).
+// Each write of a reservation goes on a connection that may break under it
+// (PostgreSQL restarting, crashing or failing over): the write may then
+// have committed or not. It is sent again, and again after a pause while
+// the database cannot be reached (internal/lostconn: 50 ms doubling to
+// 1 s), for up to 10 s, and the client's answer waits for it. The
+// reservation sent again reserves the key, or finds it running under the
+// request's own holder (a random number stored with the rows it reserves
+// or takes over, migration 017), which only its own lost reservation can
+// be, and runs the handler under it. The answer and the end of the lease
+// sent again are fenced by the attempt as before, and a try that matches
+// nothing because the lost one committed is told apart by the row (this
+// attempt, done). Only then, the database still away, is the reservation
+// answered 503, or the answer sent unstored: the row stays running, and a
+// retry after the lease runs the handler again (which it tolerates).
 //
 // This is the protocol of the executor's actions table too (package
 // executor: a lease by the database clock, a takeover by compare-and-set on

@@ -55,6 +55,33 @@ func (m *Middleware) commitLost(ctx context.Context, w http.ResponseWriter, p re
 	return answered, nil
 }
 
+// reserve claims the key for a reservation-mode request. A claim whose
+// connection was lost may have committed or not; it is sent again while
+// the database cannot be reached (up to lostWriteBound, or the client's
+// going away). Sent again, it reserves the key if the lost one did not, or
+// finds the key running under this request's own holder (claim,
+// decideAdopt): its lost reservation, which nobody else can hold, and the
+// handler runs under it. Before, the request answered 503, and its retry
+// met the lost reservation's 409 for the whole lease.
+func (m *Middleware) reserve(ctx context.Context, p reserveParams) (claimed, error) {
+	c, err := claim(ctx, m.db, p)
+	if err == nil || !lostconn.Lost(err) {
+		return c, err
+	}
+	m.cfg.Logger.Warn("idempotency: reservation's connection lost, sending it again",
+		"operation", p.Operation, "err", err)
+	err = lostconn.SendAgain(ctx, lostWriteBound, func() error {
+		var err error
+		c, err = claim(ctx, m.db, p)
+		return err
+	})
+	if err == nil && c.adopted {
+		m.cfg.Logger.Info("idempotency: the lost reservation had committed; running under it",
+			"operation", p.Operation, "attempt", c.res.Attempt)
+	}
+	return c, err
+}
+
 // lostWriteBound bounds how long a reservation's answer, or the end of its
 // lease, is sent again after its connection was lost: a PostgreSQL that
 // restarts or fails over is back within seconds, and the client waits for

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/pgembed"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 )
@@ -33,6 +34,9 @@ import (
 //   - "release": the client went away and the handler failed (abandoned);
 //     the lease is ended, so the retry runs the handler again at once
 //     instead of meeting a 409 for the whole lease.
+//   - "reservation": crashed before the request: its reservation cannot
+//     reach the server, and is sent again until it can; the handler runs
+//     once, instead of the request answering 503.
 func TestThroughACrash(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -41,15 +45,17 @@ func TestThroughACrash(t *testing.T) {
 	}{
 		{"answer", `msg="idempotency: answer's connection lost, storing it again"`},
 		{"release", `msg="idempotency: release's connection lost, sending it again"`},
+		{"reservation", `msg="idempotency: reservation's connection lost, sending it again"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			throughACrash(t, c.name == "release", c.lost)
+			throughACrash(t, c.name, c.lost)
 		})
 	}
 }
 
-func throughACrash(t *testing.T, abandon bool, lost string) {
+func throughACrash(t *testing.T, mode, lost string) {
+	abandon, before := mode == "release", mode == "reservation"
 	ctx := context.Background()
 	cluster, pool := pgtest.Private(t, nil)
 	logs := &testutil.LockedBuffer{}
@@ -66,7 +72,7 @@ func throughACrash(t *testing.T, abandon bool, lost string) {
 	entered, proceed := make(chan struct{}), make(chan struct{})
 	h := mw.Reservation(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := calls.Add(1)
-		if n == 1 {
+		if n == 1 && !before {
 			close(entered)
 			<-proceed
 			if abandon {
@@ -84,20 +90,27 @@ func throughACrash(t *testing.T, abandon bool, lost string) {
 
 	rctx, hangUp := context.WithCancel(ctx)
 	defer hangUp()
+	if before {
+		if err := cluster.Crash(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var first result
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		first = doCtx(rctx, h, "acme", "crash-key", `{"amount":500}`)
 	}()
-	testutil.FinishWithin(t, 10*time.Second, "the handler", func() { <-entered })
-	if err := cluster.Crash(); err != nil {
-		t.Fatal(err)
+	if !before {
+		testutil.FinishWithin(t, 10*time.Second, "the handler", func() { <-entered })
+		if err := cluster.Crash(); err != nil {
+			t.Fatal(err)
+		}
+		if abandon {
+			hangUp()
+		}
+		close(proceed)
 	}
-	if abandon {
-		hangUp()
-	}
-	close(proceed)
 	logs.WaitFor(t, 10*time.Second, lost)
 	if err := cluster.Recover(ctx); err != nil {
 		t.Fatal(err)
@@ -113,7 +126,7 @@ func throughACrash(t *testing.T, abandon bool, lost string) {
 		}
 		return
 	}
-	if first.status != http.StatusCreated || first.replayed {
+	if first.status != http.StatusCreated || first.replayed || !strings.Contains(first.body, `"attempt":1`) {
 		t.Fatalf("the request through the crash: %+v\n%s", first, logs)
 	}
 	if retry.status != http.StatusCreated || !retry.replayed || retry.body != first.body || calls.Load() != 1 {
@@ -134,30 +147,8 @@ func throughACrash(t *testing.T, abandon bool, lost string) {
 // a newer attempt, and the retry gets the answer replayed.
 func TestAnswerCommittedThenLost(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	// A standby that never comes: a session's commit waits for it unless
-	// the session commits locally, as the pool's sessions do until the
-	// handler runs.
-	cluster, pool := pgtest.Private(t, &pgtest.PrivateOpts{
-		Settings: []string{"synchronous_standby_names=nobody"},
-		MaxConns: 1, // the session the handler's SET reaches is the middleware's
-		Pool: func(cfg *pgxpool.Config) {
-			cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "local"
-		},
-	})
-	admin, err := pgx.Connect(ctx, cluster.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close(ctx) })
-	logs := &testutil.LockedBuffer{}
-	mw, err := idempotency.New(pool, idempotency.Config{
-		Tenant: tenantFromHeader, Lease: 10 * time.Minute,
-		Logger: slog.New(slog.NewTextHandler(logs, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := newStandbyless(t, 1, nil) // one session: the handler's SET reaches the middleware's
+	pool, logs, mw := sb.pool, sb.logs, sb.mw
 	var calls atomic.Int32
 	h := mw.Reservation(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
@@ -176,17 +167,7 @@ func TestAnswerCommittedThenLost(t *testing.T) {
 		defer close(done)
 		first = do(h, "acme", "lost-key", `{"amount":500}`)
 	}()
-	testutil.FinishWithin(t, 10*time.Second, "the answer's commit waiting for the standby", func() {
-		for n := 0; n == 0; {
-			if err := admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`).Scan(&n); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	})
-	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`); err != nil {
-		t.Fatal(err)
-	}
+	sb.terminateWaiting(t, "the answer's commit")
 	testutil.FinishWithin(t, 30*time.Second, "the request", func() { <-done })
 	if first.status != http.StatusCreated || first.replayed {
 		t.Fatalf("the request: %+v\n%s", first, logs)
@@ -226,26 +207,31 @@ func TestAnswerCommittedThenLost(t *testing.T) {
 //     key's writer to end; the lock is let go, the commit commits, and
 //     the answer is the handler's. A plain read would have found no row
 //     and answered not-committed, falsely.
+//   - "a takeover committed after the loss": the same, for a request that
+//     took over an expired key (an update of its row, not an insert): a
+//     read that did not wait would have found the expired answer and
+//     replayed it.
 func TestCommitLost(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		name                       string
-		deferred, crash, stay, cut bool
+		name                                 string
+		deferred, crash, stay, cut, takeover bool
 	}{
 		{name: "committed, terminated"},
 		{name: "committed, crashed", crash: true},
 		{name: "rolled back, crashed", deferred: true, crash: true},
 		{name: "unknown", crash: true, stay: true},
 		{name: "committed after the loss", deferred: true, cut: true},
+		{name: "a takeover committed after the loss", deferred: true, cut: true, takeover: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			commitLost(t, c.deferred, c.crash, c.stay, c.cut)
+			commitLost(t, c.deferred, c.crash, c.stay, c.cut, c.takeover)
 		})
 	}
 }
 
-func commitLost(t *testing.T, deferred, crash, stay, cut bool) {
+func commitLost(t *testing.T, deferred, crash, stay, cut, takeover bool) {
 	ctx := context.Background()
 	var (
 		mu      sync.Mutex
@@ -253,53 +239,35 @@ func commitLost(t *testing.T, deferred, crash, stay, cut bool) {
 		down    atomic.Bool // the pool's dials refused
 		refused atomic.Int32
 	)
-	// A standby that never comes: a commit waits for it unless its session
-	// commits locally, as the pool's sessions do.
-	cluster, pool := pgtest.Private(t, &pgtest.PrivateOpts{
-		Settings: []string{"synchronous_standby_names=nobody"},
-		Pool: func(cfg *pgxpool.Config) {
-			cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "local"
-			// pgx dials its cancel requests with it too.
-			cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-				if down.Load() {
-					refused.Add(1)
-					return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
-				}
-				c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-				if err == nil {
-					mu.Lock()
-					sockets = append(sockets, c)
-					mu.Unlock()
-				}
-				return c, err
+	sb := newStandbyless(t, 2, func(cfg *pgxpool.Config) {
+		// pgx dials its cancel requests with it too.
+		cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if down.Load() {
+				refused.Add(1)
+				return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
 			}
-		},
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err == nil {
+				mu.Lock()
+				sockets = append(sockets, c)
+				mu.Unlock()
+			}
+			return c, err
+		}
 	})
+	cluster, pool, watch, logs, mw := sb.cluster, sb.pool, sb.admin, sb.logs, sb.mw
 	if _, err := pool.Exec(ctx, effectsDDL+`;
 		CREATE TABLE public.parents (id int PRIMARY KEY);
 		INSERT INTO public.parents VALUES (1);
 		CREATE TABLE public.children (parent int REFERENCES public.parents DEFERRABLE INITIALLY DEFERRED)`); err != nil {
 		t.Fatal(err)
 	}
-	connect := func() *pgx.Conn {
-		c, err := pgx.Connect(ctx, cluster.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close(ctx) })
-		return c
-	}
-	watch, locker := connect(), connect()
-	logs := &testutil.LockedBuffer{}
-	mw, err := idempotency.New(pool, idempotency.Config{
-		Tenant: tenantFromHeader, Logger: slog.New(slog.NewTextHandler(logs, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	locker := sb.connect(t)
 	var calls atomic.Int32
+	var armed atomic.Bool // the next run's COMMIT waits
 	h := mw.Transactional(route, func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
-		if calls.Add(1) == 1 {
+		calls.Add(1)
+		if armed.CompareAndSwap(true, false) {
 			wait := `SET LOCAL synchronous_commit = on` // the COMMIT waits for the standby
 			if deferred {
 				wait = `INSERT INTO children VALUES (1)` // the COMMIT's check waits for the lock
@@ -319,6 +287,20 @@ func commitLost(t *testing.T, deferred, crash, stay, cut bool) {
 		waiting = `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query = 'commit'`
 	}
 
+	attempt := `"attempt":1`
+	if takeover {
+		// The key's first answer, expired since: the request takes it over.
+		if r := do(h, "acme", "commit-key", `{"amount":500}`); r.status != http.StatusCreated {
+			t.Fatalf("the key's first request: %+v", r)
+		}
+		if _, err := pool.Exec(ctx, `UPDATE idempotency_requests SET expires_at = now() - interval '1 second'`); err != nil {
+			t.Fatal(err)
+		}
+		attempt = `"attempt":2`
+	}
+	base := calls.Load()
+	runs := func() int32 { return calls.Load() - base }
+	armed.Store(true)
 	var first result
 	done := make(chan struct{})
 	go func() {
@@ -367,9 +349,7 @@ func commitLost(t *testing.T, deferred, crash, stay, cut bool) {
 			t.Fatal(err)
 		}
 	case !crash:
-		if _, err := watch.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`); err != nil {
-			t.Fatal(err)
-		}
+		sb.terminateWaiting(t, "the COMMIT")
 	default:
 		if err := cluster.Crash(); err != nil {
 			t.Fatal(err)
@@ -397,15 +377,16 @@ func commitLost(t *testing.T, deferred, crash, stay, cut bool) {
 		if !strings.Contains(first.body, "#commit-unknown") || first.header.Get("Retry-After") == "" {
 			t.Fatalf("the request while the database stays down: %+v, want commit-unknown with Retry-After\n%s", first, logs)
 		}
-		if retry.status != http.StatusCreated || !retry.replayed || !strings.Contains(retry.body, `"attempt":1`) || calls.Load() != 1 {
-			t.Fatalf("the retry once it is back: %+v after %d runs, want the commit's answer replayed\n%s", retry, calls.Load(), logs)
+		if retry.status != http.StatusCreated || !retry.replayed || !strings.Contains(retry.body, attempt) || runs() != 1 {
+			t.Fatalf("the retry once it is back: %+v after %d runs, want the commit's answer replayed\n%s", retry, runs(), logs)
 		}
 	case cut:
-		if first.status != http.StatusCreated || first.replayed || !strings.Contains(logs.String(), "the lost commit committed") {
-			t.Fatalf("the request whose commit committed after its connection was lost: %+v, want the handler's own answer\n%s", first, logs)
+		if first.status != http.StatusCreated || first.replayed || !strings.Contains(first.body, attempt) ||
+			!strings.Contains(logs.String(), "the lost commit committed") {
+			t.Fatalf("the request whose commit committed after its connection was lost: %+v, want the handler's own answer (%s)\n%s", first, attempt, logs)
 		}
-		if !retry.replayed || retry.body != first.body || calls.Load() != 1 {
-			t.Fatalf("the retry: %+v after %d runs, want %q replayed\n%s", retry, calls.Load(), first.body, logs)
+		if !retry.replayed || retry.body != first.body || runs() != 1 {
+			t.Fatalf("the retry: %+v after %d runs, want %q replayed\n%s", retry, runs(), first.body, logs)
 		}
 		if n := count("children"); n != 1 {
 			t.Fatalf("%d children: want the commit's one", n)
@@ -415,8 +396,8 @@ func commitLost(t *testing.T, deferred, crash, stay, cut bool) {
 		if !strings.Contains(first.body, "#not-committed") || !strings.Contains(logs.String(), "the lost commit rolled back") {
 			t.Fatalf("the request whose commit was lost before it committed: %+v\n%s", first, logs)
 		}
-		if retry.status != http.StatusCreated || retry.replayed || !strings.Contains(retry.body, `"attempt":1`) || calls.Load() != 2 {
-			t.Fatalf("the retry: %+v after %d runs, want a fresh run\n%s", retry, calls.Load(), logs)
+		if retry.status != http.StatusCreated || retry.replayed || !strings.Contains(retry.body, attempt) || runs() != 2 {
+			t.Fatalf("the retry: %+v after %d runs, want a fresh run\n%s", retry, runs(), logs)
 		}
 		if n := count("children"); n != 0 {
 			t.Fatalf("%d children: the rolled-back commit's row is there", n)
@@ -426,11 +407,144 @@ func commitLost(t *testing.T, deferred, crash, stay, cut bool) {
 			!strings.Contains(logs.String(), "the lost commit committed") {
 			t.Fatalf("the request whose commit was lost after it committed: %+v, want the handler's own answer\n%s", first, logs)
 		}
-		if !retry.replayed || retry.body != first.body || calls.Load() != 1 {
-			t.Fatalf("the retry: %+v after %d runs, want %q replayed\n%s", retry, calls.Load(), first.body, logs)
+		if !retry.replayed || retry.body != first.body || runs() != 1 {
+			t.Fatalf("the retry: %+v after %d runs, want %q replayed\n%s", retry, runs(), first.body, logs)
 		}
 	}
-	if n := count("effects"); n != 1 {
-		t.Fatalf("%d effects, want 1", n)
+	if n := count("effects"); n != int(base)+1 {
+		t.Fatalf("%d effects, want %d", n, base+1)
+	}
+}
+
+// A reservation whose insert committed and whose connection was lost
+// before the server said so (a backend terminated while its commit waits
+// for a synchronous standby: committed locally, and the client told
+// nothing). Sent again, the insert finds the key running; under the
+// request's own holder, it is the lost reservation, and the handler runs
+// under it (attempt 1), instead of the request answering 503 and its retry
+// meeting a 409 for the whole lease. "takeover": the same for a request
+// that takes over an expired key (attempt 2).
+func TestReservationCommittedThenLost(t *testing.T) {
+	t.Parallel()
+	for _, takeover := range []bool{false, true} {
+		t.Run(map[bool]string{false: "reservation", true: "takeover"}[takeover], func(t *testing.T) {
+			t.Parallel()
+			reservationCommittedThenLost(t, takeover)
+		})
+	}
+}
+
+func reservationCommittedThenLost(t *testing.T, takeover bool) {
+	ctx := context.Background()
+	sb := newStandbyless(t, 1, nil) // one session: the SET below reaches the reservation's
+	pool, logs, mw := sb.pool, sb.logs, sb.mw
+	var calls atomic.Int32
+	h := mw.Reservation(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		info, _ := idempotency.FromContext(r.Context())
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"charged":true,"attempt":%d}`, info.Attempt)
+	}))
+	attempt, runs := `"attempt":1`, int32(1)
+	if takeover {
+		if r := do(h, "acme", "reserve-key", `{"amount":500}`); r.status != http.StatusCreated {
+			t.Fatalf("the key's first request: %+v", r)
+		}
+		if _, err := pool.Exec(ctx, `UPDATE idempotency_requests SET expires_at = now() - interval '1 second'`); err != nil {
+			t.Fatal(err)
+		}
+		attempt, runs = `"attempt":2`, 2
+	}
+	// The pool's one session waits for the standby at its next commit:
+	// the reservation's.
+	if _, err := pool.Exec(ctx, `SET synchronous_commit = on`); err != nil {
+		t.Fatal(err)
+	}
+	var first result
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		first = do(h, "acme", "reserve-key", `{"amount":500}`)
+	}()
+	sb.terminateWaiting(t, "the reservation's commit")
+	testutil.FinishWithin(t, 30*time.Second, "the request", func() { <-done })
+	if first.status != http.StatusCreated || first.replayed || !strings.Contains(first.body, attempt) || calls.Load() != runs {
+		t.Fatalf("the request whose reservation committed, then was lost: %+v after %d runs, want the handler run once under it\n%s",
+			first, calls.Load(), logs)
+	}
+	if !strings.Contains(logs.String(), `msg="idempotency: the lost reservation had committed; running under it"`) {
+		t.Fatalf("the lost reservation was not adopted:\n%s", logs)
+	}
+	if retry := do(h, "acme", "reserve-key", `{"amount":500}`); !retry.replayed || retry.body != first.body || calls.Load() != runs {
+		t.Fatalf("the retry: %+v after %d runs, want %q replayed\n%s", retry, calls.Load(), first.body, logs)
+	}
+}
+
+// standbyless is a middleware (10 min lease) on a private cluster whose
+// commits wait for a synchronous standby that never comes, except in the
+// pool's sessions, which commit locally until one of them turns
+// synchronous_commit on. A backend terminated in that wait has committed
+// locally, and PostgreSQL closes its session without a word to the client
+// (it sends no error, lest the client take the commit for refused): a
+// connection lost after its commit.
+type standbyless struct {
+	cluster *pgembed.Cluster
+	pool    *pgxpool.Pool
+	admin   *pgx.Conn // outside the pool
+	logs    *testutil.LockedBuffer
+	mw      *idempotency.Middleware
+}
+
+func newStandbyless(t *testing.T, maxConns int32, pool func(*pgxpool.Config)) *standbyless {
+	t.Helper()
+	sb := &standbyless{logs: &testutil.LockedBuffer{}}
+	sb.cluster, sb.pool = pgtest.Private(t, &pgtest.PrivateOpts{
+		Settings: []string{"synchronous_standby_names=nobody"},
+		MaxConns: maxConns,
+		Pool: func(cfg *pgxpool.Config) {
+			cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "local"
+			if pool != nil {
+				pool(cfg)
+			}
+		},
+	})
+	sb.admin = sb.connect(t)
+	var err error
+	sb.mw, err = idempotency.New(sb.pool, idempotency.Config{
+		Tenant: tenantFromHeader, Lease: 10 * time.Minute,
+		Logger: slog.New(slog.NewTextHandler(sb.logs, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
+// connect opens a session outside the pool, closed when the test ends.
+func (sb *standbyless) connect(t *testing.T) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(context.Background(), sb.cluster.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// terminateWaiting waits for a commit (what) to wait for the standby, and
+// terminates its backend.
+func (sb *standbyless) terminateWaiting(t *testing.T, what string) {
+	t.Helper()
+	ctx := context.Background()
+	testutil.FinishWithin(t, 10*time.Second, what+" waiting for the standby", func() {
+		for n := 0; n == 0; {
+			if err := sb.admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`).Scan(&n); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	if _, err := sb.admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"time"
 
@@ -239,6 +241,7 @@ func (h *handler) params(w http.ResponseWriter, r *http.Request) (p reserveParam
 		Fingerprint: fp[:],
 		Lease:       cfg.Lease,
 		Retention:   cfg.Retention,
+		Holder:      rand.Int64N(math.MaxInt64) + 1, // never 0, which reads as none
 	}, true
 }
 
@@ -246,18 +249,21 @@ func (h *handler) params(w http.ResponseWriter, r *http.Request) (p reserveParam
 type decision int
 
 const (
-	decideReplay decision = iota
+	decideAdopt decision = iota // running under this request's own holder: its lost reservation
+	decideReplay
 	decideReused
 	decideBusy
 	decideTakeOver
 )
 
-func decide(row *requestRow, fp []byte) decision {
+func decide(row *requestRow, p reserveParams) decision {
 	switch {
 	case row.Expired:
 		return decideTakeOver // retention ended: the key counts as unused, whatever its old request
-	case !bytes.Equal(row.Fingerprint, fp):
+	case !bytes.Equal(row.Fingerprint, p.Fingerprint):
 		return decideReused
+	case row.Status == statusRunning && !row.LeaseExpired && p.Holder != 0 && row.Holder == p.Holder:
+		return decideAdopt
 	case row.Status == statusDone:
 		return decideReplay
 	case row.LeaseExpired:
@@ -272,6 +278,9 @@ type claimed struct {
 	res    reservation // the key is this request's, at res.Attempt
 	replay *response   // the key is done, for the same request: its answer
 	busy   bool        // another request holds the key
+	// adopted: res is this request's reservation sent earlier, whose
+	// connection was lost after it committed.
+	adopted bool
 }
 
 // owned reports whether the key is now this request's.
@@ -317,7 +326,9 @@ func claim(ctx context.Context, q dbtx, p reserveParams) (claimed, error) {
 		if err != nil {
 			return claimed{}, fmt.Errorf("%w: %w", errStore, err)
 		}
-		switch decide(row, p.Fingerprint) {
+		switch decide(row, p) {
+		case decideAdopt:
+			return claimed{res: reservation{Attempt: row.Attempt, LeaseLeft: row.LeaseLeft}, adopted: true}, nil
 		case decideReplay:
 			return claimed{replay: row.Response}, nil
 		case decideReused:
@@ -404,7 +415,7 @@ func (h *handler) serveTx(w http.ResponseWriter, r *http.Request, p reserveParam
 func (h *handler) serveReservation(w http.ResponseWriter, r *http.Request, p reserveParams) (outcome, error) {
 	m := h.m
 	ctx := r.Context()
-	c, err := claim(ctx, m.db, p)
+	c, err := m.reserve(ctx, p)
 	if err != nil || !c.owned() {
 		return c.finish(w, err)
 	}

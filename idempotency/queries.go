@@ -53,6 +53,7 @@ type requestRow struct {
 	Expired      bool          // past expires_at: the key counts as unused
 	LeaseExpired bool          // running and past its lease: may be taken over
 	LeaseLeft    time.Duration // running: time until the lease ends (<= 0 when expired)
+	Holder       int64         // the reserving request's holder (0: none recorded)
 }
 
 // reserveParams describes a reservation (or a takeover).
@@ -67,6 +68,10 @@ type reserveParams struct {
 	// The previous lock_timeout is restored afterwards, so that the rest of
 	// the transaction (the handler's writes) runs with its usual setting.
 	LockTimeout time.Duration
+	// Holder is the request's own random number, stored with the rows it
+	// reserves or takes over: a running row under it is the request's
+	// (its reservation lost with its connection, then found; see claim).
+	Holder int64
 }
 
 // reservation is a key reserved for the caller.
@@ -77,8 +82,8 @@ type reservation struct {
 
 const requestReserveSQL = `
 INSERT INTO idempotency_requests
-    (tenant_id, operation, idem_key, fingerprint, status, attempt, lease_until, expires_at)
-VALUES ($1, $2, $3, $4, 'running', 1, now() + $5::interval, now() + $6::interval)
+    (tenant_id, operation, idem_key, fingerprint, status, attempt, lease_until, expires_at, holder)
+VALUES ($1, $2, $3, $4, 'running', 1, now() + $5::interval, now() + $6::interval, $7)
 ON CONFLICT (tenant_id, operation, idem_key) DO NOTHING
 RETURNING attempt, lease_until - now()`
 
@@ -88,7 +93,7 @@ RETURNING attempt, lease_until - now()`
 // while this statement waited is not visible to this statement's snapshot.
 func requestReserve(ctx context.Context, e dbtx, p reserveParams) (reservation, bool, error) {
 	return reserveRow(ctx, e, p, "reserve", requestReserveSQL,
-		p.Tenant, p.Operation, p.Key, p.Fingerprint, p.Lease, p.Retention)
+		p.Tenant, p.Operation, p.Key, p.Fingerprint, p.Lease, p.Retention, p.Holder)
 }
 
 const requestTakeOverSQL = `
@@ -96,7 +101,7 @@ UPDATE idempotency_requests
 SET fingerprint = $4, status = 'running', attempt = attempt + 1,
     lease_until = now() + $5::interval, expires_at = now() + $6::interval,
     response_status = NULL, response_headers = NULL, response_body = NULL,
-    finished_at = NULL, updated_at = now()
+    finished_at = NULL, updated_at = now(), holder = $8
 WHERE tenant_id = $1 AND operation = $2 AND idem_key = $3 AND attempt = $7
   AND (expires_at <= now()
        OR (status = 'running' AND lease_until <= now() AND fingerprint = $4))
@@ -109,7 +114,7 @@ RETURNING attempt, lease_until - now()`
 // holder out of requestComplete.
 func requestTakeOver(ctx context.Context, e dbtx, p reserveParams, seenAttempt int32) (reservation, bool, error) {
 	return reserveRow(ctx, e, p, "take over", requestTakeOverSQL,
-		p.Tenant, p.Operation, p.Key, p.Fingerprint, p.Lease, p.Retention, seenAttempt)
+		p.Tenant, p.Operation, p.Key, p.Fingerprint, p.Lease, p.Retention, seenAttempt, p.Holder)
 }
 
 // reserveRow runs a statement that makes the row running for the caller
@@ -129,7 +134,8 @@ const requestGetSQL = `
 SELECT fingerprint, status, attempt, response_status, response_headers, response_body,
        expires_at <= now(),
        coalesce(status = 'running' AND lease_until <= now(), false),
-       coalesce(lease_until - now(), interval '0')
+       coalesce(lease_until - now(), interval '0'),
+       coalesce(holder, 0)
 FROM idempotency_requests
 WHERE tenant_id = $1 AND operation = $2 AND idem_key = $3`
 
@@ -138,42 +144,6 @@ var errNotFound = errors.New("idempotency: key not found")
 
 // requestGet reads a key; errNotFound when there is none.
 func requestGet(ctx context.Context, e dbtx, s Scope) (*requestRow, error) {
-	return readRow(ctx, e, requestGetSQL, s)
-}
-
-// requestGetSharedSQL is requestGetSQL waiting for a transaction that is
-// updating the row (a takeover) to end.
-const requestGetSharedSQL = requestGetSQL + `
-FOR SHARE`
-
-// requestSettled reads the key once no other transaction is writing it: a
-// transaction whose COMMIT was sent on a connection that was then lost may
-// still be running on the server, and a plain read would see the row as it
-// was before it. The reservation's insert (requestReserve, which waits on
-// an uncommitted insert of the key) and a read FOR SHARE (which waits on
-// an uncommitted update) run in a transaction that is rolled back, each
-// wait bounded by wait (lock_timeout). errNotFound when no row is
-// committed: the insert went in, and is rolled back with the rest.
-func requestSettled(ctx context.Context, db DB, p reserveParams, wait time.Duration) (*requestRow, error) {
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("idempotency: settle: %w", err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a broken connection is discarded; nothing of it may commit
-	p.LockTimeout = wait
-	if _, ok, err := requestReserve(ctx, tx, p); err != nil {
-		return nil, err
-	} else if ok {
-		return nil, errNotFound
-	}
-	if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", max(1, wait.Milliseconds()))); err != nil {
-		return nil, fmt.Errorf("idempotency: settle: %w", err)
-	}
-	return readRow(ctx, tx, requestGetSharedSQL, p.Scope)
-}
-
-// readRow reads a key with sql (requestGetSQL's columns and arguments).
-func readRow(ctx context.Context, e dbtx, sql string, s Scope) (*requestRow, error) {
 	r := &requestRow{Scope: s}
 	var (
 		status     string
@@ -181,9 +151,9 @@ func readRow(ctx context.Context, e dbtx, sql string, s Scope) (*requestRow, err
 		respHeader http.Header
 		respBody   []byte
 	)
-	err := e.QueryRow(ctx, sql, s.Tenant, s.Operation, s.Key).Scan(
+	err := e.QueryRow(ctx, requestGetSQL, s.Tenant, s.Operation, s.Key).Scan(
 		&r.Fingerprint, &status, &r.Attempt, &respStatus, &respHeader, &respBody,
-		&r.Expired, &r.LeaseExpired, &r.LeaseLeft)
+		&r.Expired, &r.LeaseExpired, &r.LeaseLeft, &r.Holder)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, errNotFound
 	}
@@ -198,6 +168,30 @@ func readRow(ctx context.Context, e dbtx, sql string, s Scope) (*requestRow, err
 		r.Response = &response{Status: int(*respStatus), Header: respHeader, Body: respBody}
 	}
 	return r, nil
+}
+
+// requestSettled reads the key once no other transaction is writing it: a
+// transaction whose COMMIT was sent on a connection that was then lost may
+// still be running on the server, and a plain read would see the row as it
+// was before it. The reservation's insert waits for it: ON CONFLICT's
+// check of the key waits for an uncommitted insert of it and for an
+// uncommitted update of its row (a takeover) alike (TestCommitLost's
+// takeover case), bounded by wait (lock_timeout). The insert and the read
+// after it run in a transaction that is rolled back. errNotFound when no
+// row is committed: the insert went in, and is rolled back with the rest.
+func requestSettled(ctx context.Context, db DB, p reserveParams, wait time.Duration) (*requestRow, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency: settle: %w", err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a broken connection is discarded; nothing of it may commit
+	p.LockTimeout = wait
+	if _, ok, err := requestReserve(ctx, tx, p); err != nil {
+		return nil, err
+	} else if ok {
+		return nil, errNotFound
+	}
+	return requestGet(ctx, tx, p.Scope)
 }
 
 // errFenced: a completion or release whose attempt is no longer the row's

@@ -1,0 +1,16 @@
+-- Who holds a reservation: a random number of the request that reserved or
+-- took over the key (package idempotency), never shown, never reused.
+--
+-- Why: a reservation whose connection is lost after it was sent may have
+-- committed or not. Sent again, the insert finds the key running, and
+-- without this column the request could not tell its own lost reservation
+-- from a concurrent duplicate's: it answered 503, and its retry met 409
+-- for the whole lease and then ran the handler as attempt 2. With it, a
+-- running row under the request's own holder is its own (nobody else
+-- knows the number), and it runs the handler under it, as the executor's
+-- claims do with their per-call owners.
+--
+-- Nullable, without a default: a metadata change, no table rewrite (a
+-- brief ACCESS EXCLUSIVE lock). Rows written before it have none, and no
+-- request adopts them.
+ALTER TABLE idempotency_requests ADD COLUMN holder bigint;
