@@ -139,7 +139,9 @@ func TestRetryHorizonEnds(t *testing.T) {
 		}}}
 	e := newEnv(t, &envOpts{extra: []tools.Tool{sms}, cfg: func(c *executor.Config) {
 		c.MaxAttempts = 0
-		c.RetryHorizon = 300 * time.Millisecond
+		// Long enough for three attempts of 20–50 ms pauses on a loaded
+		// machine under -race (300 ms once fitted only two in CI).
+		c.RetryHorizon = time.Second
 		c.BackoffBase, c.BackoffMax = 20*time.Millisecond, 50*time.Millisecond
 	}})
 	e.psp.SetFault(func(toolstest.Request) toolstest.Fault { return toolstest.FailBefore })
