@@ -377,7 +377,10 @@ func TestHeartbeat(t *testing.T) {
 			}
 		}}
 	e := newEnv(t, &envOpts{extra: []tools.Tool{slow}, cfg: func(c *executor.Config) {
-		c.Lease, c.Heartbeat, c.LeaseMargin, c.Timeout = 600*time.Millisecond, 100*time.Millisecond, 100*time.Millisecond, 10*time.Second
+		// A beat late by more than Lease - Heartbeat - LeaseMargin ends
+		// the call's lease on its own side: 1 s of slack (0.4 s once
+		// failed under -race on a slow host, the call cut and retried).
+		c.Lease, c.Heartbeat, c.LeaseMargin, c.Timeout = 1500*time.Millisecond, 250*time.Millisecond, 250*time.Millisecond, 10*time.Second
 	}})
 	ctx := context.Background()
 	call := executor.Call{Tenant: "t1", Ref: "r1", Action: "report.build", Fields: map[string]any{"to": "x"}}
@@ -390,7 +393,7 @@ func TestHeartbeat(t *testing.T) {
 		done <- out
 	}()
 	// Three leases long: the reconciler must find nothing to take.
-	deadline := time.Now().Add(1800 * time.Millisecond)
+	deadline := time.Now().Add(4500 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		if r, err := e.ex.ReconcileOnce(ctx); err != nil || r.TakenOver != 0 {
 			t.Fatalf("reconciler took a heartbeating lease: %+v %v", r, err)
