@@ -59,7 +59,7 @@ func TestGroupLostMidResponseIsUncertain(t *testing.T) {
 		`SELECT pg_advisory_xact_lock(7312)`,
 		`INSERT INTO group_probe VALUES ('a')`,
 		`INSERT INTO group_probe VALUES ('b')`), nil)
-	pollTrue(t, held.Conn(), "the group waiting on the server", `SELECT count(*) = 1 FROM pg_locks
+	testutil.PollTrue(t, held.Conn(), "the group waiting on the server", `SELECT count(*) = 1 FROM pg_locks
 		WHERE locktype = 'advisory' AND objid = 7312 AND NOT granted`)
 	// pgx sends a cancel request for a connection it finds broken, which
 	// would stop the group's statement on the server: none gets through.
@@ -77,7 +77,7 @@ func TestGroupLostMidResponseIsUncertain(t *testing.T) {
 	if _, err := held.Exec(ctx, `SELECT pg_advisory_unlock(7312)`); err != nil {
 		t.Fatal(err)
 	}
-	pollTrue(t, held.Conn(), "the cut group's commit", `SELECT count(*) = 2 FROM group_probe`)
+	testutil.PollTrue(t, held.Conn(), "the cut group's commit", `SELECT count(*) = 2 FROM group_probe`)
 }
 
 // A backend terminated while its commit waits for a synchronous standby
@@ -113,7 +113,7 @@ func TestGroupTerminatedInCommitIsUncertain(t *testing.T) {
 	wait := groupTogether(t, executor.NewGrouper(pool, 16, 1), held, 7311, nil, statements(
 		`INSERT INTO group_probe VALUES ('a')`,
 		`INSERT INTO group_probe VALUES ('b')`), nil)
-	pollTrue(t, held, "the group's commit waiting for the standby",
+	testutil.PollTrue(t, held, "the group's commit waiting for the standby",
 		`SELECT count(*) = 1 FROM pg_stat_activity WHERE wait_event = 'SyncRep'`)
 	if _, err := held.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`); err != nil {
 		t.Fatal(err)
@@ -124,24 +124,7 @@ func TestGroupTerminatedInCommitIsUncertain(t *testing.T) {
 				i+1, err, pgconn.SafeToRetry(err))
 		}
 	}
-	pollTrue(t, held, "the terminated group's rows", `SELECT count(*) = 2 FROM group_probe`)
-}
-
-// pollTrue waits until query, read on conn, returns true.
-func pollTrue(t *testing.T, conn executor.DBTX, what, query string) {
-	t.Helper()
-	testutil.FinishWithin(t, 10*time.Second, what, func() {
-		for {
-			var ok bool
-			if err := conn.QueryRow(context.Background(), query).Scan(&ok); err != nil || ok {
-				if err != nil {
-					t.Error(err)
-				}
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
-	})
+	testutil.PollTrue(t, held, "the terminated group's rows", `SELECT count(*) = 2 FROM group_probe`)
 }
 
 // throughProxy opens a pool of one connection to pool's database through
@@ -256,7 +239,7 @@ func (p *cutProxy) refuse() { p.refusing.Store(true) }
 // held's locks go, and waits for done (the cut-off call's end).
 func cutWhileWaiting(t *testing.T, db executor.DBTX, proxy *cutProxy, held pgx.Tx, app, what string, done <-chan struct{}) {
 	t.Helper()
-	pollTrue(t, db, what+" waiting on the server", `SELECT count(*) > 0 FROM pg_locks l
+	testutil.PollTrue(t, db, what+" waiting on the server", `SELECT count(*) > 0 FROM pg_locks l
 		JOIN pg_stat_activity a USING (pid) WHERE NOT l.granted AND a.application_name = '`+app+`'`)
 	proxy.cut()
 	if err := held.Rollback(context.Background()); err != nil {
@@ -468,7 +451,7 @@ func TestConnectionLostInFlight(t *testing.T) {
 				close(pt.proceed)
 			}
 			if c.hold {
-				pollTrue(t, e.pool, "the call waiting on the server", `SELECT count(*) > 0 FROM pg_locks l
+				testutil.PollTrue(t, e.pool, "the call waiting on the server", `SELECT count(*) > 0 FROM pg_locks l
 					JOIN pg_stat_activity a USING (pid) WHERE NOT l.granted AND a.application_name = '`+app+`'`)
 				cut()
 			}
@@ -485,7 +468,7 @@ func TestConnectionLostInFlight(t *testing.T) {
 				if err := held.Rollback(ctx); err != nil {
 					t.Fatal(err)
 				}
-				pollTrue(t, e.pool, "the lost write committed", `SELECT count(*) = 1 FROM actions
+				testutil.PollTrue(t, e.pool, "the lost write committed", `SELECT count(*) = 1 FROM actions
 					WHERE tenant_id = 't1' AND idem_key = '`+key+`' AND status = '`+map[bool]string{true: "started", false: "completed"}[c.claim]+`'`)
 				proxy.accept()
 			}
@@ -495,14 +478,14 @@ func TestConnectionLostInFlight(t *testing.T) {
 					if _, err := e.pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app); err != nil {
 						t.Fatal(err)
 					}
-					pollTrue(t, e.pool, "the lost claim's backend gone",
+					testutil.PollTrue(t, e.pool, "the lost claim's backend gone",
 						`SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = '`+app+`'`)
 				}
 				if err := held.Rollback(ctx); err != nil {
 					t.Fatal(err)
 				}
 				if !c.terminate {
-					pollTrue(t, e.pool, "the lost claim committed", `SELECT count(*) = 1 FROM actions
+					testutil.PollTrue(t, e.pool, "the lost claim committed", `SELECT count(*) = 1 FROM actions
 						WHERE tenant_id = 't1' AND idem_key = '`+key+`' AND status = 'started' AND lease_owner LIKE 'cut-off/%'`)
 				}
 				if c.takenOver {

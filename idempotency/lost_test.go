@@ -279,12 +279,12 @@ func commitLost(t *testing.T, deferred, crash, stay, cut, takeover bool) {
 		}
 		effectTx(w, r, tx)
 	})
-	waiting := `SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`
+	waiting := `SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event = 'SyncRep'`
 	if deferred {
 		if _, err := locker.Exec(ctx, `BEGIN; SELECT id FROM parents WHERE id = 1 FOR UPDATE`); err != nil {
 			t.Fatal(err)
 		}
-		waiting = `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query = 'commit'`
+		waiting = `SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query = 'commit'`
 	}
 
 	attempt := `"attempt":1`
@@ -307,14 +307,7 @@ func commitLost(t *testing.T, deferred, crash, stay, cut, takeover bool) {
 		defer close(done)
 		first = do(h, "acme", "commit-key", `{"amount":500}`)
 	}()
-	testutil.FinishWithin(t, 10*time.Second, "the COMMIT's wait", func() {
-		for n := 0; n == 0; {
-			if err := watch.QueryRow(ctx, waiting).Scan(&n); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	})
+	testutil.PollTrue(t, watch, "the COMMIT's wait", waiting)
 	switch {
 	case cut:
 		// The network is lost: the sockets close, and nothing of the
@@ -336,15 +329,8 @@ func commitLost(t *testing.T, deferred, crash, stay, cut, takeover bool) {
 			}
 		})
 		down.Store(false)
-		testutil.FinishWithin(t, 10*time.Second, "the read waiting for the key's writer", func() {
-			for n := 0; n == 0; {
-				if err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-					WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO idempotency_requests%'`).Scan(&n); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
+		testutil.PollTrue(t, watch, "the read waiting for the key's writer", `SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO idempotency_requests%'`)
 		if _, err := locker.Exec(ctx, `ROLLBACK`); err != nil {
 			t.Fatal(err)
 		}
@@ -535,16 +521,8 @@ func (sb *standbyless) connect(t *testing.T) *pgx.Conn {
 // terminates its backend.
 func (sb *standbyless) terminateWaiting(t *testing.T, what string) {
 	t.Helper()
-	ctx := context.Background()
-	testutil.FinishWithin(t, 10*time.Second, what+" waiting for the standby", func() {
-		for n := 0; n == 0; {
-			if err := sb.admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`).Scan(&n); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	})
-	if _, err := sb.admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`); err != nil {
+	testutil.PollTrue(t, sb.admin, what+" waiting for the standby", `SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event = 'SyncRep'`)
+	if _, err := sb.admin.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`); err != nil {
 		t.Fatal(err)
 	}
 }
