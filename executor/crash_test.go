@@ -46,7 +46,8 @@ func throughACrash(t *testing.T, beforeClaim bool, lost string) {
 		cfg.Lease, cfg.Timeout = 60*time.Second, 20*time.Second
 	}})
 	cluster, pool := pgtest.Private(t, nil)
-	ex, pt, logs := e.pausing(t, "crashed", pool, nil)
+	rec := &recorder{}
+	ex, pt, logs := e.pausing(t, "crashed", pool, func(cfg *executor.Config) { cfg.Observer = rec })
 	if o, err := ex.Execute(ctx, pixCall("t1", "inv-warm", extraction(0, testutil.CPF(11))), nil); err != nil || o.Status != executor.StatusCompleted {
 		t.Fatalf("the first call: %+v %v", o, err)
 	}
@@ -80,6 +81,16 @@ func throughACrash(t *testing.T, beforeClaim bool, lost string) {
 	testutil.FinishWithin(t, 30*time.Second, "the call", func() { <-done })
 	if execErr != nil || out.Status != executor.StatusCompleted || out.Replayed || out.Attempt != 1 || !out.Created {
 		t.Fatalf("the call through the crash: %+v, %v: want completed by this call\n%s", out, execErr, logs)
+	}
+	// Sent again until the server was back: through. A lost fresh
+	// claim's first send again is the grouped freeze and claim, refused
+	// as well, so it took two at least.
+	write, attempt, sends := executor.WriteCompletion, 1, 1
+	if beforeClaim {
+		write, attempt, sends = executor.WriteClaim, 0, 2
+	}
+	if ws := rec.lostWrites(); len(ws) != 1 || ws[0].Write != write || ws[0].Attempt != attempt || ws[0].Err != nil || ws[0].Sends < sends {
+		t.Fatalf("lost writes observed: %+v; want one %s, through after a refused send", ws, write)
 	}
 	o, err := ex.Execute(ctx, call, nil)
 	if err != nil || o.Status != executor.StatusCompleted || !o.Replayed || !sameJSON(t, o.Response, out.Response) {

@@ -276,7 +276,9 @@
 // Config.Observer hears, synchronously, each provider Execute and Lookup
 // (tenant, action, key, attempt, elapsed, error class) and each Execute or
 // ExecuteKey as returned, with whether that call took over an expired lease
-// (the executor knows it; nobody has to infer it). Config.Failpoints is hit
+// (the executor knows it; nobody has to infer it), and each write lost
+// with its connection once sending it again has ended (WriteLost: which
+// write, its attempt, the sends, whether it got through). Config.Failpoints is hit
 // at FailActionClaimed and FailProviderAnswered around each provider call,
 // the points the crash tests kill the process at, and at FailClaimLost
 // before a lost claim is sent again. Both default to no-ops

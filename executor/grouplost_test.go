@@ -360,7 +360,9 @@ func TestConnectionLostInFlight(t *testing.T) {
 			app := fmt.Sprintf("lost-%d", time.Now().UnixNano())
 			through, proxy := throughProxy(t, e.pool, app)
 			lostAt, secondTry := make(chan struct{}), make(chan struct{})
+			rec := &recorder{}
 			cutOff, pt, logs := e.pausing(t, "cut-off", through, func(cfg *executor.Config) {
+				cfg.Observer = rec
 				if c.secondTry {
 					cfg.Failpoints = executor.FailpointFunc(func(name string) {
 						if name == executor.FailClaimLost {
@@ -510,6 +512,21 @@ func TestConnectionLostInFlight(t *testing.T) {
 			} else {
 				t.Logf("the cut-off call: %v", execErr)
 			}
+			// The Observer heard the one lost write, and how sending it
+			// again ended: through unless every try was refused.
+			write, attempt := executor.WriteCompletion, 1
+			switch {
+			case c.takeover:
+				write, attempt = executor.WriteTakeover, 0
+			case c.claim:
+				write, attempt = executor.WriteClaim, 0
+			}
+			gotThrough := !c.refuse || c.restart || c.secondTry
+			if ws := rec.lostWrites(); len(ws) != 1 || ws[0].Write != write || ws[0].Tenant != "t1" || ws[0].Action != call.Action ||
+				ws[0].Attempt != attempt || ws[0].Lost == nil || (ws[0].Err == nil) != gotThrough || ws[0].Sends < 1 ||
+				(c.restart && ws[0].Sends < 6) || ws[0].Elapsed <= 0 {
+				t.Fatalf("lost writes observed: %+v; want one %s at attempt %d, through %v", ws, write, attempt, gotThrough)
+			}
 			if c.wantCompleted {
 				wantAttempt := 1
 				if c.takeover {
@@ -622,11 +639,11 @@ func TestReleaseConnectionLost(t *testing.T) {
 	ctx := context.Background()
 	app := fmt.Sprintf("lost-release-%d", time.Now().UnixNano())
 	through, proxy := throughProxy(t, e.pool, app)
-	logs := &testutil.LockedBuffer{}
+	logs, rec := &testutil.LockedBuffer{}, &recorder{}
 	claimed, proceed := make(chan struct{}), make(chan struct{})
 	var armed atomic.Bool
 	cutOff := e.another(t, "cut-off", func(cfg *executor.Config) {
-		cfg.DB, cfg.Logger = through, slog.New(slog.NewTextHandler(logs, nil))
+		cfg.DB, cfg.Logger, cfg.Observer = through, slog.New(slog.NewTextHandler(logs, nil)), rec
 		cfg.BackoffBase, cfg.BackoffMax = 300*time.Millisecond, 300*time.Millisecond
 		cfg.Failpoints = executor.FailpointFunc(func(name string) {
 			if name == executor.FailActionClaimed && armed.CompareAndSwap(true, false) {
@@ -667,6 +684,9 @@ func TestReleaseConnectionLost(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `msg="executor: release's connection lost, releasing again"`) {
 		t.Fatal("released without the loss: the connection was not lost where the test meant")
+	}
+	if ws := rec.lostWrites(); len(ws) != 1 || ws[0].Write != executor.WriteRelease || ws[0].Attempt != 1 || ws[0].Err != nil || ws[0].Sends != 1 {
+		t.Fatalf("lost writes observed: %+v; want the release at attempt 1, through at its first send again", ws)
 	}
 	a, err := executor.Get(ctx, e.pool, "t1", key)
 	if err != nil {

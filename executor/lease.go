@@ -26,7 +26,8 @@ func (e *Executor) takeover(ctx context.Context, tenant, key, action, owner stri
 	err = e.planned(ctx, queue)
 	if err != nil && lostconn.Lost(err) {
 		e.claimLost("takeover", action, err)
-		if err = lostconn.SendAgain(ctx, writeTimeout, func() error { return e.planned(ctx, queue) }); err == nil && !t.Won {
+		ev := WriteEvent{Tenant: tenant, Action: action, Write: WriteTakeover, Lost: err}
+		if err = e.sendAgain(ctx, ev, func() error { return e.planned(ctx, queue) }); err == nil && !t.Won {
 			return e.takenLost(ctx, tenant, key, owner)
 		}
 	}
@@ -108,7 +109,8 @@ func (e *Executor) release(ctx context.Context, h held, delay time.Duration, f *
 		// (again), or matches nothing once a taker has moved the attempt on.
 		e.cfg.Logger.Warn("executor: release's connection lost, releasing again",
 			"tenant", h.tenant, "action", h.action, "attempt", h.attempt, "err", err)
-		err = lostconn.SendAgain(context.WithoutCancel(ctx), writeTimeout, func() error { return e.planned(e.writeCtx(ctx), queue) })
+		ev := WriteEvent{Tenant: h.tenant, Action: h.action, Write: WriteRelease, Attempt: h.attempt, Lost: err}
+		err = e.sendAgain(context.WithoutCancel(ctx), ev, func() error { return e.planned(e.writeCtx(ctx), queue) })
 	}
 	if err != nil {
 		return fmt.Errorf("executor: release: %w", err)

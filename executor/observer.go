@@ -1,9 +1,11 @@
 package executor
 
 import (
+	"context"
 	"errors"
 	"time"
 
+	"github.com/retrysafe/retrysafe/internal/lostconn"
 	"github.com/retrysafe/retrysafe/tools"
 )
 
@@ -23,6 +25,13 @@ type Observer interface {
 	LookupDone(ProviderEvent)
 	// ExecutionFinished: Execute or ExecuteKey is about to return.
 	ExecutionFinished(ExecutionEvent)
+	// WriteLost: one of the executor's writes (a claim, a takeover, a
+	// completion, a release) lost its connection after it was sent, so
+	// that it may or may not have committed, and was sent again until it
+	// got through or the database stayed out of reach for writeTimeout
+	// (10 s). Rare, and the moment a call is nearest to not knowing what
+	// it did: an operator wants to see each one.
+	WriteLost(WriteEvent)
 }
 
 // ProviderEvent is one Execute or Lookup of a tool.
@@ -54,6 +63,36 @@ type ExecutionEvent struct {
 	Elapsed  time.Duration
 }
 
+// The writes a WriteEvent names.
+const (
+	WriteClaim      = "claim"      // the freeze and claim, or ExecuteKey's claim
+	WriteTakeover   = "takeover"   // the takeover of an expired lease
+	WriteCompletion = "completion" // an attempt's outcome
+	WriteRelease    = "release"    // a lease cut to its backoff after a transient failure
+)
+
+// WriteEvent is a write lost with its connection, and how sending it again
+// ended.
+type WriteEvent struct {
+	Tenant, Action string
+	// Write is WriteClaim, WriteTakeover, WriteCompletion or WriteRelease.
+	Write string
+	// Attempt is the attempt a completion or a release was for; 0 for a
+	// claim or a takeover, whose attempt was in the answer that was lost.
+	Attempt int
+	// Lost is what the first send ended in.
+	Lost error
+	// Err is what the last send again ended in: nil, the write got through
+	// (and what it found says whether the lost one had committed);
+	// otherwise the call returns it, and its action is settled later
+	// under its lease.
+	Err error
+	// Sends counts the sends after the loss; Elapsed runs from the loss
+	// to the last one's end.
+	Sends   int
+	Elapsed time.Duration
+}
+
 // NopObserver ignores every event: the default Observer, and the struct
 // to embed in an Observer that cares about only some events.
 type NopObserver struct{}
@@ -61,6 +100,7 @@ type NopObserver struct{}
 func (NopObserver) ProviderCalled(ProviderEvent)     {}
 func (NopObserver) LookupDone(ProviderEvent)         {}
 func (NopObserver) ExecutionFinished(ExecutionEvent) {}
+func (NopObserver) WriteLost(WriteEvent)             {}
 
 // Failpoint names, hit on Config.Failpoints around every provider call
 // (not a Lookup) and where a claim was lost, each also with "."+action
@@ -170,6 +210,29 @@ func providerEvent(h held, start time.Time, err error, lookup bool) ProviderEven
 		ev.Class = tools.Classify(err).Class
 	}
 	return ev
+}
+
+// sendAgain sends again a write whose connection was lost after it was
+// sent (lostconn.SendAgain, up to writeTimeout) and tells the Observer how
+// that ended. ev holds what the loss knew (tenant, action, write,
+// attempt, the loss).
+func (e *Executor) sendAgain(ctx context.Context, ev WriteEvent, send func() error) error {
+	start := e.start()
+	err := lostconn.SendAgain(ctx, writeTimeout, func() error {
+		ev.Sends++
+		return send()
+	})
+	e.wroteAgain(ev, start, err)
+	return err
+}
+
+// wroteAgain reports a lost write sent again since start, ending in err.
+func (e *Executor) wroteAgain(ev WriteEvent, start time.Time, err error) {
+	if !e.observed() {
+		return
+	}
+	ev.Err, ev.Elapsed = err, time.Since(start)
+	e.cfg.Observer.WriteLost(ev)
 }
 
 // finished reports an Execute or ExecuteKey (action: the call's, or

@@ -20,7 +20,21 @@ type recorder struct {
 	mu                   sync.Mutex
 	calls, lookups       []executor.ProviderEvent
 	execs                []executor.ExecutionEvent
+	writes               []executor.WriteEvent
 	hits                 []string
+}
+
+func (r *recorder) WriteLost(ev executor.WriteEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writes = append(r.writes, ev)
+}
+
+// lostWrites returns the lost writes recorded so far.
+func (r *recorder) lostWrites() []executor.WriteEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.writes)
 }
 
 func (r *recorder) ProviderCalled(ev executor.ProviderEvent) {

@@ -60,7 +60,8 @@ func (e *Executor) finish(ctx context.Context, h held, status string, resp json.
 		// one did, which the row then shows.
 		e.cfg.Logger.Warn("executor: completion's connection lost, writing it again",
 			"tenant", h.tenant, "action", h.action, "attempt", h.attempt, "err", err)
-		err = lostconn.SendAgain(context.WithoutCancel(ctx), writeTimeout, func() error {
+		ev := WriteEvent{Tenant: h.tenant, Action: h.action, Write: WriteCompletion, Attempt: h.attempt, Lost: err}
+		err = e.sendAgain(context.WithoutCancel(ctx), ev, func() error {
 			cu.Matched = false
 			return e.send(e.writeCtx(ctx), nil, queue)
 		})

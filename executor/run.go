@@ -136,6 +136,14 @@ func (e *Executor) execute(ctx context.Context, call Call, opts *Opts) (*Outcome
 func (e *Executor) freezeAndClaim(ctx context.Context, x *intent.Extraction, order, owner string, full bool) (fz ledger.Freeze, c *claim, created bool, err error) {
 	cu := newClaimUnit(x, owner)
 	lost := false // a claim of this call was lost with its connection
+	// What the Observer hears of a lost claim: from the loss to the end
+	// of the sends after it, the grouped one below included.
+	var ev WriteEvent
+	var lostAt time.Time
+	loses := func(err error) {
+		e.claimLost("claim", x.Action, err)
+		ev, lostAt, lost = WriteEvent{Tenant: x.Tenant, Action: x.Action, Write: WriteClaim, Lost: err}, e.start(), true
+	}
 	switch {
 	case full:
 	case e.claims.readOnly.Load():
@@ -160,8 +168,8 @@ func (e *Executor) freezeAndClaim(ctx context.Context, x *intent.Extraction, ord
 			}
 			// What it read before the loss says nothing of its
 			// commit: the freeze and claim below find out.
-			e.claimLost("claim", x.Action, err)
-			cu, lost = newClaimUnit(x, owner), true
+			loses(err)
+			cu = newClaimUnit(x, owner)
 		}
 	}
 	fz, c, created = cu.settle()
@@ -171,15 +179,21 @@ func (e *Executor) freezeAndClaim(ctx context.Context, x *intent.Extraction, ord
 		// read the action. Four statements, four snapshots.
 		queue := func(b *pgx.Batch) { e.queueOne(b, cu) }
 		err := e.grouped(ctx, e.claims, order, queue, cu)
+		if lost {
+			ev.Sends++ // the fresh claim's, lost: this was its first send again
+		}
 		if err != nil && lostconn.Lost(err) {
 			if !lost {
-				e.claimLost("claim", x.Action, err)
+				loses(err)
 			}
-			lost = true
 			err = lostconn.SendAgain(ctx, writeTimeout, func() error {
+				ev.Sends++
 				cu = newClaimUnit(x, owner)
 				return e.send(ctx, e.claims.plans, queue)
 			})
+		}
+		if lost {
+			e.wroteAgain(ev, lostAt, err)
 		}
 		if err != nil {
 			return fz, nil, false, refused(fmt.Errorf("executor: freeze and claim: %w", err))
@@ -222,7 +236,8 @@ func (e *Executor) executeKey(ctx context.Context, tenant, key string, opts *Opt
 		lost := err != nil && lostconn.Lost(err)
 		if lost {
 			e.claimLost("claim", in.Action, err)
-			err = lostconn.SendAgain(ctx, writeTimeout, func() error { return e.planned(ctx, queue) })
+			ev := WriteEvent{Tenant: tenant, Action: in.Action, Write: WriteClaim, Lost: err}
+			err = e.sendAgain(ctx, ev, func() error { return e.planned(ctx, queue) })
 		}
 		if err != nil {
 			return nil, refused(fmt.Errorf("executor: claim: %w", err))

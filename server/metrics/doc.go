@@ -17,7 +17,10 @@
 // that got no outcome (invalid, error) are counted by the edge that
 // answered them (the sidecar, the MCP server), which alone knows which of
 // them the caller caused; ObserveReconcile adds what a reconciler pass
-// returned.
+// returned. It also hears each of the executor's writes lost with its
+// connection and sent again (lost_writes_total, by write and by whether
+// it got through): the moment a call is nearest to not knowing what it
+// did, whose series all exist at zero from the start.
 //
 // The first execution counted for a (tenant, action) creates all of that
 // pair's counters at zero (executions for each outcome, the edge's
@@ -26,7 +29,8 @@
 // reviews), so that a query or alert on any of them sees 0 rather than
 // no series, and sees the first increment as one.
 //
-// Labels are tenant, action and outcome only, each from a closed set:
+// Labels are tenant, action and outcome only (and write, of a lost
+// write), each from a closed set:
 // tenants come from configuration, actions from the tool registry (an
 // unknown action is refused before anything is counted) and outcomes from
 // the constants below. Field values (a CPF, a Pix key, an amount), intent

@@ -27,6 +27,12 @@ const (
 	OutcomeError     = "error"   // no answer could be given (database down, ...)
 )
 
+// How a lost write's sending again ended, as counted by LostWrites.
+const (
+	LostThrough    = "through"
+	LostNotThrough = "not_through"
+)
+
 // Outcomes of one provider call or lookup, as timed by the provider
 // histograms: success, a tools.Class, or (lookups only) not_found.
 const (
@@ -65,6 +71,13 @@ type Metrics struct {
 	ProviderLatency *prometheus.HistogramVec // action, outcome
 	// LookupLatency times each tool Lookup (asking the provider by key).
 	LookupLatency *prometheus.HistogramVec // action, outcome
+	// LostWrites counts the executor's writes whose connection was lost
+	// after they were sent, by write (claim, takeover, completion,
+	// release) and by how sending them again ended (through: the
+	// database answered; not_through: the call ended in the connection's
+	// error and its action waits for its lease to run out). Every series
+	// exists from the start, at zero: an alert on the first one sees it.
+	LostWrites *prometheus.CounterVec // write, outcome
 
 	// seen holds the (tenant, action) pairs whose series exist (see
 	// initPair), copied on write under seenMu: a new pair is rare (the
@@ -111,12 +124,19 @@ func New() *Metrics {
 			"Duration of provider calls (tool Execute), by outcome (ok, definitive, transient, uncertain)."),
 		LookupLatency: histogram("provider_lookup_duration_seconds",
 			"Duration of provider lookups by key (tool Lookup), by outcome (ok, not_found, definitive, transient, uncertain)."),
+		LostWrites: counter("lost_writes_total",
+			"Executor writes whose database connection was lost after they were sent, by write (claim, takeover, completion, release) and by how sending them again ended (through, not_through).",
+			[]string{"write", "outcome"}),
+	}
+	for _, w := range []string{executor.WriteClaim, executor.WriteTakeover, executor.WriteCompletion, executor.WriteRelease} {
+		m.LostWrites.WithLabelValues(w, LostThrough)
+		m.LostWrites.WithLabelValues(w, LostNotThrough)
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Executions, m.Replays, m.Divergences, m.InFlightConflicts, m.Takeovers,
-		m.Reviews, m.Reconciled, m.ProviderLatency, m.LookupLatency,
+		m.Reviews, m.Reconciled, m.ProviderLatency, m.LookupLatency, m.LostWrites,
 	)
 	return m
 }

@@ -64,6 +64,15 @@ func (m *Metrics) ExecutionFinished(ev executor.ExecutionEvent) {
 	}
 }
 
+// WriteLost counts a lost write by how sending it again ended.
+func (m *Metrics) WriteLost(ev executor.WriteEvent) {
+	outcome := LostThrough
+	if ev.Err != nil {
+		outcome = LostNotThrough
+	}
+	m.LostWrites.WithLabelValues(ev.Write, outcome).Inc()
+}
+
 // initPair creates, at zero, every series of a (tenant, action) the first
 // time an execution of it is counted. A counter that first appears at 1 is
 // one Prometheus's increase() and rate() cannot see rise, and a series

@@ -57,6 +57,10 @@ func TestObserver(t *testing.T) {
 	o.ExecutionFinished(executor.ExecutionEvent{Tenant: "t2", Action: "pix.charge", Outcome: &executor.Outcome{Status: executor.StatusReview}})
 	// No outcome: the edge that answered counts it.
 	o.ExecutionFinished(executor.ExecutionEvent{Tenant: "t1", Action: "pix.charge", Err: errors.New("database down")})
+	lost := errors.New("unexpected EOF")
+	o.WriteLost(executor.WriteEvent{Tenant: "t1", Action: "pix.charge", Write: executor.WriteCompletion, Attempt: 1, Lost: lost, Sends: 1})
+	o.WriteLost(executor.WriteEvent{Tenant: "t1", Action: "pix.charge", Write: executor.WriteClaim, Lost: lost,
+		Err: errors.New("connection refused"), Sends: 9, Elapsed: 10 * time.Second})
 
 	want := map[string]float64{
 		"retrysafe_provider_call_duration_seconds action=pix.charge outcome=ok":          1,
@@ -71,12 +75,20 @@ func TestObserver(t *testing.T) {
 		"retrysafe_reviews_total action=pix.charge tenant=t2":                            1,
 		// The replay took over too, but found the action settled.
 		"retrysafe_takeovers_total action=pix.charge outcome=completed tenant=t1": 1,
+		"retrysafe_lost_writes_total outcome=through write=completion":            1,
+		"retrysafe_lost_writes_total outcome=not_through write=claim":             1,
 	}
 	// Every series of a pair that executed exists, at zero where nothing
 	// was counted; the failed call above adds no pair.
 	zero := func(id string) {
 		if _, ok := want[id]; !ok {
 			want[id] = 0
+		}
+	}
+	// The lost writes' series exist from the start.
+	for _, write := range []string{"claim", "takeover", "completion", "release"} {
+		for _, outcome := range []string{"through", "not_through"} {
+			zero("retrysafe_lost_writes_total outcome=" + outcome + " write=" + write)
 		}
 	}
 	for _, tenant := range []string{"t1", "t2"} {
@@ -109,8 +121,9 @@ func TestObserver(t *testing.T) {
 func TestObserverCreatesPairSeriesAtZero(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
+	const lostWrites = 8 // four writes, two outcomes: there from the start
 	m.ExecutionFinished(executor.ExecutionEvent{Tenant: "t1", Action: "pix.charge", Err: errors.New("database down")})
-	if got := series(t, m); len(got) != 0 {
+	if got := series(t, m); len(got) != lostWrites {
 		t.Fatalf("series after an execution without outcome: %v", got)
 	}
 	m.ExecutionFinished(executor.ExecutionEvent{Tenant: "t1", Action: "pix.charge",
@@ -134,7 +147,7 @@ func TestObserverCreatesPairSeriesAtZero(t *testing.T) {
 	m.ExecutionFinished(executor.ExecutionEvent{Tenant: "t2", Action: "pix.charge",
 		Outcome: &executor.Outcome{Status: executor.StatusInFlight}})
 	if got := series(t, m); got["retrysafe_in_flight_conflicts_total action=pix.charge tenant=t2"] != 1 ||
-		got["retrysafe_in_flight_conflicts_total action=pix.charge tenant=t1"] != 0 || len(got) != 2*17 {
+		got["retrysafe_in_flight_conflicts_total action=pix.charge tenant=t1"] != 0 || len(got) != 2*17+lostWrites {
 		t.Errorf("after t2: %d series %v", len(got), got)
 	}
 }
