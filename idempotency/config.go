@@ -96,6 +96,45 @@ type Config struct {
 	// Logger receives problems that cannot be reported to the client (a
 	// response that could not be stored). Default slog.Default().
 	Logger *slog.Logger
+
+	// OnLostWrite, when set, hears each of the middleware's writes whose
+	// connection was lost after it was sent (so that it may have
+	// committed or not), once sending it again, or reading what it left,
+	// has ended: for a metric or an alert, since each is a request that
+	// was nearest to not knowing what it did. It runs on the request's
+	// goroutine before the answer is sent, so it must be quick.
+	OnLostWrite func(LostWrite)
+}
+
+// The writes a LostWrite names.
+const (
+	WriteReservation = "reservation" // a reservation-mode request's claim of its key
+	WriteAnswer      = "answer"      // a reservation-mode answer stored under the key
+	WriteRelease     = "release"     // a reservation-mode lease ended without an answer
+	WriteCommit      = "commit"      // a transactional request's COMMIT (answer and effects)
+)
+
+// LostWrite is a write lost with its connection, and how sending it again
+// ended.
+type LostWrite struct {
+	// Operation is the route's (Route.Operation).
+	Operation string
+	// Write is WriteReservation, WriteAnswer, WriteRelease or WriteCommit.
+	Write string
+	// Attempt is the attempt the write was for; 0 for a reservation,
+	// whose attempt was in the answer that was lost.
+	Attempt int32
+	// Lost is what the first send ended in.
+	Lost error
+	// Err is what the last send again ended in: nil, it got through (for
+	// a commit: what the commit left was read, committed or not);
+	// otherwise the request was answered 503 (a reservation, a commit
+	// whose outcome is unknown) or its answer went unstored.
+	Err error
+	// Sends counts the sends after the loss; Elapsed runs from the loss
+	// to the last one's end.
+	Sends   int
+	Elapsed time.Duration
 }
 
 // WithDefaults returns a copy of c with every zero field set to its default.

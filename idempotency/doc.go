@@ -114,7 +114,11 @@
 // nothing because the lost one committed is told apart by the row (this
 // attempt, done). Only then, the database still away, is the reservation
 // answered 503, or the answer sent unstored: the row stays running, and a
-// retry after the lease runs the handler again (which it tolerates).
+// retry after the lease runs the handler again (which it tolerates). Each
+// such loss is logged, and Config.OnLostWrite, when set, hears how sending
+// the write again (or reading what a lost COMMIT left) ended: the
+// middleware keeps no metrics of its own, and a route's owner counts
+// them where it counts the rest.
 //
 // This is the protocol of the executor's actions table too (package
 // executor: a lease by the database clock, a takeover by compare-and-set on

@@ -31,7 +31,8 @@ func (m *Middleware) commitLost(ctx context.Context, w http.ResponseWriter, p re
 	m.cfg.Logger.Warn("idempotency: commit's connection lost, reading what it left",
 		"operation", p.Operation, "attempt", attempt, "err", lost)
 	var row *requestRow
-	err := lostconn.SendAgain(ctx, lostWriteBound, func() error {
+	lw := LostWrite{Operation: p.Operation, Write: WriteCommit, Attempt: attempt, Lost: lost}
+	err := m.sendAgain(ctx, lw, func() error {
 		var err error
 		row, err = requestSettled(ctx, m.db, p, lostWriteBound)
 		if errors.Is(err, errNotFound) {
@@ -70,7 +71,8 @@ func (m *Middleware) reserve(ctx context.Context, p reserveParams) (claimed, err
 	}
 	m.cfg.Logger.Warn("idempotency: reservation's connection lost, sending it again",
 		"operation", p.Operation, "err", err)
-	err = lostconn.SendAgain(ctx, lostWriteBound, func() error {
+	lw := LostWrite{Operation: p.Operation, Write: WriteReservation, Lost: err}
+	err = m.sendAgain(ctx, lw, func() error {
 		var err error
 		c, err = claim(ctx, m.db, p)
 		return err
@@ -80,6 +82,22 @@ func (m *Middleware) reserve(ctx context.Context, p reserveParams) (claimed, err
 			"operation", p.Operation, "attempt", c.res.Attempt)
 	}
 	return c, err
+}
+
+// sendAgain sends again a write whose connection was lost after it was
+// sent (lostconn.SendAgain, up to lostWriteBound) and tells
+// Config.OnLostWrite how that ended. lw holds what the loss knew.
+func (m *Middleware) sendAgain(ctx context.Context, lw LostWrite, send func() error) error {
+	start := time.Now()
+	err := lostconn.SendAgain(ctx, lostWriteBound, func() error {
+		lw.Sends++
+		return send()
+	})
+	if m.cfg.OnLostWrite != nil {
+		lw.Err, lw.Elapsed = err, time.Since(start)
+		m.cfg.OnLostWrite(lw)
+	}
+	return err
 }
 
 // lostWriteBound bounds how long a reservation's answer, or the end of its
@@ -103,7 +121,8 @@ func (m *Middleware) complete(ctx context.Context, p reserveParams, attempt int3
 	}
 	m.cfg.Logger.Warn("idempotency: answer's connection lost, storing it again",
 		"operation", p.Operation, "attempt", attempt, "err", err)
-	return lostconn.SendAgain(ctx, lostWriteBound, func() error {
+	lw := LostWrite{Operation: p.Operation, Write: WriteAnswer, Attempt: attempt, Lost: err}
+	return m.sendAgain(ctx, lw, func() error {
 		err := requestComplete(ctx, m.db, p.Scope, attempt, resp, m.cfg.Retention)
 		if !errors.Is(err, errFenced) {
 			return err
@@ -129,7 +148,8 @@ func (m *Middleware) release(ctx context.Context, p reserveParams, attempt int32
 	}
 	m.cfg.Logger.Warn("idempotency: release's connection lost, sending it again",
 		"operation", p.Operation, "attempt", attempt, "err", err)
-	return lostconn.SendAgain(ctx, lostWriteBound, func() error {
+	lw := LostWrite{Operation: p.Operation, Write: WriteRelease, Attempt: attempt, Lost: err}
+	return m.sendAgain(ctx, lw, func() error {
 		return requestRelease(ctx, m.db, p.Scope, attempt)
 	})
 }

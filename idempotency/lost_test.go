@@ -61,9 +61,10 @@ func throughACrash(t *testing.T, mode, lost string) {
 	logs := &testutil.LockedBuffer{}
 	// A lease far longer than the test: only the write sent again can
 	// free the key before it ends.
+	hr := &heard{}
 	mw, err := idempotency.New(pool, idempotency.Config{
 		Tenant: tenantFromHeader, Lease: 10 * time.Minute,
-		Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		Logger: slog.New(slog.NewTextHandler(logs, nil)), OnLostWrite: hr.hear,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -116,6 +117,15 @@ func throughACrash(t *testing.T, mode, lost string) {
 		t.Fatal(err)
 	}
 	testutil.FinishWithin(t, 30*time.Second, "the request", func() { <-done })
+	// Sent again until the server was back: through.
+	switch mode {
+	case "answer":
+		hr.one(t, idempotency.WriteAnswer, 1, true)
+	case "release":
+		hr.one(t, idempotency.WriteRelease, 1, true)
+	default:
+		hr.one(t, idempotency.WriteReservation, 0, true)
+	}
 
 	retry := do(h, "acme", "crash-key", `{"amount":500}`)
 	if abandon {
@@ -169,6 +179,7 @@ func TestAnswerCommittedThenLost(t *testing.T) {
 	}()
 	sb.terminateWaiting(t, "the answer's commit")
 	testutil.FinishWithin(t, 30*time.Second, "the request", func() { <-done })
+	sb.heard.one(t, idempotency.WriteAnswer, 1, true)
 	if first.status != http.StatusCreated || first.replayed {
 		t.Fatalf("the request: %+v\n%s", first, logs)
 	}
@@ -349,6 +360,9 @@ func commitLost(t *testing.T, deferred, crash, stay, cut, takeover bool) {
 		}
 	}
 	testutil.FinishWithin(t, 30*time.Second, "the request", func() { <-done })
+	// What the commit left was read (committed or not), except where the
+	// database stayed away.
+	sb.heard.one(t, idempotency.WriteCommit, map[bool]int32{false: 1, true: 2}[takeover], !stay)
 	retry := do(h, "acme", "commit-key", `{"amount":500}`)
 	count := func(table string) int {
 		var n int
@@ -454,6 +468,7 @@ func reservationCommittedThenLost(t *testing.T, takeover bool) {
 	}()
 	sb.terminateWaiting(t, "the reservation's commit")
 	testutil.FinishWithin(t, 30*time.Second, "the request", func() { <-done })
+	sb.heard.one(t, idempotency.WriteReservation, 0, true)
 	if first.status != http.StatusCreated || first.replayed || !strings.Contains(first.body, attempt) || calls.Load() != runs {
 		t.Fatalf("the request whose reservation committed, then was lost: %+v after %d runs, want the handler run once under it\n%s",
 			first, calls.Load(), logs)
@@ -478,12 +493,13 @@ type standbyless struct {
 	pool    *pgxpool.Pool
 	admin   *pgx.Conn // outside the pool
 	logs    *testutil.LockedBuffer
+	heard   *heard // Config.OnLostWrite's
 	mw      *idempotency.Middleware
 }
 
 func newStandbyless(t *testing.T, maxConns int32, pool func(*pgxpool.Config)) *standbyless {
 	t.Helper()
-	sb := &standbyless{logs: &testutil.LockedBuffer{}}
+	sb := &standbyless{logs: &testutil.LockedBuffer{}, heard: &heard{}}
 	sb.cluster, sb.pool = pgtest.Private(t, &pgtest.PrivateOpts{
 		Settings: []string{"synchronous_standby_names=nobody"},
 		MaxConns: maxConns,
@@ -498,12 +514,36 @@ func newStandbyless(t *testing.T, maxConns int32, pool func(*pgxpool.Config)) *s
 	var err error
 	sb.mw, err = idempotency.New(sb.pool, idempotency.Config{
 		Tenant: tenantFromHeader, Lease: 10 * time.Minute,
-		Logger: slog.New(slog.NewTextHandler(sb.logs, nil)),
+		Logger: slog.New(slog.NewTextHandler(sb.logs, nil)), OnLostWrite: sb.heard.hear,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return sb
+}
+
+// heard keeps what Config.OnLostWrite heard.
+type heard struct {
+	mu sync.Mutex
+	ws []idempotency.LostWrite
+}
+
+func (h *heard) hear(w idempotency.LostWrite) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ws = append(h.ws, w)
+}
+
+// one fails t unless exactly one lost write was heard: write's, for
+// attempt, through or not, with its loss and at least one send again.
+func (h *heard) one(t *testing.T, write string, attempt int32, through bool) {
+	t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.ws) != 1 || h.ws[0].Write != write || h.ws[0].Operation != route.Operation || h.ws[0].Attempt != attempt ||
+		h.ws[0].Lost == nil || (h.ws[0].Err == nil) != through || h.ws[0].Sends < 1 || h.ws[0].Elapsed <= 0 {
+		t.Fatalf("lost writes heard: %+v; want one %s at attempt %d, through %v", h.ws, write, attempt, through)
+	}
 }
 
 // connect opens a session outside the pool, closed when the test ends.
