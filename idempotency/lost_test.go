@@ -171,14 +171,7 @@ func TestAnswerCommittedThenLost(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprint(w, `{"charged":true}`)
 	}))
-	var first result
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		first = do(h, "acme", "lost-key", `{"amount":500}`)
-	}()
-	sb.terminateWaiting(t, "the answer's commit")
-	testutil.FinishWithin(t, 30*time.Second, "the request", func() { <-done })
+	first := sb.doTerminated(t, h, "lost-key", "the answer's commit")
 	sb.heard.one(t, idempotency.WriteAnswer, 1, true)
 	if first.status != http.StatusCreated || first.replayed {
 		t.Fatalf("the request: %+v\n%s", first, logs)
@@ -460,14 +453,7 @@ func reservationCommittedThenLost(t *testing.T, takeover bool) {
 	if _, err := pool.Exec(ctx, `SET synchronous_commit = on`); err != nil {
 		t.Fatal(err)
 	}
-	var first result
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		first = do(h, "acme", "reserve-key", `{"amount":500}`)
-	}()
-	sb.terminateWaiting(t, "the reservation's commit")
-	testutil.FinishWithin(t, 30*time.Second, "the request", func() { <-done })
+	first := sb.doTerminated(t, h, "reserve-key", "the reservation's commit")
 	sb.heard.one(t, idempotency.WriteReservation, 0, true)
 	if first.status != http.StatusCreated || first.replayed || !strings.Contains(first.body, attempt) || calls.Load() != runs {
 		t.Fatalf("the request whose reservation committed, then was lost: %+v after %d runs, want the handler run once under it\n%s",
@@ -555,6 +541,22 @@ func (sb *standbyless) connect(t *testing.T) *pgx.Conn {
 	}
 	t.Cleanup(func() { c.Close(context.Background()) })
 	return c
+}
+
+// doTerminated sends acme's request with key to h and terminates the
+// backend of the commit (what) it makes wait for the standby: a
+// connection lost after its commit. It returns the request's answer.
+func (sb *standbyless) doTerminated(t *testing.T, h http.Handler, key, what string) result {
+	t.Helper()
+	var first result
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		first = do(h, "acme", key, `{"amount":500}`)
+	}()
+	sb.terminateWaiting(t, what)
+	testutil.FinishWithin(t, 30*time.Second, "the request", func() { <-done })
+	return first
 }
 
 // terminateWaiting waits for a commit (what) to wait for the standby, and
