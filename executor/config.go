@@ -72,6 +72,7 @@ func (c Config) validate() (Config, error) {
 	def(&c.BackoffMax, DefaultBackoffMax)
 	def(&c.RetryHorizon, DefaultRetryHorizon)
 	def(&c.ReconcileInterval, DefaultReconcileInterval)
+	def(&c.LostWriteRetry, DefaultLostWriteRetry)
 	if c.ReconcileBatch == 0 {
 		c.ReconcileBatch = DefaultReconcileBatch
 	}
@@ -86,7 +87,7 @@ func (c Config) validate() (Config, error) {
 	}
 	c.defaultHooks()
 	switch {
-	case c.Lease < 0 || c.Timeout < 0 || c.LeaseMargin < 0 || c.Heartbeat < 0 || c.BackoffBase < 0 || c.BackoffMax < 0 || c.ReconcileInterval < 0 || c.RetryHorizon < 0:
+	case c.Lease < 0 || c.Timeout < 0 || c.LeaseMargin < 0 || c.Heartbeat < 0 || c.BackoffBase < 0 || c.BackoffMax < 0 || c.ReconcileInterval < 0 || c.RetryHorizon < 0 || c.LostWriteRetry < 0:
 		return bad("durations must not be negative")
 	case c.MaxAttempts < 0:
 		return bad("MaxAttempts must not be negative (0: no limit but RetryHorizon)")

@@ -189,10 +189,11 @@
 // try sent again that cannot reach the server (no connection can be made,
 // the server answers that it is starting up, shutting down or full, or
 // the new connection breaks as well: a restart, a failover) is sent again
-// after a pause, 50 ms doubling to 1 s, for up to writeTimeout (10 s) from
-// the loss (internal/lostconn): each of these writes is safe to repeat. Only then
+// after a pause, 50 ms doubling to 1 s, for up to Config.LostWriteRetry
+// (10 s by default; a failover may need longer) from the loss
+// (internal/lostconn): each of these writes is safe to repeat. Only then
 // does the call end in the connection's error, its intent settled later
-// under its lease. A lease's renewal is not sent again: the next beat is.
+// under its lease, by the same key. A lease's renewal is not sent again: the next beat is.
 // crash_test.go crashes a private PostgreSQL (SIGKILL) under a completion
 // and before a claim and starts it again. grouplost_test.go cuts
 // the connection for real. A caller that gives up before its group leaves

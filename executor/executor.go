@@ -173,6 +173,7 @@ const (
 	DefaultBackoffMax        = time.Minute
 	DefaultReconcileBatch    = 50
 	DefaultReconcileInterval = 5 * time.Second
+	DefaultLostWriteRetry    = 10 * time.Second
 	DefaultGroupCommit       = 32
 	DefaultGroupCommitConns  = 2
 )
@@ -258,6 +259,18 @@ type Config struct {
 	// one goes out only when half a group (GroupCommit/2 calls) is
 	// waiting. Default 2.
 	GroupCommitConns int
+	// LostWriteRetry is how long a write lost with its connection after
+	// it was sent (a claim, a takeover, a completion, a release) is sent
+	// again while the database cannot be reached (no connection can be
+	// made, or the server says it is starting up, shutting down or
+	// full), from the loss. Then the call ends in the connection's error
+	// and its intent is settled later under its lease, by the same key:
+	// a shorter window costs a reconciliation, never a second charge.
+	// Set it to how long the database's failover or restart takes (a
+	// managed PostgreSQL's failover is often 30 to 120 seconds) to have
+	// such calls end in their outcome instead. Each write sent again has
+	// its own bound, between 5 and 10 seconds. Default 10s.
+	LostWriteRetry time.Duration
 	// Observer is told of every provider call, lookup and execution (see
 	// Observer). Default NopObserver{}.
 	Observer Observer

@@ -163,6 +163,7 @@ func TestConfigValidate(t *testing.T) {
 		func(c *executor.Config) { c.Timeout = -time.Second },
 		func(c *executor.Config) { c.GroupCommit = -1 },
 		func(c *executor.Config) { c.GroupCommitConns = -1 },
+		func(c *executor.Config) { c.LostWriteRetry = -time.Second },
 	}
 	for i, mod := range bad {
 		c := base
@@ -186,7 +187,7 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if def.Lease != 30*time.Second || def.Timeout != 10*time.Second || def.MaxAttempts != 0 || def.RetryHorizon != 6*time.Hour || def.BackoffMax != time.Minute || def.Owner == "" || def.Clock == nil ||
-		def.GroupCommit != 32 || def.GroupCommitConns != 2 {
+		def.GroupCommit != 32 || def.GroupCommitConns != 2 || def.LostWriteRetry != 10*time.Second {
 		t.Fatalf("defaults: %+v", def)
 	}
 	// Long calls with a heartbeat: the timeout may exceed the lease.

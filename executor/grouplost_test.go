@@ -25,6 +25,7 @@ import (
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/lostconn"
 	"github.com/retrysafe/retrysafe/internal/pgembed"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools"
@@ -306,7 +307,7 @@ func (p *pausingTool) Execute(ctx context.Context, key string, pl derive.Payload
 // terminated), the claim sent again claims; when another worker took the
 // action over meanwhile ("claim taken over"), the call reports it in
 // flight and calls nothing; when no connection can be had ("claim"), the
-// call tries again for ten seconds, then ends in an error, and the intent
+// call tries again for LostWriteRetry, then ends in an error, and the intent
 // is settled once, by the reconciler; when connections come back after
 // being refused ("claim refused, then let through"), the call adopts its
 // lost claim. Lost while the completion waits on the server: the executor writes it
@@ -314,7 +315,7 @@ func (p *pausingTool) Execute(ctx context.Context, key string, pl derive.Payload
 // server committed the first write or pgx's cancel request for the lost
 // backend stopped it ("written again"), or the server never got it ("dead
 // connection", cut while the tool ran); only when that fails too
-// ("refused", for ten seconds) does the call end in an error, the first
+// ("refused", for LostWriteRetry) does the call end in an error, the first
 // write committing on the server, read by the redelivery; refused a few
 // times, then let through, it completes. One charge in every case.
 func TestConnectionLostInFlight(t *testing.T) {
@@ -361,8 +362,15 @@ func TestConnectionLostInFlight(t *testing.T) {
 			through, proxy := throughProxy(t, e.pool, app)
 			lostAt, secondTry := make(chan struct{}), make(chan struct{})
 			rec := &recorder{}
+			// Refused for good, the call sends its lost write again for
+			// LostWriteRetry, then gives up.
+			neverThrough := c.refuse && !c.restart && !c.secondTry
+			const window = 2 * time.Second
 			cutOff, pt, logs := e.pausing(t, "cut-off", through, func(cfg *executor.Config) {
 				cfg.Observer = rec
+				if neverThrough {
+					cfg.LostWriteRetry = window
+				}
 				if c.secondTry {
 					cfg.Failpoints = executor.FailpointFunc(func(name string) {
 						if name == executor.FailClaimLost {
@@ -526,6 +534,10 @@ func TestConnectionLostInFlight(t *testing.T) {
 				ws[0].Attempt != attempt || ws[0].Lost == nil || (ws[0].Err == nil) != gotThrough || ws[0].Sends < 1 ||
 				(c.restart && ws[0].Sends < 6) || ws[0].Elapsed <= 0 {
 				t.Fatalf("lost writes observed: %+v; want one %s at attempt %d, through %v", ws, write, attempt, gotThrough)
+			} else if neverThrough && (ws[0].Elapsed < window-lostconn.PauseMax || ws[0].Elapsed > window+3*time.Second) {
+				// It stops when the next pause (at most PauseMax) would
+				// end past the window.
+				t.Fatalf("sent again for %v, want about LostWriteRetry (%v)", ws[0].Elapsed, window)
 			}
 			if c.wantCompleted {
 				wantAttempt := 1

@@ -28,8 +28,8 @@ type Observer interface {
 	// WriteLost: one of the executor's writes (a claim, a takeover, a
 	// completion, a release) lost its connection after it was sent, so
 	// that it may or may not have committed, and was sent again until it
-	// got through or the database stayed out of reach for writeTimeout
-	// (10 s). Rare, and the moment a call is nearest to not knowing what
+	// got through or the database stayed out of reach for
+	// Config.LostWriteRetry (10 s by default). Rare, and the moment a call is nearest to not knowing what
 	// it did: an operator wants to see each one.
 	WriteLost(WriteEvent)
 }
@@ -213,12 +213,12 @@ func providerEvent(h held, start time.Time, err error, lookup bool) ProviderEven
 }
 
 // sendAgain sends again a write whose connection was lost after it was
-// sent (lostconn.SendAgain, up to writeTimeout) and tells the Observer how
+// sent (lostconn.SendAgain, up to Config.LostWriteRetry) and tells the Observer how
 // that ended. ev holds what the loss knew (tenant, action, write,
 // attempt, the loss).
 func (e *Executor) sendAgain(ctx context.Context, ev WriteEvent, send func() error) error {
 	start := e.start()
-	err := lostconn.SendAgain(ctx, writeTimeout, func() error {
+	err := lostconn.SendAgain(ctx, e.cfg.LostWriteRetry, func() error {
 		ev.Sends++
 		return send()
 	})

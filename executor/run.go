@@ -186,7 +186,7 @@ func (e *Executor) freezeAndClaim(ctx context.Context, x *intent.Extraction, ord
 			if !lost {
 				loses(err)
 			}
-			err = lostconn.SendAgain(ctx, writeTimeout, func() error {
+			err = lostconn.SendAgain(ctx, e.cfg.LostWriteRetry, func() error {
 				ev.Sends++
 				cu = newClaimUnit(x, owner)
 				return e.send(ctx, e.claims.plans, queue)

@@ -11,14 +11,15 @@ import (
 
 // Defaults applied by Config.WithDefaults to zero fields.
 const (
-	DefaultLease        = 30 * time.Second
-	DefaultRetention    = 24 * time.Hour
-	DefaultLockTimeout  = 100 * time.Millisecond
-	DefaultRetryAfter   = 1 * time.Second
-	DefaultMaxBodyBytes = 1 << 20
-	DefaultPurgeBatch   = 1000
-	DefaultPurgeEvery   = time.Minute
-	DefaultPollInterval = 20 * time.Millisecond
+	DefaultLease          = 30 * time.Second
+	DefaultRetention      = 24 * time.Hour
+	DefaultLockTimeout    = 100 * time.Millisecond
+	DefaultRetryAfter     = 1 * time.Second
+	DefaultMaxBodyBytes   = 1 << 20
+	DefaultPurgeBatch     = 1000
+	DefaultPurgeEvery     = time.Minute
+	DefaultPollInterval   = 20 * time.Millisecond
+	DefaultLostWriteRetry = 10 * time.Second
 
 	// MaxKeyLength is the longest accepted Idempotency-Key, in characters
 	// (keys are ASCII, so also in bytes). Stripe and most providers accept
@@ -97,6 +98,19 @@ type Config struct {
 	// response that could not be stored). Default slog.Default().
 	Logger *slog.Logger
 
+	// LostWriteRetry is how long a write lost with its connection after
+	// it was sent (a reservation, an answer, the end of a lease) is sent
+	// again while the database cannot be reached (no connection can be
+	// made, or the server says it is starting up, shutting down or
+	// full), and how long a transactional request whose COMMIT was lost
+	// waits to read what the COMMIT left; the client waits for its
+	// answer meanwhile. Then the request is answered 503 (a reservation,
+	// a commit whose outcome is unknown) or its answer goes unstored,
+	// the key's lease ending it. Set it to how long the database's
+	// restart or failover takes, bounded by what clients wait. Default
+	// 10s.
+	LostWriteRetry time.Duration
+
 	// OnLostWrite, when set, hears each of the middleware's writes whose
 	// connection was lost after it was sent (so that it may have
 	// committed or not), once sending it again, or reading what it left,
@@ -147,6 +161,7 @@ func (c Config) WithDefaults() Config {
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
 	c.PurgeBatch = cmp.Or(c.PurgeBatch, DefaultPurgeBatch)
 	c.PurgeEvery = cmp.Or(c.PurgeEvery, DefaultPurgeEvery)
+	c.LostWriteRetry = cmp.Or(c.LostWriteRetry, DefaultLostWriteRetry)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
@@ -173,6 +188,8 @@ func (c Config) Validate() error {
 		return &ConfigError{Field: "PurgeBatch", Reason: "must be positive"}
 	case c.PurgeEvery <= 0:
 		return &ConfigError{Field: "PurgeEvery", Reason: "must be positive"}
+	case c.LostWriteRetry <= 0:
+		return &ConfigError{Field: "LostWriteRetry", Reason: "must be positive"}
 	}
 	for _, h := range c.StoreHeaders {
 		if h == "" || strings.ContainsAny(h, " :\r\n") {

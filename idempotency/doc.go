@@ -50,7 +50,8 @@
 //     request whose commit failed: 500, its effects rolled back. One whose
 //     connection was lost with the COMMIT sent may have committed: what it
 //     left is read on another connection once no transaction writes the
-//     key (sent again while the database cannot be reached, up to 10 s):
+//     key (sent again while the database cannot be reached, up to
+//     Config.LostWriteRetry, 10 s by default):
 //     committed, the stored answer; rolled back, 500; still unknown, 503
 //     commit-unknown with Retry-After (a retry with the key gets the
 //     stored answer if it committed, and runs afresh if not).
@@ -105,7 +106,8 @@
 // (PostgreSQL restarting, crashing or failing over): the write may then
 // have committed or not. It is sent again, and again after a pause while
 // the database cannot be reached (internal/lostconn: 50 ms doubling to
-// 1 s), for up to 10 s, and the client's answer waits for it. The
+// 1 s), for up to Config.LostWriteRetry (10 s by default: set it to the
+// database's failover time), and the client's answer waits for it. The
 // reservation sent again reserves the key, or finds it running under the
 // request's own holder (a random number stored with the rows it reserves
 // or takes over, migration 017), which only its own lost reservation can

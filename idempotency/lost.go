@@ -20,7 +20,7 @@ import (
 // the server may still be finishing it. What it left is read on another
 // connection once no transaction writes the key any more
 // (requestSettled), sent again while the database cannot be reached, as
-// a reservation's answer is (up to lostWriteBound). Committed, the
+// a reservation's answer is (up to Config.LostWriteRetry). Committed, the
 // answer stored under the key (this request's, unless a duplicate ran
 // after this one rolled back: then that one's, a replay) goes to the
 // client; rolled back, not-committed, truthfully; unknown still (the
@@ -34,7 +34,7 @@ func (m *Middleware) commitLost(ctx context.Context, w http.ResponseWriter, p re
 	lw := LostWrite{Operation: p.Operation, Write: WriteCommit, Attempt: attempt, Lost: lost}
 	err := m.sendAgain(ctx, lw, func() error {
 		var err error
-		row, err = requestSettled(ctx, m.db, p, lostWriteBound)
+		row, err = requestSettled(ctx, m.db, p, m.cfg.LostWriteRetry)
 		if errors.Is(err, errNotFound) {
 			row, err = nil, nil
 		}
@@ -58,7 +58,7 @@ func (m *Middleware) commitLost(ctx context.Context, w http.ResponseWriter, p re
 
 // reserve claims the key for a reservation-mode request. A claim whose
 // connection was lost may have committed or not; it is sent again while
-// the database cannot be reached (up to lostWriteBound, or the client's
+// the database cannot be reached (up to Config.LostWriteRetry, or the client's
 // going away). Sent again, it reserves the key if the lost one did not, or
 // finds the key running under this request's own holder (claim,
 // decideAdopt): its lost reservation, which nobody else can hold, and the
@@ -85,11 +85,11 @@ func (m *Middleware) reserve(ctx context.Context, p reserveParams) (claimed, err
 }
 
 // sendAgain sends again a write whose connection was lost after it was
-// sent (lostconn.SendAgain, up to lostWriteBound) and tells
+// sent (lostconn.SendAgain, up to Config.LostWriteRetry) and tells
 // Config.OnLostWrite how that ended. lw holds what the loss knew.
 func (m *Middleware) sendAgain(ctx context.Context, lw LostWrite, send func() error) error {
 	start := time.Now()
-	err := lostconn.SendAgain(ctx, lostWriteBound, func() error {
+	err := lostconn.SendAgain(ctx, m.cfg.LostWriteRetry, func() error {
 		lw.Sends++
 		return send()
 	})
@@ -100,15 +100,9 @@ func (m *Middleware) sendAgain(ctx context.Context, lw LostWrite, send func() er
 	return err
 }
 
-// lostWriteBound bounds how long a reservation's answer, or the end of its
-// lease, is sent again after its connection was lost: a PostgreSQL that
-// restarts or fails over is back within seconds, and the client waits for
-// its answer meanwhile.
-const lostWriteBound = 10 * time.Second
-
 // complete stores attempt's answer. A try whose connection was lost may
 // have committed or not: it is sent again while the server cannot be
-// reached, up to lostWriteBound, as the executor sends its completions
+// reached, up to Config.LostWriteRetry, as the executor sends its completions
 // (internal/lostconn). Sent again, it is fenced by its attempt like the
 // first: it stores the answer, or matches nothing because the first try
 // did, which the row then shows (still this attempt, done: nobody else

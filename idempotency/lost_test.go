@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retrysafe/retrysafe/idempotency"
+	"github.com/retrysafe/retrysafe/internal/lostconn"
 	"github.com/retrysafe/retrysafe/internal/pgembed"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
@@ -203,7 +204,7 @@ func TestAnswerCommittedThenLost(t *testing.T) {
 //     foreign key's check, before its commit record, and the server is
 //     SIGKILLed: nothing committed, and the answer says not-committed,
 //     truthfully; the retry runs afresh.
-//   - "unknown": the server stays down past the 10 s of tries: 503
+//   - "unknown": the server stays down past LostWriteRetry's tries: 503
 //     commit-unknown; once it is back, the retry gets the stored answer.
 //   - "committed after the loss": the commit waits on the deferred check's
 //     lock and the client's sockets are closed (the network lost): the
@@ -260,6 +261,12 @@ func commitLost(t *testing.T, deferred, crash, stay, cut, takeover bool) {
 		}
 	})
 	cluster, pool, watch, logs, mw := sb.cluster, sb.pool, sb.admin, sb.logs, sb.mw
+	const window = 2 * time.Second
+	if stay {
+		// The database stays away past the window: the request gives up
+		// after it.
+		mw = sb.middleware(t, func(c *idempotency.Config) { c.LostWriteRetry = window })
+	}
 	if _, err := pool.Exec(ctx, effectsDDL+`;
 		CREATE TABLE public.parents (id int PRIMARY KEY);
 		INSERT INTO public.parents VALUES (1);
@@ -355,7 +362,12 @@ func commitLost(t *testing.T, deferred, crash, stay, cut, takeover bool) {
 	testutil.FinishWithin(t, 30*time.Second, "the request", func() { <-done })
 	// What the commit left was read (committed or not), except where the
 	// database stayed away.
-	sb.heard.one(t, idempotency.WriteCommit, map[bool]int32{false: 1, true: 2}[takeover], !stay)
+	lw := sb.heard.one(t, idempotency.WriteCommit, map[bool]int32{false: 1, true: 2}[takeover], !stay)
+	if stay && (lw.Elapsed < window-lostconn.PauseMax || lw.Elapsed > window+3*time.Second) {
+		// It stops when the next pause (at most PauseMax) would end
+		// past the window.
+		t.Fatalf("read again for %v, want about LostWriteRetry (%v)", lw.Elapsed, window)
+	}
 	retry := do(h, "acme", "commit-key", `{"amount":500}`)
 	count := func(table string) int {
 		var n int
@@ -497,15 +509,26 @@ func newStandbyless(t *testing.T, maxConns int32, pool func(*pgxpool.Config)) *s
 		},
 	})
 	sb.admin = sb.connect(t)
-	var err error
-	sb.mw, err = idempotency.New(sb.pool, idempotency.Config{
+	sb.mw = sb.middleware(t, nil)
+	return sb
+}
+
+// middleware is a Middleware on sb's pool, logs and hook, its Config
+// changed by mod (if not nil).
+func (sb *standbyless) middleware(t *testing.T, mod func(*idempotency.Config)) *idempotency.Middleware {
+	t.Helper()
+	cfg := idempotency.Config{
 		Tenant: tenantFromHeader, Lease: 10 * time.Minute,
 		Logger: slog.New(slog.NewTextHandler(sb.logs, nil)), OnLostWrite: sb.heard.hear,
-	})
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	mw, err := idempotency.New(sb.pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sb
+	return mw
 }
 
 // heard keeps what Config.OnLostWrite heard.
@@ -521,8 +544,9 @@ func (h *heard) hear(w idempotency.LostWrite) {
 }
 
 // one fails t unless exactly one lost write was heard: write's, for
-// attempt, through or not, with its loss and at least one send again.
-func (h *heard) one(t *testing.T, write string, attempt int32, through bool) {
+// attempt, through or not, with its loss and at least one send again. It
+// returns it.
+func (h *heard) one(t *testing.T, write string, attempt int32, through bool) idempotency.LostWrite {
 	t.Helper()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -530,6 +554,7 @@ func (h *heard) one(t *testing.T, write string, attempt int32, through bool) {
 		h.ws[0].Lost == nil || (h.ws[0].Err == nil) != through || h.ws[0].Sends < 1 || h.ws[0].Elapsed <= 0 {
 		t.Fatalf("lost writes heard: %+v; want one %s at attempt %d, through %v", h.ws, write, attempt, through)
 	}
+	return h.ws[0]
 }
 
 // connect opens a session outside the pool, closed when the test ends.

@@ -381,6 +381,7 @@ func TestConfig(t *testing.T) {
 		"retention below lease": {Tenant: tenantFromHeader, Lease: time.Hour, Retention: time.Minute},
 		"bad header":            {Tenant: tenantFromHeader, StoreHeaders: []string{"X Bad"}},
 		"negative lock":         {Tenant: tenantFromHeader, LockTimeout: -1},
+		"negative lost write":   {Tenant: tenantFromHeader, LostWriteRetry: -time.Second},
 	} {
 		var ce *idempotency.ConfigError
 		if err := cfg.WithDefaults().Validate(); !errors.As(err, &ce) {
@@ -388,7 +389,7 @@ func TestConfig(t *testing.T) {
 		}
 	}
 	d := idempotency.Config{Tenant: tenantFromHeader}.WithDefaults()
-	if d.Retention != 24*time.Hour || d.Lease != 30*time.Second || d.Validate() != nil {
+	if d.Retention != 24*time.Hour || d.Lease != 30*time.Second || d.LostWriteRetry != 10*time.Second || d.Validate() != nil {
 		t.Errorf("defaults: %+v", d)
 	}
 	// A long lease raises the default retention with it.

@@ -55,6 +55,7 @@ type runtimeFlags struct {
 	maxAttempts               int
 	retryHorizon, backoffMax  time.Duration
 	reconcileInterval         time.Duration
+	lostWriteRetry            time.Duration
 	reconcileBatch            int
 	syncCompletion            bool
 	groupCommit               int
@@ -87,6 +88,8 @@ func (f *runtimeFlags) register(fs *flag.FlagSet, e *Env) {
 		fmt.Sprintf("longest pause between two tries of one action (exponential from %s, with jitter)", executor.DefaultBackoffBase))
 	fs.DurationVar(&f.reconcileInterval, "reconcile-interval", executor.DefaultReconcileInterval, "pause between reconciler passes that found little to do")
 	fs.IntVar(&f.reconcileBatch, "reconcile-batch", executor.DefaultReconcileBatch, "expired leases one reconciler pass takes")
+	fs.DurationVar(&f.lostWriteRetry, "lost-write-retry", executor.DefaultLostWriteRetry,
+		"how long a write lost with its database connection is sent again while the database cannot be reached; set it to your database's failover time (then the intent is settled later by the reconciler, by the same key)")
 	fs.IntVar(&f.groupCommit, "group-commit", executor.DefaultGroupCommit, "most concurrent calls that share one claim (or completion) round trip and commit; 1 turns grouping off")
 	fs.IntVar(&f.groupCommitConns, "group-commit-conns", executor.DefaultGroupCommitConns, "grouped round trips of each kind at the database at once, each on its own pool connection")
 	f.syncCompletionEnv = e.Getenv("RETRYSAFE_SYNC_COMPLETION")
@@ -241,6 +244,7 @@ func (f *runtimeFlags) build(db executor.DBTX, reg *tools.Registry, m *metrics.M
 		Logger:            log,
 		ReconcileBatch:    f.reconcileBatch,
 		ReconcileInterval: f.reconcileInterval,
+		LostWriteRetry:    f.lostWriteRetry,
 		SyncCompletion:    f.syncCompletion,
 		GroupCommit:       f.groupCommit,
 		GroupCommitConns:  f.groupCommitConns,
@@ -250,7 +254,7 @@ func (f *runtimeFlags) build(db executor.DBTX, reg *tools.Registry, m *metrics.M
 	}
 	ex, err := executor.New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("executor settings (--lease, --timeout, --heartbeat, --max-attempts, --retry-horizon, --backoff-max, --group-commit, --group-commit-conns): %w", err)
+		return nil, fmt.Errorf("executor settings (--lease, --timeout, --heartbeat, --max-attempts, --retry-horizon, --backoff-max, --group-commit, --group-commit-conns, --lost-write-retry): %w", err)
 	}
 	return &toolRuntime{Tools: reg, Deriver: d, Intents: store, Executor: ex, Metrics: m}, nil
 }

@@ -176,6 +176,7 @@ func TestGroupCommitSetting(t *testing.T) {
 		{[]string{"--group-commit", "64", "--group-commit-conns", "4"}, 64, 4, ""},
 		{[]string{"--group-commit", "-3"}, 0, 0, "--group-commit"},
 		{[]string{"--group-commit-conns", "-1"}, 0, 0, "GroupCommitConns must be at least 1"},
+		{[]string{"--lost-write-retry", "-1s"}, 0, 0, "--lost-write-retry"},
 	} {
 		rtm, err := buildRuntime(t, pool, nil, tc.args)
 		if tc.err != "" {
@@ -205,7 +206,7 @@ func TestWorkerTakesEveryExecutorFlag(t *testing.T) {
 	fs := NewFlagSet(e, "worker", "t", "t")
 	var rt runtimeFlags
 	rt.register(fs, e)
-	if err := fs.Parse([]string{"--sync-completion", "--group-commit", "7", "--group-commit-conns", "3", "--lease", "41s", "--retry-horizon", "2h"}); err != nil {
+	if err := fs.Parse([]string{"--sync-completion", "--group-commit", "7", "--group-commit-conns", "3", "--lease", "41s", "--retry-horizon", "2h", "--lost-write-retry", "90s"}); err != nil {
 		t.Fatal(err)
 	}
 	reg, err := rt.registry()
@@ -217,9 +218,10 @@ func TestWorkerTakesEveryExecutorFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := rtm.Executor.Config()
-	if !c.SyncCompletion || c.GroupCommit != 7 || c.GroupCommitConns != 3 || c.Lease != 41*time.Second || c.RetryHorizon != 2*time.Hour {
-		t.Fatalf("worker's executor: SyncCompletion %v, GroupCommit %d, GroupCommitConns %d, Lease %s, RetryHorizon %s",
-			c.SyncCompletion, c.GroupCommit, c.GroupCommitConns, c.Lease, c.RetryHorizon)
+	if !c.SyncCompletion || c.GroupCommit != 7 || c.GroupCommitConns != 3 || c.Lease != 41*time.Second || c.RetryHorizon != 2*time.Hour ||
+		c.LostWriteRetry != 90*time.Second {
+		t.Fatalf("worker's executor: SyncCompletion %v, GroupCommit %d, GroupCommitConns %d, Lease %s, RetryHorizon %s, LostWriteRetry %s",
+			c.SyncCompletion, c.GroupCommit, c.GroupCommitConns, c.Lease, c.RetryHorizon, c.LostWriteRetry)
 	}
 }
 
