@@ -268,8 +268,10 @@ type Config struct {
 	// a shorter window costs a reconciliation, never a second charge.
 	// Set it to how long the database's failover or restart takes (a
 	// managed PostgreSQL's failover is often 30 to 120 seconds) to have
-	// such calls end in their outcome instead. Each write sent again has
-	// its own bound, between 5 and 10 seconds. Default 10s.
+	// such calls end in their outcome instead. A claim or takeover sent
+	// again also ends with the caller's context; a completion or release
+	// does not (its outcome is in hand), each of its tries bounded by 5
+	// to 10 seconds. Default 10s.
 	LostWriteRetry time.Duration
 	// Observer is told of every provider call, lookup and execution (see
 	// Observer). Default NopObserver{}.
