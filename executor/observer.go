@@ -218,12 +218,19 @@ func providerEvent(h held, start time.Time, err error, lookup bool) ProviderEven
 // attempt, the loss).
 func (e *Executor) sendAgain(ctx context.Context, ev WriteEvent, send func() error) error {
 	start := e.start()
-	err := lostconn.SendAgain(ctx, e.cfg.LostWriteRetry, func() error {
+	err := e.resend(ctx, &ev, send)
+	e.wroteAgain(ev, start, err)
+	return err
+}
+
+// resend is sendAgain's sending alone, each send counted in ev.Sends:
+// for the freeze and claim, whose report starts earlier (at the first
+// loss) and may follow no resend at all (see freezeAndClaim).
+func (e *Executor) resend(ctx context.Context, ev *WriteEvent, send func() error) error {
+	return lostconn.SendAgain(ctx, e.cfg.LostWriteRetry, func() error {
 		ev.Sends++
 		return send()
 	})
-	e.wroteAgain(ev, start, err)
-	return err
 }
 
 // wroteAgain reports a lost write sent again since start, ending in err.

@@ -186,8 +186,7 @@ func (e *Executor) freezeAndClaim(ctx context.Context, x *intent.Extraction, ord
 			if !lost {
 				loses(err)
 			}
-			err = lostconn.SendAgain(ctx, e.cfg.LostWriteRetry, func() error {
-				ev.Sends++
+			err = e.resend(ctx, &ev, func() error {
 				cu = newClaimUnit(x, owner)
 				return e.send(ctx, e.claims.plans, queue)
 			})
