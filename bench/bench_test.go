@@ -53,6 +53,21 @@ func TestPrivateServerFlag(t *testing.T) {
 	if c, err = parseFlags(nil, io.Discard); err != nil || c.privateServer != nil {
 		t.Fatalf("unset: %q %v", c.privateServer, err)
 	}
+	// --private-server-env: repeatable, the value kept whole (GLIBC_TUNABLES
+	// holds '=' and ':'), only with a private cluster.
+	const tun = "GLIBC_TUNABLES=glibc.malloc.trim_threshold=67108864:glibc.malloc.mmap_threshold=8388608"
+	c, err = parseFlags([]string{"--private-server", "-", "--private-server-env", tun, "--private-server-env", "A=1"}, io.Discard)
+	if err != nil || strings.Join(c.privateServerEnv, " ") != tun+" A=1" {
+		t.Fatalf("env: %q %v", c.privateServerEnv, err)
+	}
+	if _, err = parseFlags([]string{"--instructions", "--private-server-env", "A=1"}, io.Discard); err != nil {
+		t.Fatalf("with --instructions: %v", err)
+	}
+	for _, bad := range [][]string{{"--private-server-env", "A=1"}, {"--private-server", "-", "--private-server-env", "=1"}, {"--private-server", "-", "--private-server-env", "A"}} {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Fatalf("%v: no error", bad)
+		}
+	}
 }
 
 func TestPct(t *testing.T) {

@@ -174,6 +174,7 @@ func instructions(ctx context.Context, cfg config, log io.Writer) (*instrReport,
 	settings := append([]string{"autovacuum=off", "max_parallel_workers_per_gather=0"}, cfg.privateServer...)
 	cl, err := pgembed.StartWith(ctx, pgembed.Options{
 		Settings: settings,
+		Env:      cfg.privateServerEnv,
 		// Only what a backend does in PostgresMain (its session: the
 		// startup of the connection and every statement) is counted: a
 		// forked backend would otherwise start with the postmaster's count

@@ -91,6 +91,9 @@ type config struct {
 	// privateServer, when set, is the settings of a private durable
 	// cluster the run starts and uses instead of --db (main.go).
 	privateServer []string
+	// privateServerEnv is more environment for that cluster's server
+	// (--private-server-env, repeatable: NAME=value each).
+	privateServerEnv envList
 	// groupCommit and groupCommitConns, when > 0, override the executor's
 	// defaults in every retrysafe point.
 	groupCommit, groupCommitConns int
@@ -172,6 +175,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.skipNaive, "skip-naive", false, "skip the naive check-then-act handler")
 	fs.StringVar(&c.out, "out", "results", "directory for the Markdown and JSON results")
 	priv := fs.String("private-server", "", "start a private, durable PostgreSQL cluster (the installed server binaries, a temporary directory, removed at the end) with these server settings, name=value comma-separated, and run every benchmark on it instead of --db: e.g. shared_buffers=4GB,max_wal_size=16GB,checkpoint_timeout=30min to size the server for the 10M-row point; - for the installation's defaults")
+	fs.Var(&c.privateServerEnv, "private-server-env", "NAME=value: more environment for the --private-server (or --instructions) cluster's server, its postmaster and every backend; repeatable. E.g. GLIBC_TUNABLES=glibc.malloc.trim_threshold=67108864:glibc.malloc.mmap_threshold=8388608 keeps glibc from handing each statement's memory back to the kernel and faulting it in again (README, \"PostgreSQL's allocator\")")
 	sess := fs.String("session-settings", "", "PostgreSQL settings every session on a benchmark database starts with, name=value comma-separated (session-level: the server's configuration is not changed), e.g. wal_compression=lz4")
 	only := fs.String("only", "", "regexp: run only the points whose \"system/workload\" matches (the floor always runs; the lone-call interleave at one caller is \"retrysafe/lone call\", the scale runs \"retrysafe/scale\")")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -264,6 +268,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			slices.Sort(c.privateServer)
 		}
 	}
+	if len(c.privateServerEnv) > 0 && c.privateServer == nil && !c.instructions {
+		return c, errors.New("--private-server-env is the environment of a private cluster: it goes with --private-server (or --instructions)")
+	}
 	if c.purgeSettings, err = parsePurgeSettings(*purge); err != nil {
 		return c, fmt.Errorf("--purge-settings: %w", err)
 	}
@@ -337,8 +344,8 @@ func mainCode() int {
 		// A private cluster: its settings are the run's, and the shared
 		// server's configuration is left alone. pgembed's reaper stops it
 		// if this process dies before Stop.
-		fmt.Fprintf(os.Stderr, "bench: starting a private PostgreSQL cluster (%s)\n", strings.Join(cfg.privateServer, ", "))
-		cl, err := pgembed.StartWith(ctx, pgembed.Options{Settings: cfg.privateServer})
+		fmt.Fprintf(os.Stderr, "bench: starting a private PostgreSQL cluster (%s)%s\n", strings.Join(cfg.privateServer, ", "), cfg.privateServerEnv.describe())
+		cl, err := pgembed.StartWith(ctx, pgembed.Options{Settings: cfg.privateServer, Env: cfg.privateServerEnv})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench: --private-server:", err)
 			return 1
@@ -496,3 +503,26 @@ func (b *bench) checkKeepPools(settings map[string]string) error {
 // keepPoolsSpare is the connections checkKeepPools leaves for the
 // benchmark's administrative ones, the server's reserved ones and others'.
 const keepPoolsSpare = 10
+
+// envList is a repeatable NAME=value flag (--private-server-env).
+type envList []string
+
+func (e *envList) String() string { return strings.Join(*e, " ") }
+
+func (e *envList) Set(v string) error {
+	name, _, ok := strings.Cut(v, "=")
+	if !ok || name == "" || strings.ContainsAny(name, " \t") {
+		return fmt.Errorf("%q is not NAME=value", v)
+	}
+	*e = append(*e, v)
+	return nil
+}
+
+// describe is the list for the log line that starts the cluster: empty, or
+// "; environment NAME=value ...".
+func (e envList) describe() string {
+	if len(e) == 0 {
+		return ""
+	}
+	return "; environment " + strings.Join(e, " ")
+}

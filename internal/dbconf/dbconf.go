@@ -73,7 +73,7 @@ func PoolConfig(url, schema string) (*pgxpool.Config, error) {
 // One statement, one round trip.
 func startSession(ctx context.Context, c *pgx.Conn, path string) error {
 	var encoding string
-	if err := c.QueryRow(ctx, startSessionSQL, path).Scan(&encoding, nil, nil, nil); err != nil {
+	if err := c.QueryRow(ctx, startSessionSQL, path).Scan(&encoding, nil, nil, nil, nil); err != nil {
 		return fmt.Errorf("start the session (search_path, synchronous_commit, isolation): %w", err)
 	}
 	if encoding != "UTF8" {
@@ -97,7 +97,32 @@ const startSessionSQL = `SELECT current_setting('server_encoding'),
 	CASE WHEN current_setting('synchronous_commit') = 'off'
 		THEN set_config('synchronous_commit', 'on', false) END,
 	CASE WHEN current_setting('default_transaction_isolation') <> 'read committed'
-		THEN set_config('default_transaction_isolation', 'read committed', false) END`
+		THEN set_config('default_transaction_isolation', 'read committed', false) END,
+	` + allocatorWarmup
+
+// allocatorWarmup makes the backend allocate and free one 1 MB block, which
+// on a glibc server (Debian's, Ubuntu's, RHEL's, the official Docker image)
+// raises that backend's malloc thresholds for the rest of its life: glibc
+// serves a block past its mmap threshold (128 kB at start) with mmap, and
+// when it unmaps one, it moves the mmap threshold up to the block's size
+// and the trim threshold (how much free memory at the top of the heap it
+// keeps instead of handing back to the kernel) to twice that.
+//
+// Without it, a backend whose first blocks never passed 128 kB keeps a
+// 128 kB trim threshold, and a statement whose memory adds up past it
+// (retrysafe's claims group: its unnest, CTE tuplestores, hash join and
+// per-index scan descriptors, none large alone) shrinks the heap at its end
+// (brk) and faults it in again at the next one. On the 10M-row benchmark
+// that was about one brk and 1.5 minor page faults per execution, 25 to 30
+// % of the backends' CPU per execution, on whichever side's backends had
+// fallen into it; with this, 0.00 faults on both sides and the 10M point
+// went from 0.78 to 0.91 to 0.97 (IQR 0.96 to 0.98) (docs/benchmarks.md,
+// 2026-12-06). The cost is once per connection (on this benchmark's hosts,
+// whose page faults are slow, about 8 ms, the 256 faults of the block
+// itself), and each backend may keep up to 2 MB of freed heap instead of
+// 128 kB. Other allocators (musl, BSD libc) just allocate and free the
+// block. TestSessionKeepsFreedMemory checks the effect through /proc.
+const allocatorWarmup = `length(repeat(' ', 1048576))`
 
 // Open connects a pool with PoolConfig and checks that the server answers.
 // maxConns <= 0 keeps pgx's default.

@@ -63,6 +63,10 @@ type Cluster struct {
 	// exe, when not empty, is the script pg_ctl starts instead of the
 	// postgres binary (Options.Wrap).
 	exe string
+	// env is added to the environment of every command run for the
+	// cluster (Options.Env): pg_ctl passes it on to the postmaster, and
+	// the postmaster to every backend it forks.
+	env []string
 	// reaper stops and removes the cluster if this process dies without
 	// Stop (SIGKILL, a crash): pg_ctl daemonizes the postmaster, so nothing
 	// else would.
@@ -126,6 +130,11 @@ type Options struct {
 	// every backend it forks runs under it too. The benchmark's instruction
 	// counts use it to run the server under valgrind's callgrind.
 	Wrap []string
+	// Env is more environment for the server, "NAME=value" each, added to
+	// this process's own: the postmaster and every backend it forks start
+	// with it. The benchmark uses it for glibc's allocator
+	// (GLIBC_TUNABLES), which reads its environment once, at start.
+	Env []string
 }
 
 // durableSettings are passed explicitly, so that the cluster is durable
@@ -141,10 +150,16 @@ func Start(ctx context.Context) (*Cluster, error) { return StartWith(ctx, Option
 
 // StartWith is Start with options.
 func StartWith(ctx context.Context, o Options) (*Cluster, error) {
+	for _, e := range o.Env {
+		if name, _, ok := strings.Cut(e, "="); !ok || name == "" {
+			return nil, fmt.Errorf("pgembed: environment entry %q is not NAME=value", e)
+		}
+	}
 	c, err := newCluster()
 	if err != nil {
 		return nil, err
 	}
+	c.env = slices.Clone(o.Env)
 	data := filepath.Join(c.Dir, "data")
 	// --no-sync: initdb's own files need no fsync for a cluster that
 	// lives as long as this process (a machine crash loses it anyway).
@@ -567,6 +582,9 @@ func isZombie(pid int) bool {
 func (c *Cluster) run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, name), args...)
 	cmd.Dir = c.Dir
+	if len(c.env) > 0 {
+		cmd.Env = append(os.Environ(), c.env...)
+	}
 	// Output goes to a file, not a pipe: the postmaster that pg_ctl forks
 	// inherits the descriptor, and a pipe would keep Run waiting for EOF
 	// until the server exits.

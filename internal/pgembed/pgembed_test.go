@@ -279,3 +279,44 @@ func startConnected(ctx context.Context, t *testing.T, o pgembed.Options) (*pgem
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return c, conn
 }
+
+// TestEnv checks that Options.Env reaches the backends, from the start and
+// after a restart (the benchmark's GLIBC_TUNABLES must hold for every
+// backend the server forks), and that an entry without a name is refused
+// before anything is made.
+func TestEnv(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := pgembed.StartWith(ctx, pgembed.Options{Env: []string{"=x"}}); err == nil || !strings.Contains(err.Error(), "NAME=value") {
+		t.Fatalf("an entry without a name: %v", err)
+	}
+	c, conn := startConnected(ctx, t, pgembed.Options{Env: []string{"RETRYSAFE_PGEMBED_MARK=from the environment"}})
+	// A backend's own environment, read by the shell it starts.
+	read := func(conn *pgx.Conn) string {
+		t.Helper()
+		if _, err := conn.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS env_mark (v text); TRUNCATE env_mark;
+			COPY env_mark FROM PROGRAM 'printf "%s\n" "$RETRYSAFE_PGEMBED_MARK"'`); err != nil {
+			t.Fatal(err)
+		}
+		var v string
+		if err := conn.QueryRow(ctx, "SELECT v FROM env_mark").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if got := read(conn); got != "from the environment" {
+		t.Errorf("a backend's RETRYSAFE_PGEMBED_MARK = %q", got)
+	}
+	if err := c.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := pgx.Connect(ctx, c.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close(ctx)
+	if got := read(again); got != "from the environment" {
+		t.Errorf("after a restart, a backend's RETRYSAFE_PGEMBED_MARK = %q", got)
+	}
+}
