@@ -106,23 +106,25 @@ const startSessionSQL = `SELECT current_setting('server_encoding'),
 // serves a block past its mmap threshold (128 kB at start) with mmap, and
 // when it unmaps one, it moves the mmap threshold up to the block's size
 // and the trim threshold (how much free memory at the top of the heap it
-// keeps instead of handing back to the kernel) to twice that.
+// keeps instead of handing it back to the kernel) to twice that.
 //
-// Without it, a backend whose first blocks never passed 128 kB keeps a
-// 128 kB trim threshold, and a statement whose memory adds up past it
-// (retrysafe's claims group: its unnest, CTE tuplestores, hash join and
-// per-index scan descriptors, none large alone) shrinks the heap at its end
-// (brk) and faults it in again at the next one. On the 10M-row benchmark
-// that was about one brk and 1.5 minor page faults per execution, 25 to 30
-// % of the backends' CPU per execution, on whichever side's backends had
-// fallen into it; with this, 0.00 faults on both sides and the 10M point
-// went from 0.78 to 0.91 to 0.97 (IQR 0.96 to 0.98) (docs/benchmarks.md,
-// 2026-12-06). The cost is once per connection (on this benchmark's hosts,
-// whose page faults are slow, about 8 ms, the 256 faults of the block
-// itself), and each backend may keep up to 2 MB of freed heap instead of
-// 128 kB. Other allocators (musl, BSD libc) just allocate and free the
-// block. TestSessionKeepsFreedMemory checks the effect through /proc.
-const allocatorWarmup = `length(repeat(' ', 1048576))`
+// Without it, a backend whose blocks never passed 128 kB keeps a 128 kB
+// trim threshold, and a statement whose memory adds up past it (the claims
+// group's: its unnest, CTE tuplestores, hash join and per-index scan
+// descriptors, none large alone) shrinks the heap at its end (brk) and
+// faults it in again at the next one: on the 10M-row benchmark, a brk and
+// 1.5 minor page faults per execution, a quarter of the backends' CPU per
+// execution, on whichever side's backends had fallen into it
+// (docs/benchmarks.md, 2026-12-06).
+//
+// lpad reserves the encoding's longest character (4 bytes in UTF8) for
+// each of the 262,144 it pads to and writes one byte of each, so the block
+// is 1 MB and a quarter of it is touched; octet_length does not read it.
+// The cost is once per connection: 65 page faults. Each backend may then
+// keep up to 2 MB of freed heap instead of 128 kB. Other allocators (musl,
+// BSD libc) just allocate and free the block. TestSessionKeepsFreedMemory
+// checks the effect through /proc.
+const allocatorWarmup = `octet_length(lpad('', 262144, ' '))`
 
 // Open connects a pool with PoolConfig and checks that the server answers.
 // maxConns <= 0 keeps pgx's default.

@@ -23,6 +23,11 @@
 //     are written for a snapshot each.
 //   - a refusal (ErrEncoding) when the database is not UTF8: on LATIN1,
 //     jsonb sent in binary was stored unconverted, silently.
+//   - one 1 MB block allocated and freed by the backend (allocatorWarmup),
+//     which on a glibc server raises that backend's malloc thresholds for
+//     its life: a statement whose memory adds up past 128 kB then keeps
+//     the heap for the next one instead of shrinking it (brk) and faulting
+//     it in again. Nothing is set; the server's allocator is what changes.
 //
 // One round trip in all, as the synchronous_commit check alone took.
 //
