@@ -510,9 +510,8 @@ type envList []string
 func (e *envList) String() string { return strings.Join(*e, " ") }
 
 func (e *envList) Set(v string) error {
-	name, _, ok := strings.Cut(v, "=")
-	if !ok || name == "" || strings.ContainsAny(name, " \t") {
-		return fmt.Errorf("%q is not NAME=value", v)
+	if err := pgembed.CheckEnv(v); err != nil {
+		return err
 	}
 	*e = append(*e, v)
 	return nil

@@ -143,6 +143,16 @@ var durableSettings = []string{"fsync=on", "synchronous_commit=on", "full_page_w
 
 var unsafeSettings = []string{"fsync=off", "synchronous_commit=off", "full_page_writes=off"}
 
+// CheckEnv refuses an Options.Env entry that is not NAME=value with a
+// name of no blanks; callers that take entries from flags check them with
+// it before starting anything.
+func CheckEnv(e string) error {
+	if name, _, ok := strings.Cut(e, "="); !ok || name == "" || strings.ContainsAny(name, " \t") {
+		return fmt.Errorf("environment entry %q is not NAME=value", e)
+	}
+	return nil
+}
+
 // Start initializes and starts a durable cluster on a free port. PostgreSQL
 // refuses to run as root, so as root the cluster is owned by and run as the
 // "postgres" system user.
@@ -151,8 +161,8 @@ func Start(ctx context.Context) (*Cluster, error) { return StartWith(ctx, Option
 // StartWith is Start with options.
 func StartWith(ctx context.Context, o Options) (*Cluster, error) {
 	for _, e := range o.Env {
-		if name, _, ok := strings.Cut(e, "="); !ok || name == "" {
-			return nil, fmt.Errorf("pgembed: environment entry %q is not NAME=value", e)
+		if err := CheckEnv(e); err != nil {
+			return nil, fmt.Errorf("pgembed: %w", err)
 		}
 	}
 	c, err := newCluster()
