@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/retrysafe/retrysafe/internal/dbconf"
+	"github.com/retrysafe/retrysafe/dbpool"
 	"github.com/retrysafe/retrysafe/migrations"
 )
 
@@ -40,7 +40,7 @@ func randHex(n int) string {
 func (s *server) admin(ctx context.Context) (*pgx.Conn, error) {
 	c, err := pgx.Connect(ctx, s.url)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", dbconf.Redact(s.url), err)
+		return nil, fmt.Errorf("connect to %s: %w", dbpool.Redact(s.url), err)
 	}
 	return c, nil
 }
@@ -78,7 +78,7 @@ func (s *server) createNamed(ctx context.Context, name string) (*database, error
 	}
 	defer c.Close(ctx)
 	// UTF8 whatever the cluster's default: retrysafe refuses any other
-	// encoding (dbconf.ErrEncoding).
+	// encoding (dbpool.ErrEncoding).
 	if _, err := c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" ENCODING 'UTF8' TEMPLATE template0"); err != nil {
 		return nil, fmt.Errorf("create database %s: %w", name, err)
 	}
@@ -127,7 +127,7 @@ func (d *database) pool(ctx context.Context, conns int) (*pgxpool.Pool, error) {
 
 // poolNamed is pool with its connections' application_name.
 func (d *database) poolNamed(ctx context.Context, conns int, app string) (*pgxpool.Pool, error) {
-	cfg, err := dbconf.PoolConfig(d.url, migrations.DefaultSchema)
+	cfg, err := dbpool.ParseConfig(d.url, migrations.DefaultSchema)
 	if err != nil {
 		return nil, err
 	}

@@ -201,7 +201,7 @@ func insertRows(ctx context.Context, p *pgxpool.Pool, rb rowBatch, logf func(str
 			// checkpoint makes them durable before anything is measured.
 			// A sorted batch sorts in memory. The two settings are put
 			// back as they were, not RESET: that would undo what the
-			// pool's start of the session set (dbconf: search_path, and
+			// pool's start of the session set (dbpool: search_path, and
 			// synchronous_commit on over a default of off).
 			var sc, wm string
 			if err := c.QueryRow(gctx, `SELECT current_setting('synchronous_commit'), current_setting('work_mem')`).Scan(&sc, &wm); err != nil {

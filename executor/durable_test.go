@@ -117,7 +117,7 @@ func TestClaimsCommitSynchronouslyWhateverTheSession(t *testing.T) {
 	ctx := context.Background()
 	pool := envPool(t, e, 4, nil)
 	// The same pool's configuration, with the session setting turned off
-	// after dbconf's start of the session turned it on: the executor must
+	// after dbpool's start of the session turned it on: the executor must
 	// protect its claims on any pool a user gives it.
 	cfg := pool.Config()
 	pgtest.SynchronousCommitOff(cfg)

@@ -24,7 +24,7 @@ import (
 // differently) replays the first charge instead of charging again.
 func Example() {
 	ctx := context.Background()
-	db := examplePool()            // in production: pgxpool.New(ctx, databaseURL)
+	db := examplePool()            // in production: dbpool.Open(ctx, databaseURL, schema, 0)
 	psp := toolstest.NewProvider() // stands in for the PSP's API
 	defer psp.Close()
 	completion := exampleCompletion() // in production: client.CreateChatCompletion(ctx, req)

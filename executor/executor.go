@@ -183,9 +183,10 @@ const (
 type Config struct {
 	// DB is the pool. Required. Must not be a pgx.Tx: the claim must be
 	// committed before the provider is called. Its sessions must run read
-	// committed, whatever the database's default isolation (the pools of
-	// retrysafe's commands do: internal/dbconf): the statements are
-	// written for a snapshot each.
+	// committed, whatever the database's default isolation: the statements
+	// are written for a snapshot each. A pool from dbpool (Open, or
+	// Configure on the application's own pgxpool.Config) starts every
+	// session so, with search_path on the migrated schema.
 	DB DBTX
 	// Intents is the intent store. Required.
 	Intents *intent.Store

@@ -12,7 +12,7 @@ import (
 
 // A database whose default isolation is serializable (or repeatable read),
 // as some teams make their rule: retrysafe's sessions run read committed
-// anyway (dbconf), so 200 concurrent callers on one intent, five times
+// anyway (dbpool), so 200 concurrent callers on one intent, five times
 // over, get one charge each time and no error. With the sessions left at
 // the database's default, the test failed in each of three runs: a caller
 // got "could not serialize access due to concurrent update" from its
@@ -23,7 +23,7 @@ func TestSerializableDatabaseDefault(t *testing.T) {
 		t.Run(iso, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, &envOpts{poolSize: 4})
-			cfg := e.pool.Config() // dbconf's, as every retrysafe command opens it
+			cfg := e.pool.Config() // dbpool's, as every retrysafe command opens it
 			cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = iso
 			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 			if err != nil {

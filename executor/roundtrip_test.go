@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/retrysafe/retrysafe/dbpool"
 	"github.com/retrysafe/retrysafe/derive"
 	"github.com/retrysafe/retrysafe/executor"
-	"github.com/retrysafe/retrysafe/internal/dbconf"
 	"github.com/retrysafe/retrysafe/internal/ledger"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
@@ -74,7 +74,7 @@ func envPool(t testing.TB, e *env, conns int32, tr pgx.QueryTracer) *pgxpool.Poo
 	if err := e.pool.QueryRow(context.Background(), `SELECT current_schema()`).Scan(&schema); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := dbconf.PoolConfig(pgtest.URL(t), schema)
+	cfg, err := dbpool.ParseConfig(pgtest.URL(t), schema)
 	if err != nil {
 		t.Fatal(err)
 	}

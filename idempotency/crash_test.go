@@ -15,8 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/retrysafe/retrysafe/dbpool"
 	"github.com/retrysafe/retrysafe/idempotency"
-	"github.com/retrysafe/retrysafe/internal/dbconf"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 )
 
@@ -35,7 +35,7 @@ const (
 
 func childMain(mode string) int {
 	ctx := context.Background()
-	pool, err := dbconf.Open(ctx, os.Getenv("IDEMPOTENCY_TEST_URL"), os.Getenv("IDEMPOTENCY_TEST_SCHEMA"), 2)
+	pool, err := dbpool.Open(ctx, os.Getenv("IDEMPOTENCY_TEST_URL"), os.Getenv("IDEMPOTENCY_TEST_SCHEMA"), 2)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3

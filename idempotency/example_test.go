@@ -27,7 +27,7 @@ import (
 // answer back, and no second charge.
 func Example() {
 	ctx := context.Background()
-	pool := examplePool() // in production: pgxpool.New(ctx, databaseURL), migrated with migrations.Migrate
+	pool := examplePool() // in production: dbpool.Open(ctx, databaseURL, schema, 0), migrated with migrations.Migrate
 
 	// --- the user code ---
 	mw, err := idempotency.New(pool, idempotency.Config{

@@ -61,7 +61,7 @@ func TestWritesCommitSynchronously(t *testing.T) {
 	pool, _ := pgtest.Schema(t, nil)
 	cfg := pool.Config()
 	cfg.MaxConns = 1 // one session: what it keeps is what the next call sees
-	// The session setting turned off after dbconf's start of the session
+	// The session setting turned off after dbpool's start of the session
 	// turned it on: the store must protect its writes on any pool a user
 	// gives it.
 	pgtest.SynchronousCommitOff(cfg)

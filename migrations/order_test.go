@@ -35,7 +35,7 @@ func TestIntentKeyIndexIsNewest(t *testing.T) {
 	}
 	exec(`CREATE SCHEMA ` + schema)
 	// Put back as it was, not RESET: the pool's start of the session set
-	// it (dbconf), and RESET would return it to the server's default.
+	// it (dbpool), and RESET would return it to the server's default.
 	var path string
 	if err := conn.QueryRow(ctx, `SELECT current_setting('search_path')`).Scan(&path); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/retrysafe/retrysafe/agent"
-	"github.com/retrysafe/retrysafe/internal/dbconf"
+	"github.com/retrysafe/retrysafe/dbpool"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/tools/apipix"
@@ -111,7 +111,7 @@ func TestServeAPIPixBlackBox(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, b
 	}
-	pool, err := dbconf.Open(context.Background(), dbURL, schema, 2)
+	pool, err := dbpool.Open(context.Background(), dbURL, schema, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/retrysafe/retrysafe/internal/dbconf"
+	"github.com/retrysafe/retrysafe/dbpool"
 	"github.com/retrysafe/retrysafe/internal/pgembed"
 	"github.com/retrysafe/retrysafe/internal/riverschema"
 	"github.com/retrysafe/retrysafe/migrations"
@@ -111,7 +111,7 @@ func (d *DBFlags) Open(ctx context.Context, e *Env, migrate bool) (*database, er
 		db.cluster, db.URL = c, c.URL
 		migrate = true // a fresh cluster is empty
 	}
-	pool, err := dbconf.Open(ctx, db.URL, d.Schema, int32(d.maxConns))
+	pool, err := dbpool.Open(ctx, db.URL, d.Schema, int32(d.maxConns))
 	if err != nil {
 		if db.cluster != nil {
 			db.cluster.Stop() //nolint:errcheck

@@ -52,7 +52,7 @@
 //
 // cli imports the engine and its edges (derive, tools and tools/*,
 // intent, executor, agent, webhook, server/*, migrations, internal/tokens,
-// internal/dbconf, internal/pgembed, internal/riverschema,
+// dbpool, internal/pgembed, internal/riverschema,
 // internal/failpoint, internal/strictjson, internal/pairs) and nothing of
 // the lab. River's tables are riverschema's to know: cli asks it whether
 // they are there.

@@ -17,8 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/retrysafe/retrysafe/dbpool"
 	"github.com/retrysafe/retrysafe/executor/executortest"
-	"github.com/retrysafe/retrysafe/internal/dbconf"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/server/mcpserver"
@@ -386,7 +386,7 @@ func (x *mcpEnv) waitCharge(t *testing.T, stderr *lockedBuffer) map[string]any {
 func (x *mcpEnv) query(t *testing.T, sql string, dst any) error {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := dbconf.Open(ctx, x.dbURL, x.schema, 1)
+	pool, err := dbpool.Open(ctx, x.dbURL, x.schema, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +397,7 @@ func (x *mcpEnv) query(t *testing.T, sql string, dst any) error {
 // ledger opens the schema for a read through the ledger's test API.
 func (x *mcpEnv) ledger(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	pool, err := dbconf.Open(context.Background(), x.dbURL, x.schema, 1)
+	pool, err := dbpool.Open(context.Background(), x.dbURL, x.schema, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/retrysafe/retrysafe/dbpool"
 	"github.com/retrysafe/retrysafe/executor"
-	"github.com/retrysafe/retrysafe/internal/dbconf"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 )
@@ -46,7 +46,7 @@ func TestServeThroughPgBouncer(t *testing.T) {
 
 	// Straight to PostgreSQL: the rows are in serve's schema, and the PSP
 	// charged once.
-	pool, err := dbconf.Open(context.Background(), dbURL, sideSchema, 1)
+	pool, err := dbpool.Open(context.Background(), dbURL, sideSchema, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retrysafe/retrysafe/internal/dbconf"
+	"github.com/retrysafe/retrysafe/dbpool"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/server/sidecar"
@@ -51,7 +51,7 @@ func TestServeBlackBox(t *testing.T) {
 		}
 		return out.Data
 	}
-	pool, err := dbconf.Open(context.Background(), dbURL, sideSchema, 2)
+	pool, err := dbpool.Open(context.Background(), dbURL, sideSchema, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/agent/agenttest"
-	"github.com/retrysafe/retrysafe/internal/dbconf"
+	"github.com/retrysafe/retrysafe/dbpool"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/tools/toolstest"
 )
@@ -114,7 +114,7 @@ func TestWorkerEndToEnd(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	pool, err := dbconf.Open(ctx, dbURL, schema, 2)
+	pool, err := dbpool.Open(ctx, dbURL, schema, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

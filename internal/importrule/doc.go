@@ -11,7 +11,7 @@
 //	0 leaves      derive, migrations, internal/failpoint, internal/pgembed,
 //	              internal/strictjson, internal/problem, internal/backoff,
 //	              internal/lostconn
-//	1 adapters    tools and tools/* (provider clients), internal/dbconf,
+//	1 adapters    tools and tools/* (provider clients), dbpool,
 //	              internal/riverretry, internal/riverschema, internal/tokens,
 //	              idempotency
 //	2 ledger      internal/ledger (the SQL of intents, intent_revisions and

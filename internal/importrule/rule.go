@@ -28,7 +28,7 @@ var layers = map[string]int{
 
 	"tools":                1,
 	"tools/*":              1,
-	"internal/dbconf":      1,
+	"dbpool":               1,
 	"internal/riverretry":  1,
 	"internal/riverschema": 1,
 	"internal/tokens":      1,

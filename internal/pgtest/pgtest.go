@@ -41,7 +41,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/retrysafe/retrysafe/internal/dbconf"
+	"github.com/retrysafe/retrysafe/dbpool"
 	"github.com/retrysafe/retrysafe/internal/riverschema"
 	"github.com/retrysafe/retrysafe/migrations"
 )
@@ -80,11 +80,11 @@ func run(m *testing.M) (int, error) {
 	defer cancel()
 	admin, err := pgx.Connect(ctx, ServerURL())
 	if err != nil {
-		return 0, fmt.Errorf("connect to %s: %w", dbconf.Redact(ServerURL()), err)
+		return 0, fmt.Errorf("connect to %s: %w", dbpool.Redact(ServerURL()), err)
 	}
 	name := "rstest_" + packageSlug() + "_" + randHex(4)
 	// UTF8 whatever the cluster's default: retrysafe refuses any other
-	// encoding (dbconf.ErrEncoding).
+	// encoding (dbpool.ErrEncoding).
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" ENCODING 'UTF8' TEMPLATE template0"); err != nil {
 		admin.Close(ctx)
 		return 0, fmt.Errorf("create database %s: %w", name, err)
@@ -97,7 +97,7 @@ func run(m *testing.M) (int, error) {
 	}
 	defer dropDatabase(name)
 
-	pool, err := dbconf.Open(ctx, dbURL, migrations.DefaultSchema, 2)
+	pool, err := dbpool.Open(ctx, dbURL, migrations.DefaultSchema, 2)
 	if err != nil {
 		return 0, err
 	}
@@ -205,7 +205,7 @@ func open(tb testing.TB, schema string, opts *Opts) *pgxpool.Pool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := dbconf.Open(ctx, dbURL, schema, maxConns)
+	pool, err := dbpool.Open(ctx, dbURL, schema, maxConns)
 	if err != nil {
 		tb.Fatalf("pgtest: %v", err)
 	}
@@ -258,7 +258,7 @@ func randHex(n int) string {
 // SynchronousCommitOff makes cfg's sessions run with synchronous_commit
 // off, as a pool that is not retrysafe's may leave them (ALTER DATABASE
 // ... SET synchronous_commit = off): it is turned off after cfg's own
-// start of the session (dbconf's, which sets search_path and turns it on).
+// start of the session (dbpool's, which sets search_path and turns it on).
 func SynchronousCommitOff(cfg *pgxpool.Config) {
 	after := cfg.AfterConnect
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {

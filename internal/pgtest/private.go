@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/retrysafe/retrysafe/internal/dbconf"
+	"github.com/retrysafe/retrysafe/dbpool"
 	"github.com/retrysafe/retrysafe/internal/pgembed"
 	"github.com/retrysafe/retrysafe/migrations"
 )
@@ -19,7 +19,7 @@ type PrivateOpts struct {
 	Settings []string
 	// MaxConns is the pool's (default 2).
 	MaxConns int32
-	// Pool, when set, changes the pool's configuration (dbconf's, on the
+	// Pool, when set, changes the pool's configuration (dbpool's, on the
 	// default schema) before it connects.
 	Pool func(*pgxpool.Config)
 }
@@ -40,7 +40,7 @@ func Private(tb testing.TB, opts *PrivateOpts) (*pgembed.Cluster, *pgxpool.Pool)
 		tb.Fatalf("pgtest: private cluster: %v", err)
 	}
 	tb.Cleanup(func() { _ = cluster.Stop() })
-	cfg, err := dbconf.PoolConfig(cluster.URL, migrations.DefaultSchema)
+	cfg, err := dbpool.ParseConfig(cluster.URL, migrations.DefaultSchema)
 	if err != nil {
 		tb.Fatalf("pgtest: %v", err)
 	}

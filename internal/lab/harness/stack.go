@@ -19,9 +19,9 @@ import (
 
 	"github.com/retrysafe/retrysafe/agent"
 	"github.com/retrysafe/retrysafe/agent/agenttest"
+	"github.com/retrysafe/retrysafe/dbpool"
 	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/intent"
-	"github.com/retrysafe/retrysafe/internal/dbconf"
 	"github.com/retrysafe/retrysafe/internal/pgembed"
 	"github.com/retrysafe/retrysafe/internal/riverschema"
 	"github.com/retrysafe/retrysafe/migrations"
@@ -138,7 +138,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 			return nil, err
 		}
 	}
-	if s.Pool, err = dbconf.Open(ctx, s.URL, cfg.Schema, 4); err != nil {
+	if s.Pool, err = dbpool.Open(ctx, s.URL, cfg.Schema, 4); err != nil {
 		return nil, err
 	}
 	if _, err = migrations.Migrate(ctx, s.Pool, cfg.Schema); err != nil {

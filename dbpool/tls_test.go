@@ -1,4 +1,4 @@
-package dbconf_test
+package dbpool_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/retrysafe/retrysafe/internal/dbconf"
+	"github.com/retrysafe/retrysafe/dbpool"
 	"github.com/retrysafe/retrysafe/internal/pgembed"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 )
@@ -25,7 +25,7 @@ import (
 // next connection presents, without a restart or a new pool. pgx reads
 // those files at every handshake since v5.13 unless the configuration's
 // TLSConfig is replaced or given certificates of its own; this test fails
-// if PoolConfig ever does that.
+// if ParseConfig or Configure ever does that.
 func TestClientCertificateRenewedInPlace(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -65,7 +65,7 @@ func TestClientCertificateRenewedInPlace(t *testing.T) {
 	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=verify-full&sslrootcert=%s&sslcert=%s&sslkey=%s",
 		c.Port, files["ca"], files["cert"], files["key"])
 
-	pool, err := dbconf.Open(ctx, url, "public", 2)
+	pool, err := dbpool.Open(ctx, url, "public", 2)
 	if err != nil {
 		t.Fatal(err)
 	}

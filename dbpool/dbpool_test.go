@@ -1,21 +1,22 @@
-package dbconf_test
+package dbpool_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
-	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/procfs"
 
-	"github.com/retrysafe/retrysafe/internal/dbconf"
+	"github.com/retrysafe/retrysafe/dbpool"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
+	"github.com/retrysafe/retrysafe/migrations"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -32,13 +33,13 @@ func TestSessionsCommitSynchronously(t *testing.T) {
 	}
 }
 
-// sessionStartedAt opens a pool of PoolConfig whose sessions start with
+// sessionStartedAt opens a pool of ParseConfig whose sessions start with
 // param at value, as a database or role default (ALTER DATABASE ... SET)
 // would start them, and returns show as the pool's first session has it.
 func sessionStartedAt(t *testing.T, param, value, show string) (string, error) {
 	t.Helper()
 	ctx := context.Background()
-	cfg, err := dbconf.PoolConfig(pgtest.URL(t), "public")
+	cfg, err := dbpool.ParseConfig(pgtest.URL(t), "public")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,17 +90,17 @@ func TestEncodingOtherThanUTF8Refused(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.Path = "/" + name
-	pool, err := dbconf.Open(ctx, u.String(), "public", 1)
+	pool, err := dbpool.Open(ctx, u.String(), "public", 1)
 	if err == nil {
 		pool.Close()
 		t.Fatal("a LATIN1 database was accepted")
 	}
-	if !errors.Is(err, dbconf.ErrEncoding) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "LATIN1") {
+	if !errors.Is(err, dbpool.ErrEncoding) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "LATIN1") {
 		t.Fatalf("error %v: want ErrEncoding naming the database and its encoding", err)
 	}
 }
 
-// A session PoolConfig starts keeps a freed block of up to a megabyte for
+// A session ParseConfig starts keeps a freed block of up to a megabyte for
 // the next statement instead of handing it back to the kernel and faulting
 // it in again (allocatorWarmup): three statements that each allocate and
 // free 900 kB cost the backend no page fault. Without the warm-up, glibc
@@ -110,7 +111,7 @@ func TestEncodingOtherThanUTF8Refused(t *testing.T) {
 func TestSessionKeepsFreedMemory(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg, err := dbconf.PoolConfig(pgtest.URL(t), "public")
+	cfg, err := dbpool.ParseConfig(pgtest.URL(t), "public")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,20 +130,17 @@ func TestSessionKeepsFreedMemory(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
-	faults := func() int64 {
+	faults := func() uint {
 		t.Helper()
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		p, err := procfs.NewProc(pid)
 		if err != nil {
 			t.Fatalf("the backend's page faults (the test server must run on this machine): %v", err)
 		}
-		// The fields after the command's closing parenthesis: minflt is
-		// the 10th of /proc/PID/stat, the 8th after it.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		n, err := strconv.ParseInt(f[7], 10, 64)
+		st, err := p.Stat()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return n
+		return st.MinFlt
 	}
 	const stmt = `SELECT length(repeat(' ', 900000))`
 	if _, err := conn.Exec(ctx, stmt); err != nil { // the heap grows to hold it once
@@ -158,5 +156,72 @@ func TestSessionKeepsFreedMemory(t *testing.T) {
 	// the first time; the block alone would be hundreds.
 	if n := faults() - before; n > 30 {
 		t.Errorf("three statements that allocate and free 900 kB cost the backend %d page faults, want almost none: it hands the block back to the kernel each time", n)
+	}
+}
+
+// Configure on a pool configuration the application built itself: the
+// sessions start as retrysafe's statements assume (here against a
+// serializable default, as ALTER DATABASE ... SET would make it), and the
+// application's own AfterConnect still runs, once per connection, after
+// that start and on the configured session.
+func TestConfigureKeepsTheApplicationsHook(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 2
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "serializable"
+	var hooked atomic.Int32
+	var seen atomic.Value
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		hooked.Add(1)
+		var path, iso string
+		if err := c.QueryRow(ctx, `SELECT current_setting('search_path'), current_setting('transaction_isolation')`).Scan(&path, &iso); err != nil {
+			return err
+		}
+		seen.Store(path + " / " + iso)
+		return nil
+	}
+	if err := dbpool.Configure(cfg, migrations.DefaultSchema); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var iso string
+	if err := pool.QueryRow(ctx, `SHOW transaction_isolation`).Scan(&iso); err != nil || iso != "read committed" {
+		t.Fatalf("the pool's session runs %q (%v), want read committed", iso, err)
+	}
+	if n := hooked.Load(); n != 1 {
+		t.Errorf("the application's AfterConnect ran %d times for one connection, want 1", n)
+	}
+	if got, want := seen.Load(), migrations.DefaultSchema+",public / read committed"; got != want {
+		t.Errorf("the application's AfterConnect saw %q, want %q (it runs after the session's start)", got, want)
+	}
+}
+
+// Configure refuses what it cannot configure and leaves the configuration
+// as it was.
+func TestConfigureRefuses(t *testing.T) {
+	t.Parallel()
+	if err := dbpool.Configure(nil, "public"); err == nil {
+		t.Error("Configure(nil) succeeded")
+	}
+	cfg, err := pgxpool.ParseConfig("postgres://u@127.0.0.1:1/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dbpool.Configure(cfg, "Bad-Schema"); !errors.Is(err, migrations.ErrBadSchema) {
+		t.Errorf("a bad schema name: %v, want ErrBadSchema", err)
+	}
+	if cfg.AfterConnect != nil {
+		t.Error("a refused Configure changed AfterConnect")
+	}
+	if _, err := dbpool.ParseConfig("postgres://u@127.0.0.1:1/db", "Bad-Schema"); !errors.Is(err, migrations.ErrBadSchema) {
+		t.Errorf("ParseConfig with a bad schema name: %v, want ErrBadSchema", err)
 	}
 }

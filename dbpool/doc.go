@@ -1,7 +1,13 @@
-// Package dbconf builds the pgx pools of retrysafe's commands (and of the
-// tests and the benchmark, which open theirs the same way): PoolConfig and
-// Open. It is internal machinery, in the adapters layer: it imports pgx and
-// migrations (for the schema name's rule) and nothing else of the module.
+// Package dbpool makes the pgx pools retrysafe's statements are written
+// for: ParseConfig and Open from a database URL, and Configure for a
+// pgxpool.Config an application builds itself (its tracer, TLS, sizes and
+// hooks kept). retrysafe's commands, tests and benchmark open their pools
+// with it, and an application that embeds the executor, the webhook
+// receiver or the agent should too: a pool from plain pgxpool.New works
+// until the database's defaults differ from what those statements assume
+// (below), and then fails with serialization errors or stores text
+// mangled. It is in the adapters layer: it imports pgx and migrations
+// (for the schema name's rule) and nothing else of the module.
 //
 // # The start of a session
 //
@@ -37,4 +43,4 @@
 // sslcert and sslkey again at every handshake only while TLSConfig is its
 // own, so a client certificate renewed over those files reaches the next
 // connection without a restart.
-package dbconf
+package dbpool

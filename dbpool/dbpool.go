@@ -1,4 +1,4 @@
-package dbconf
+package dbpool
 
 import (
 	"context"
@@ -11,10 +11,34 @@ import (
 	"github.com/retrysafe/retrysafe/migrations"
 )
 
-// PoolConfig parses url and sets search_path so that retrysafe's unqualified
-// table names resolve to schema (public stays reachable after it).
+// ParseConfig parses url as pgxpool.ParseConfig does, names the
+// connections "retrysafe" when the URL names no application_name, and
+// Configures the result for schema.
+func ParseConfig(url, schema string) (*pgxpool.Config, error) {
+	if err := migrations.ValidateSchema(schema); err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "retrysafe"
+	}
+	if err := Configure(cfg, schema); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// Configure makes every connection of a pool built from cfg start its
+// session as retrysafe's statements assume, with one statement run before
+// the connection is handed out (cfg.AfterConnect; one the caller set
+// already runs after it, on the configured session). It is for a pool
+// the caller builds itself: its tracer, TLS, sizes and hooks stay as
+// they are.
 //
-// search_path is set by each new connection's first statement, not sent
+// search_path is set to schema, then public, by that statement, not sent
 // as a startup parameter: PgBouncer refuses a startup parameter it does
 // not track ("unsupported startup parameter: search_path"), and tracks
 // search_path only when configured to. In its session pooling mode a
@@ -46,27 +70,35 @@ import (
 // began), and under repeatable read or serializable those reads fail with
 // serialization errors or read nothing (TestSessionsReadCommitted).
 //
-// The TLS configuration pgx parsed is left as it is: pgx reads sslcert and
-// sslkey again at every handshake only while TLSConfig is its own, so a
-// client certificate renewed over those files reaches the next connection
+// A database whose encoding is not UTF8 fails the connection with
+// ErrEncoding, before anything is written to it.
+//
+// The TLS configuration is left as it is: pgx reads sslcert and sslkey
+// again at every handshake only while TLSConfig is its own, so a client
+// certificate renewed over those files reaches the next connection
 // without a restart (TestClientCertificateRenewedInPlace).
-func PoolConfig(url, schema string) (*pgxpool.Config, error) {
+func Configure(cfg *pgxpool.Config, schema string) error {
+	if cfg == nil {
+		return errors.New("dbpool: Configure of a nil *pgxpool.Config")
+	}
 	if err := migrations.ValidateSchema(schema); err != nil {
-		return nil, err
-	}
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, fmt.Errorf("database url: %w", err)
-	}
-	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
-		cfg.ConnConfig.RuntimeParams["application_name"] = "retrysafe"
+		return err
 	}
 	path := schema + ",public"
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error { return startSession(ctx, c, path) }
-	return cfg, nil
+	after := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if err := startSession(ctx, c, path); err != nil {
+			return err
+		}
+		if after != nil {
+			return after(ctx, c)
+		}
+		return nil
+	}
+	return nil
 }
 
-// startSession is PoolConfig's first statement on a new connection: it
+// startSession is Configure's first statement on a new connection: it
 // sets search_path, turns synchronous_commit on when the session starts
 // with it off, makes read committed the session's isolation when it
 // starts with another, and refuses a database whose encoding is not UTF8.
@@ -128,10 +160,10 @@ const startSessionSQL = `SELECT current_setting('server_encoding'),
 // checks the effect through /proc.
 const allocatorWarmup = `octet_length(lpad('', 262144, ' '))`
 
-// Open connects a pool with PoolConfig and checks that the server answers.
+// Open connects a pool with ParseConfig and checks that the server answers.
 // maxConns <= 0 keeps pgx's default.
 func Open(ctx context.Context, url, schema string, maxConns int32) (*pgxpool.Pool, error) {
-	cfg, err := PoolConfig(url, schema)
+	cfg, err := ParseConfig(url, schema)
 	if err != nil {
 		return nil, err
 	}
