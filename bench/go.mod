@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/jackc/pgx/v5 v5.13.0
+	github.com/prometheus/procfs v0.22.0
 	github.com/retrysafe/retrysafe v0.0.0
 	golang.org/x/sync v0.25.0
 )
@@ -16,6 +17,7 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	go.yaml.in/yaml/v4 v4.0.0 // indirect
 	golang.org/x/oauth2 v0.38.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
 )
 
 require (

@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // On a shared machine the same point moves by tens of per cent from one
@@ -499,39 +498,20 @@ func procOf(pids []int) (procTimes, bool) {
 	var ticks, sys, flt int64
 	var wait time.Duration
 	for _, pid := range pids {
-		dir := "/proc/" + strconv.Itoa(pid)
-		raw, err := os.ReadFile(dir + "/stat")
+		proc, err := procfs.NewProc(pid)
 		if err != nil {
 			return procTimes{}, false
 		}
-		// The command is in parentheses and may hold spaces: fields count
-		// from after its closing one (minflt is field 10, utime and stime
-		// are fields 14, 15).
-		i := strings.LastIndexByte(string(raw), ')')
-		if i < 0 {
+		st, err := proc.Stat()
+		if err != nil {
 			return procTimes{}, false
 		}
-		f := strings.Fields(string(raw[i+1:]))
-		if len(f) < 13 {
-			return procTimes{}, false
-		}
-		m, err0 := strconv.ParseInt(f[7], 10, 64)
-		u, err1 := strconv.ParseInt(f[11], 10, 64)
-		s, err2 := strconv.ParseInt(f[12], 10, 64)
-		if err0 != nil || err1 != nil || err2 != nil {
-			return procTimes{}, false
-		}
-		ticks += u + s
-		sys += s
-		flt += m
-		// schedstat: time on a CPU, time waiting on a run queue (ns),
-		// timeslices.
-		if raw, err := os.ReadFile(dir + "/schedstat"); err == nil {
-			if f := strings.Fields(string(raw)); len(f) >= 2 {
-				if w, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-					wait += time.Duration(w)
-				}
-			}
+		ticks += int64(st.UTime + st.STime)
+		sys += int64(st.STime)
+		flt += int64(st.MinFlt)
+		// schedstat: time on a CPU, time waiting on a run queue.
+		if sc, err := proc.Schedstat(); err == nil {
+			wait += time.Duration(sc.WaitingNanoseconds)
 		}
 	}
 	tick := func(n int64) time.Duration { return time.Duration(n) * time.Second / clockTicks }

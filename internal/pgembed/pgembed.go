@@ -47,6 +47,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // ErrNotInstalled means no initdb/pg_ctl could be found.
@@ -466,49 +468,33 @@ func childrenOf(pid int) []int {
 		if err != nil {
 			continue
 		}
-		if st, ok := procStat(p); ok && st.ppid == pid {
+		if st, ok := procStat(p); ok && st.PPID == pid {
 			out = append(out, p)
 		}
 	}
 	return out
 }
 
-type stat struct {
-	state byte
-	ppid  int
-}
-
-// procStat reads a process's state and parent from /proc/PID/stat, whose
-// second field (the command, in parentheses) may hold spaces.
-func procStat(pid int) (stat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+// procStat reads a process's /proc/PID/stat (procfs: the command in its
+// second field may hold spaces and parentheses).
+func procStat(pid int) (procfs.ProcStat, bool) {
+	p, err := procfs.NewProc(pid)
 	if err != nil {
-		return stat{}, false
+		return procfs.ProcStat{}, false
 	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return stat{}, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 || len(f[0]) != 1 {
-		return stat{}, false
-	}
-	ppid, err := strconv.Atoi(f[1])
-	if err != nil {
-		return stat{}, false
-	}
-	return stat{state: f[0][0], ppid: ppid}, true
+	st, err := p.Stat()
+	return st, err == nil
 }
 
 // alive: the process exists and is not a zombie.
 func alive(pid int) bool {
 	st, ok := procStat(pid)
-	return ok && st.state != 'Z' && st.state != 'X'
+	return ok && st.State != "Z" && st.State != "X"
 }
 
 func isZombie(pid int) bool {
 	st, ok := procStat(pid)
-	return ok && st.state == 'Z'
+	return ok && st.State == "Z"
 }
 
 func (c *Cluster) run(ctx context.Context, name string, args ...string) ([]byte, error) {
