@@ -155,6 +155,23 @@ func (row *Row) addRefund(res RefundResult) {
 	row.addResult(RunResult{Messages: 1, KeysEqual: res.IDsEqual, Charges: res.Refunds, Lost: res.Lost, Stuck: stuck, PSPRequests: res.PSPRequests})
 }
 
+// killsAt says how each worker armed at the refund point name died and
+// how many refunds it held then, for a point left uncovered: whether the
+// worker was forced because nothing was left to settle (serve or the
+// sidecar took the chunk) or died of something else.
+func (rc *RefundCheck) killsAt(name string) string {
+	var out []string
+	for _, k := range rc.Kills {
+		if k.Scenario == "refund:"+name {
+			out = append(out, fmt.Sprintf("%s %s, held %d", k.Worker, k.How, k.RunsHit))
+		}
+	}
+	if len(out) == 0 {
+		return "none started"
+	}
+	return strings.Join(out, "; ")
+}
+
 // total sets the refund rows, in RefundPoints order, and their total,
 // and returns the points no refund reached.
 func (rc *RefundCheck) total(rows map[string]*Row) []string {
@@ -166,7 +183,7 @@ func (rc *RefundCheck) total(rows map[string]*Row) []string {
 		rc.Rows = append(rc.Rows, *row)
 		total.add(*row)
 		if !row.Covered {
-			fail = append(fail, fmt.Sprintf("refund at %s not covered (never reached)", name))
+			fail = append(fail, fmt.Sprintf("refund at %s not covered (never reached; its workers: %s)", name, rc.killsAt(name)))
 		}
 	}
 	rc.Total = total
