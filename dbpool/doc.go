@@ -36,6 +36,8 @@
 //     it in again. Nothing is set; the server's allocator is what changes.
 //
 // One round trip in all, as the synchronous_commit check alone took.
+// Configure keeps an AfterConnect the application had set and runs it
+// after that statement, on the session as configured.
 //
 // # TLS
 //
