@@ -25,9 +25,7 @@ func ParseConfig(url, schema string) (*pgxpool.Config, error) {
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "retrysafe"
 	}
-	if err := Configure(cfg, schema); err != nil {
-		return nil, err
-	}
+	configure(cfg, schema)
 	return cfg, nil
 }
 
@@ -84,6 +82,13 @@ func Configure(cfg *pgxpool.Config, schema string) error {
 	if err := migrations.ValidateSchema(schema); err != nil {
 		return err
 	}
+	configure(cfg, schema)
+	return nil
+}
+
+// configure is Configure on a configuration and a schema name already
+// checked (ParseConfig checks the name before it parses the URL).
+func configure(cfg *pgxpool.Config, schema string) {
 	path := schema + ",public"
 	after := cfg.AfterConnect
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
@@ -95,7 +100,6 @@ func Configure(cfg *pgxpool.Config, schema string) error {
 		}
 		return nil
 	}
-	return nil
 }
 
 // startSession is Configure's first statement on a new connection: it

@@ -461,15 +461,11 @@ func (c *Cluster) postmasterPID() (int, error) {
 
 // childrenOf lists the processes whose parent is pid, from /proc.
 func childrenOf(pid int) []int {
-	ents, _ := os.ReadDir("/proc")
+	procs, _ := procfs.AllProcs()
 	var out []int
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, ok := procStat(p); ok && st.PPID == pid {
-			out = append(out, p)
+	for _, p := range procs {
+		if st, err := p.Stat(); err == nil && st.PPID == pid {
+			out = append(out, p.PID)
 		}
 	}
 	return out
