@@ -129,8 +129,11 @@
 // RefundPoints (the executor's points: claimed, inside the PSP call, the
 // answer in hand, random; the turn's do not exist for a sidecar call) and
 // go, a batch at a time, to a worker armed for the point (its reconciler
-// polling ten times as often as serve's, so that it usually wins the
-// takeover), which is killed there; a plain worker then settles the rest,
+// polling fifty times as often as serve's, so that it usually wins the
+// takeover), which is killed there. When serve's reconciler took every
+// batch of a point first, a refund at a time (up to three) moves there
+// from a later point that keeps one, and the report counts them (moved).
+// A plain worker then settles the rest,
 // the sidecar is asked the same call again (it must answer completed,
 // replayed), and the PSP settles and notifies each refund. The verdict adds:
 // one refund per refund intent at the PSP, every refund request under the

@@ -49,7 +49,10 @@ type RefundCheck struct {
 	PSPCreated int `json:"refunds_created"`
 	// Notices: partial-refund notices the customers got (template
 	// reembolso_parcial).
-	Notices int            `json:"notices"`
+	Notices int `json:"notices"`
+	// Moved: refunds moved from a later point to one whose chunks all
+	// ended without reaching it (serve's reconciler took them first).
+	Moved   int            `json:"moved"`
 	Rows    []Row          `json:"rows"`
 	Total   Row            `json:"total"`
 	Kills   []Kill         `json:"kills"`
@@ -140,15 +143,37 @@ func (t *tester) refundPhase(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, name := range RefundPoints {
+	for i, name := range RefundPoints {
 		t.setPhase("refunds", name)
 		pending := byPoint[name]
+		reached := false
 		for len(pending) > 0 {
 			n := min(t.cfg.Batch, len(pending))
-			if err := t.refundBatch(ctx, refundCrashPoint(name), pending[:n]); err != nil {
+			ok, err := t.refundBatch(ctx, refundCrashPoint(name), pending[:n])
+			if err != nil {
 				return err
 			}
+			reached = reached || ok
 			pending = pending[n:]
+		}
+		// Serve's reconciler can take a whole chunk over before the armed
+		// worker does (a pass of its own landing in the worker's 20 ms
+		// between passes, about one chunk in fifty): when every chunk of
+		// the point went so, one refund at a time moves here from a later
+		// point that keeps at least one, so that the point is still met.
+		// A CI run failed so twice ("refund at action-claimed not
+		// covered"), each time on a point of a single chunk.
+		for tries := 0; !reached && len(byPoint[name]) > 0 && tries < 3; tries++ {
+			r := moveRefund(byPoint, name, RefundPoints[i+1:])
+			if r == nil {
+				break
+			}
+			rc.Moved++
+			ok, err := t.refundBatch(ctx, refundCrashPoint(name), []*RunPlan{r})
+			if err != nil {
+				return err
+			}
+			reached = ok
 		}
 	}
 	// What the kills left: a plain worker's reconciler takes it over once
@@ -240,6 +265,27 @@ func refundWithinPaid(planned, paid int64) int64 {
 	return planned
 }
 
+// moveRefund moves one refund to the point to from the one of later that
+// has the most left (the last of them on a tie), if that keeps at least
+// one there; nil when none can spare one.
+func moveRefund(byPoint map[string][]*RunPlan, to string, later []string) *RunPlan {
+	from := ""
+	for _, p := range later {
+		if len(byPoint[p]) >= 2 && len(byPoint[p]) >= len(byPoint[from]) {
+			from = p
+		}
+	}
+	if from == "" {
+		return nil
+	}
+	rs := byPoint[from]
+	r := rs[len(rs)-1]
+	byPoint[from] = rs[:len(rs)-1]
+	r.RefundScenario = to
+	byPoint[to] = append(byPoint[to], r)
+	return r
+}
+
 // pixCents is an API Pix valor ("180.00": digits, a point, two digits)
 // in centavos; 0 when it is not one.
 func pixCents(v string) int64 {
@@ -252,8 +298,8 @@ func pixCents(v string) int64 {
 }
 
 // refundBatch asks for chunk's refunds with a worker armed at p running,
-// and kills it there.
-func (t *tester) refundBatch(ctx context.Context, p CrashPoint, chunk []*RunPlan) error {
+// and kills it there; reached says whether it died at the point.
+func (t *tester) refundBatch(ctx context.Context, p CrashPoint, chunk []*RunPlan) (reached bool, err error) {
 	// The worker dies at its k-th hit, k at most half the chunk (rounded
 	// up): serve's reconciler may still take over a refund before the
 	// armed worker does (below), and the point goes uncovered only when it
@@ -267,7 +313,7 @@ func (t *tester) refundBatch(ctx context.Context, p CrashPoint, chunk []*RunPlan
 	randomKill := time.Duration(t.rng.IntN(1200)) * time.Millisecond
 	proxy, err := newPSPProxy(t.stack.PSP.Ready, proxySeed)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer proxy.Close()
 	var hosted atomic.Pointer[worker]
@@ -291,7 +337,7 @@ func (t *tester) refundBatch(ctx context.Context, p CrashPoint, chunk []*RunPlan
 	w, err := t.startWorker(ctx, "refund-"+p.Name, p.Failpoint, k, proxy,
 		"--reconcile-interval", min(20*time.Millisecond, t.cfg.Timings.ReconcileInterval/50).String())
 	if err != nil {
-		return err
+		return false, err
 	}
 	hosted.Store(w)
 
@@ -301,11 +347,10 @@ func (t *tester) refundBatch(ctx context.Context, p CrashPoint, chunk []*RunPlan
 		refs[i] = refundRef(r.Invoice)
 	}
 	if err := t.watchRefundWorker(ctx, p, w, refs, answered, randomKill); err != nil {
-		return err
+		return false, err
 	}
 	<-answered
-	t.recordRefundKill(ctx, p, w, chunk, refs)
-	return nil
+	return t.recordRefundKill(ctx, p, w, chunk, refs).atPoint(), nil
 }
 
 // askRefunds asks the sidecar for chunk's refunds at once; the channel is
@@ -365,7 +410,7 @@ func (t *tester) watchRefundWorker(ctx context.Context, p CrashPoint, w *worker,
 
 // recordRefundKill notes how the refund worker w died and which of
 // chunk's refunds it held.
-func (t *tester) recordRefundKill(ctx context.Context, p CrashPoint, w *worker, chunk []*RunPlan, refs []string) {
+func (t *tester) recordRefundKill(ctx context.Context, p CrashPoint, w *worker, chunk []*RunPlan, refs []string) Kill {
 	kill := t.killOf("refund:"+p.Name, w)
 	// The refunds the dead worker held: started, their lease its own.
 	hit := t.refundsHeldBy(ctx, refs, w.name)
@@ -379,6 +424,7 @@ func (t *tester) recordRefundKill(ctx context.Context, p CrashPoint, w *worker, 
 	}
 	t.refunds.Kills = append(t.refunds.Kills, kill)
 	t.lastKill = time.Now()
+	return kill
 }
 
 // refundsStarted counts the refunds of refs left started.

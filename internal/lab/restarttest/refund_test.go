@@ -100,3 +100,40 @@ func TestRefundWithinPaid(t *testing.T) {
 		}
 	}
 }
+
+// A refund moves to a point left unreached from the later point with the
+// most left, never taking a later point's last one, and is then counted
+// under the point it moved to.
+func TestMoveRefund(t *testing.T) {
+	t.Parallel()
+	runs := func(point string, n int) []*RunPlan {
+		var out []*RunPlan
+		for i := range n {
+			out = append(out, &RunPlan{Index: i, RefundScenario: point})
+		}
+		return out
+	}
+	byPoint := map[string][]*RunPlan{
+		"action-claimed": runs("action-claimed", 1),
+		"provider-call":  runs("provider-call", 2),
+		"random":         runs("random", 2),
+	}
+	// A tie goes to the last of later (random): it is met by any kill.
+	r := moveRefund(byPoint, "action-claimed", RefundPoints[1:])
+	if r == nil || r.RefundScenario != "action-claimed" || len(byPoint["random"]) != 1 || len(byPoint["action-claimed"]) != 2 {
+		t.Fatalf("first move: %+v, left %d at random, %d at action-claimed", r, len(byPoint["random"]), len(byPoint["action-claimed"]))
+	}
+	if r = moveRefund(byPoint, "action-claimed", RefundPoints[1:]); r == nil || len(byPoint["provider-call"]) != 1 {
+		t.Fatalf("second move: %+v, left %d at provider-call", r, len(byPoint["provider-call"]))
+	}
+	// Every later point is down to its last refund: nothing moves.
+	if r = moveRefund(byPoint, "action-claimed", RefundPoints[1:]); r != nil {
+		t.Fatalf("moved a point's last refund: %+v", r)
+	}
+	if r = moveRefund(byPoint, "random", nil); r != nil {
+		t.Fatalf("moved with no later point: %+v", r)
+	}
+	if n := len(byPoint["action-claimed"]); n != 3 {
+		t.Errorf("action-claimed has %d refunds, want 3", n)
+	}
+}

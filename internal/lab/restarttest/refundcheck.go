@@ -230,6 +230,9 @@ func (rc *RefundCheck) writeTable(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "  refunds at the PSP: %d PUTs, %d created; sidecar first answers %s, asked again %s; partial-refund notices sent %d\n",
 		rc.PSPPuts, rc.PSPCreated, countsCell(rc.SidecarFirst), countsCell(rc.SidecarReplay), rc.Notices)
+	if rc.Moved > 0 {
+		fmt.Fprintf(w, "  %d refunds moved from a later point to one whose chunks serve's reconciler had taken before the armed worker reached it\n", rc.Moved)
+	}
 	shown := 0
 	for _, res := range rc.Results {
 		if !res.Lost && res.Refunds == 1 && res.IDsEqual {

@@ -190,10 +190,14 @@ func (t *tester) scenarioRows() map[string]*Row {
 func (row *Row) countKill(k Kill) {
 	row.Kills++
 	row.Hit += k.RunsHit
-	if k.How == "failpoint" || k.How == "proxy" || k.How == "timer" {
+	if k.atPoint() {
 		row.AtPoint++
 	}
 }
+
+// atPoint reports whether the kill met its scenario's point: its
+// failpoint fired, the proxy cut the call, or the random timer ran out.
+func (k Kill) atPoint() bool { return k.How == "failpoint" || k.How == "proxy" || k.How == "timer" }
 
 // addResult adds a run of the row's scenario.
 func (row *Row) addResult(r RunResult) {
