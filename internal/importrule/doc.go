@@ -10,7 +10,7 @@
 //
 //	0 leaves      derive, migrations, internal/failpoint, internal/pgembed,
 //	              internal/strictjson, internal/problem, internal/backoff,
-//	              internal/lostconn
+//	              internal/lostconn, internal/freeport
 //	1 adapters    tools and tools/* (provider clients), dbpool,
 //	              internal/riverretry, internal/riverschema, internal/tokens,
 //	              idempotency

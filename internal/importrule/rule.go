@@ -23,6 +23,7 @@ var layers = map[string]int{
 	"internal/problem":    0,
 	"internal/backoff":    0,
 	"internal/lostconn":   0,
+	"internal/freeport":   0,
 	"internal/confcheck":  0,
 	"sandbox":             0, // doc.go only
 
@@ -104,6 +105,7 @@ var Allowed = map[[2]string]string{
 	{"server/internal/edgetest", "internal/testutil"}: "the edges' test engine keeps its logs in a locked buffer",
 
 	{"internal/lostconn", "internal/backoff"}: "a write sent again pauses as every retry does",
+	{"internal/pgembed", "internal/freeport"}: "a cluster's port is drawn below the ephemeral range, as the lab's server's is",
 
 	{"internal/outbox", "executor"}:                     "the outbox relay runs frozen keys through the executor",
 	{"internal/outbox/outboxtest", "internal/testutil"}: "it runs a job's work as a crashable queue worker (testutil.RunCrashable)",

@@ -1,6 +1,8 @@
 // Package pgembed starts a private, throwaway PostgreSQL cluster from the
 // server binaries installed on the machine: initdb into a temporary
-// directory, pg_ctl start on a free loopback port, and Stop removes it all.
+// directory, pg_ctl start on a free loopback port (internal/freeport: below
+// the kernel's ephemeral range, so that no outgoing connection takes it
+// between the pick and the start), and Stop removes it all.
 //
 // It exists so that `retrysafe demo` and friends work on a machine with
 // PostgreSQL installed but no database configured. It is never used when
@@ -36,7 +38,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -49,6 +50,8 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs"
+
+	"github.com/retrysafe/retrysafe/internal/freeport"
 )
 
 // ErrNotInstalled means no initdb/pg_ctl could be found.
@@ -285,7 +288,7 @@ func (c *Cluster) launch(ctx context.Context, port int, settings []string) error
 	for attempt := 0; ; attempt++ {
 		c.Port = port
 		if port == 0 {
-			p, err := freePort()
+			p, err := freeport.Pick()
 			if err != nil {
 				return err
 			}
@@ -515,15 +518,6 @@ func (c *Cluster) run(ctx context.Context, name string, args ...string) ([]byte,
 	err = cmd.Run()
 	text, _ := os.ReadFile(out.Name())
 	return text, err
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func fileExists(p string) bool {

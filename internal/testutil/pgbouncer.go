@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/retrysafe/retrysafe/internal/freeport"
 )
 
 // StartPgBouncer starts PgBouncer (the Debian package's binary:
@@ -38,12 +40,10 @@ func StartPgBouncer(t *testing.T, upstream, mode string) string {
 	if upPort == "" {
 		upPort = "5432"
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Pick()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 
 	// Its own directory, not t.TempDir(): a server running as another
 	// user must be able to reach it.

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"github.com/retrysafe/retrysafe/dbpool"
 	"github.com/retrysafe/retrysafe/executor/executortest"
 	"github.com/retrysafe/retrysafe/intent"
+	"github.com/retrysafe/retrysafe/internal/freeport"
 	"github.com/retrysafe/retrysafe/internal/pgembed"
 	"github.com/retrysafe/retrysafe/internal/riverschema"
 	"github.com/retrysafe/retrysafe/migrations"
@@ -152,7 +152,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (_ *Stack, err error) {
 	}
 	// The server's port is chosen first: the PSP sends its signed payment
 	// webhooks there, and the server calls the PSP.
-	servePort, err := freePort()
+	servePort, err := freeport.Pick()
 	if err != nil {
 		return nil, err
 	}
@@ -487,15 +487,6 @@ func (s *Stack) Close() {
 
 // paymentSecret signs the PSP's webhooks to the server.
 func (s *Stack) paymentSecret() string { return "whsec_" + s.Cfg.HMACKey }
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 func randHex(n int) string {
 	b := make([]byte, n)
