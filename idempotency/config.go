@@ -118,6 +118,26 @@ type Config struct {
 	// was nearest to not knowing what it did. It runs on the request's
 	// goroutine before the answer is sent, so it must be quick.
 	OnLostWrite func(LostWrite)
+
+	// OnInFlight, when set, hears each time a request finds its key held
+	// by an unfinished request with the same fingerprint: before it is
+	// answered 409, or before each pause of a route that waits
+	// (Route.Wait). For a metric of how often clients retry while the
+	// first request still runs (a client timeout shorter than the
+	// handler's, a retry storm). It runs on the request's goroutine, so it
+	// must be quick.
+	OnInFlight func(InFlight)
+}
+
+// InFlight is a request that found its key's first request unfinished.
+type InFlight struct {
+	// Operation is the route's (Route.Operation).
+	Operation string
+	// Round counts the request's tries of the key, from 1.
+	Round int
+	// Waiting is true when the request waits and polls again (the route's
+	// Route.Wait is not spent), false when it is answered 409.
+	Waiting bool
 }
 
 // The writes a LostWrite names.

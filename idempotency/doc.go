@@ -41,7 +41,8 @@
 //   - the same fingerprint, still running (a concurrent duplicate): 409
 //     with Retry-After (Config.RetryAfter), or, when the route sets
 //     Route.Wait, the first request's answer once it finishes within that
-//     bound.
+//     bound. Config.OnInFlight hears each such find (for a metric of
+//     retries that overtake their first request).
 //   - another fingerprint: 422, nothing executed.
 //   - a missing key (unless Route.KeyOptional), an invalid one or an
 //     unreadable body: 400; no tenant: 401; a body over

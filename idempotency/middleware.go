@@ -192,7 +192,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if out == answered {
 			return
 		}
-		if h.route.Wait <= 0 || time.Until(deadline) <= 0 {
+		waiting := h.route.Wait > 0 && time.Until(deadline) > 0
+		if cfg.OnInFlight != nil {
+			cfg.OnInFlight(InFlight{Operation: h.route.Operation, Round: round, Waiting: waiting})
+		}
+		if !waiting {
 			writeError(w, &InFlightError{RetryAfter: cfg.RetryAfter})
 			return
 		}

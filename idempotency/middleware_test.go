@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -238,9 +239,12 @@ func TestHandlerPanicRollsBack(t *testing.T) {
 // Retry-After, in both modes, and the first one's answer afterwards.
 func TestInFlightIs409(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, 4, idempotency.Config{LockTimeout: 20 * time.Millisecond})
+	var heard []idempotency.InFlight // the duplicate runs on its subtest's goroutine, which alone reads it
+	e := newEnv(t, 4, idempotency.Config{LockTimeout: 20 * time.Millisecond,
+		OnInFlight: func(f idempotency.InFlight) { heard = append(heard, f) }})
 	for _, mode := range []string{"transactional", "reservation"} {
 		t.Run(mode, func(t *testing.T) {
+			heard = nil
 			entered, release := make(chan struct{}), make(chan struct{})
 			var h http.Handler
 			if mode == "transactional" {
@@ -262,6 +266,9 @@ func TestInFlightIs409(t *testing.T) {
 			<-entered
 			dup := do(h, "acme", "busy", `{"amount":7}`)
 			mustProblem(t, dup, http.StatusConflict)
+			if want := []idempotency.InFlight{{Operation: mode, Round: 1}}; !slices.Equal(heard, want) {
+				t.Errorf("OnInFlight heard %+v, want %+v", heard, want)
+			}
 			if dup.header.Get("Retry-After") != "1" {
 				t.Errorf("Retry-After %q", dup.header.Get("Retry-After"))
 			}
@@ -276,33 +283,50 @@ func TestInFlightIs409(t *testing.T) {
 }
 
 // With Route.Wait a duplicate waits for the first answer instead of 409.
+// The first request's handler goes on only once the duplicate has found
+// the key held and chosen to wait (Config.OnInFlight), so the duplicate's
+// replay can only come from waiting, however slow the machine.
 func TestWaitForTheFirstRequest(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, 2, idempotency.Config{LockTimeout: 10 * time.Millisecond, PollInterval: 5 * time.Millisecond})
+	inFlight := map[string]chan idempotency.InFlight{
+		"transactional": make(chan idempotency.InFlight, 1),
+		"reservation":   make(chan idempotency.InFlight, 1),
+	}
+	e := newEnv(t, 2, idempotency.Config{LockTimeout: 10 * time.Millisecond, PollInterval: 5 * time.Millisecond,
+		OnInFlight: func(f idempotency.InFlight) {
+			select { // the first one is enough; later polls need not be heard
+			case inFlight[f.Operation] <- f:
+			default:
+			}
+		}})
 	for _, mode := range []string{"transactional", "reservation"} {
 		t.Run(mode, func(t *testing.T) {
-			entered := make(chan struct{})
+			entered, release := make(chan struct{}), make(chan struct{})
 			rt := idempotency.Route{Operation: mode, Wait: 10 * time.Second}
 			var h http.Handler
 			if mode == "transactional" {
 				h = e.mw.Transactional(rt, func(w http.ResponseWriter, r *http.Request, tx pgx.Tx) {
 					close(entered)
-					time.Sleep(300 * time.Millisecond)
+					<-release
 					effectTx(w, r, tx)
 				})
 			} else {
 				inner := effectPlain(e.pool)
 				h = e.mw.Reservation(rt, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					close(entered)
-					time.Sleep(300 * time.Millisecond)
+					<-release
 					inner.ServeHTTP(w, r)
 				}))
 			}
-			firstDone := make(chan result)
+			firstDone, dupDone := make(chan result), make(chan result)
 			go func() { firstDone <- do(h, "acme", "wait", `{"amount":9}`) }()
 			<-entered
-			dup := do(h, "acme", "wait", `{"amount":9}`)
-			first := <-firstDone
+			go func() { dupDone <- do(h, "acme", "wait", `{"amount":9}`) }()
+			if f := <-inFlight[mode]; !f.Waiting || f.Round != 1 {
+				t.Errorf("the duplicate's first try: %+v, want round 1, waiting", f)
+			}
+			close(release)
+			first, dup := <-firstDone, <-dupDone
 			if first.status != http.StatusCreated || dup.status != http.StatusCreated || !dup.replayed || dup.body != first.body {
 				t.Fatalf("first %+v, waiting duplicate %+v", first, dup)
 			}

@@ -285,7 +285,11 @@ func TestPixChargeFailureClasses(t *testing.T) {
 			t.Errorf("fault %d: class %+v, want %s (err %v)", c.fault, te, c.class, err)
 		}
 		if c.fault == toolstest.Slow {
-			time.Sleep(2 * psp.SlowDelay)
+			// It acts SlowDelay after the request, long after the client
+			// gave up: wait for that charge, not for a guess of its time.
+			for deadline := time.Now().Add(psp.SlowDelay + 10*time.Second); psp.CountKey(key) < c.acted && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
 		}
 		if got := psp.CountKey(key); got != c.acted {
 			t.Errorf("fault %d: provider acted %d times, want %d", c.fault, got, c.acted)

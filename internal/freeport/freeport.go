@@ -9,31 +9,31 @@ import (
 	"strings"
 )
 
-// Low is the lowest port Pick draws: under it are the well-known and
+// low is the lowest port Pick draws: under it are the well-known and
 // commonly configured service ports.
-const Low = 10000
+const low = 10000
 
 // rangeFile is where Linux keeps the ephemeral range ("32768\t60999").
 var rangeFile = "/proc/sys/net/ipv4/ip_local_port_range"
 
 // Pick returns a port on 127.0.0.1 that nothing listens on, drawn from
-// [Low, the ephemeral range's first port), or from the ephemeral range by
+// [low, the ephemeral range's first port), or from the ephemeral range by
 // listening on port 0 where there is no room below it (or no /proc).
 func Pick() (int, error) {
 	hi := ephemeralLow()
-	if hi-Low < 1000 {
+	if hi-low < 1000 {
 		return listenZero()
 	}
 	var err error
 	for range 64 {
-		p := Low + rand.IntN(hi-Low)
+		p := low + rand.IntN(hi-low)
 		var l net.Listener
 		if l, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
 			l.Close()
 			return p, nil
 		}
 	}
-	return 0, fmt.Errorf("freeport: no free port in [%d, %d) after 64 draws: %w", Low, hi, err)
+	return 0, fmt.Errorf("freeport: no free port in [%d, %d) after 64 draws: %w", low, hi, err)
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range, 0 when

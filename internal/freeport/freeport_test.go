@@ -20,8 +20,8 @@ func TestPickBelowTheEphemeralRange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if hi-Low >= 1000 && (p < Low || p >= hi) {
-			t.Fatalf("port %d outside [%d, %d)", p, Low, hi)
+		if hi-low >= 1000 && (p < low || p >= hi) {
+			t.Fatalf("port %d outside [%d, %d)", p, low, hi)
 		}
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
 		if err != nil {
