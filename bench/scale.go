@@ -35,6 +35,9 @@ type scaleResult struct {
 	// side's (warmSides).
 	Warmup      []warmStep `json:"warmup,omitempty"`
 	EmptyWarmup []warmStep `json:"empty_warmup,omitempty"`
+	// Checkpoint is the server's next checkpoint against the rounds:
+	// whether one was forced before them, and how many began during them.
+	Checkpoint *checkpointRoom `json:"checkpoint,omitempty"`
 	// Pair is the preloaded tables' rate over the empty ones', per round.
 	Pair   *pairStat   `json:"pair,omitempty"`
 	Purges []*purgeRun `json:"purges,omitempty"`
@@ -169,9 +172,16 @@ func (b *bench) scalePair(ctx context.Context, db *database, sr *scaleResult) ([
 	slots := []*slot{empty, full}
 	defer b.dropSlots(slots)
 	if b.cfg.scaleWarmup > 0 {
-		sr.EmptyWarmup, sr.Warmup = b.warmSides(ctx, empty, full, callers, conns, b.cfg.scaleWarmup)
+		sr.EmptyWarmup, sr.Warmup, sr.Checkpoint = b.warmSides(ctx, empty, full, callers, conns, b.cfg.scaleWarmup)
 	}
+	ck0, ckErr := db.srv.checkpointState(ctx)
 	b.rounds(ctx, slots, callers)
+	if ck1, err := db.srv.checkpointState(ctx); err == nil && ckErr == nil {
+		if sr.Checkpoint == nil {
+			sr.Checkpoint = &checkpointRoom{}
+		}
+		sr.Checkpoint.InRounds = ck1.Begun - ck0.Begun
+	}
 	closeKept(slots)
 	rows := []*result{b.pooled(ctx, empty, callers, conns), b.pooled(ctx, full, callers, conns)}
 	for _, r := range rows {
@@ -262,7 +272,10 @@ const emptyWarmup = 5 * time.Second
 // a few seconds (emptyWarmup, or d when shorter), which keeps them
 // nearly empty (about 10,000 rows at 2,000 executions a second; its
 // slices add as many).
-func (b *bench) warmSides(ctx context.Context, empty, full *slot, callers, conns int, d time.Duration) (emptySteps, fullSteps []warmStep) {
+//
+// Then it makes room for the rounds before the server's next checkpoint
+// (roomForRounds).
+func (b *bench) warmSides(ctx context.Context, empty, full *slot, callers, conns int, d time.Duration) (emptySteps, fullSteps []warmStep, room *checkpointRoom) {
 	// The empty side first: its backends' flush timers run out during the
 	// longer warm-up of the other.
 	for _, w := range []struct {
@@ -273,8 +286,14 @@ func (b *bench) warmSides(ctx context.Context, empty, full *slot, callers, conns
 		if w.s.err != nil {
 			continue
 		}
-		if *w.steps, w.s.err = b.warm(ctx, w.s, callers, conns, w.d); w.s.err != nil {
+		if *w.steps, w.s.err = b.warm(ctx, w.s, callers, conns, w.d, warmChunk, 0, "warming"); w.s.err != nil {
 			w.s.err = fmt.Errorf("warm-up: %w", w.s.err)
+		}
+	}
+	if empty.err == nil && full.err == nil {
+		var err error
+		if room, err = b.roomForRounds(ctx, full, callers, conns, d, emptySteps, fullSteps); err != nil {
+			full.err = fmt.Errorf("before the rounds: %w", err)
 		}
 	}
 	for _, s := range []*slot{empty, full} {
@@ -282,31 +301,79 @@ func (b *bench) warmSides(ctx context.Context, empty, full *slot, callers, conns
 			s.err = b.countFrom(ctx, s) // the rounds count from here
 		}
 	}
-	return emptySteps, fullSteps
+	return emptySteps, fullSteps, room
+}
+
+// roomForRounds checks that the rounds can run before the server's next
+// checkpoint begins (checkpointState), at the rate and WAL per operation
+// of the warm-up's last part on either side; when they cannot, it runs a
+// CHECKPOINT now and first executions on the preloaded side until they
+// log few whole pages again (at most d), so that the rounds measure the
+// tables between checkpoints on both sides, as the 10M-row point's
+// server settings (checkpoint_timeout 30min, max_wal_size 16GB) make
+// them do, and what the checkpoint cost is reported on its own.
+func (b *bench) roomForRounds(ctx context.Context, full *slot, callers, conns int, d time.Duration, emptySteps, fullSteps []warmStep) (*checkpointRoom, error) {
+	need := time.Duration(b.cfg.rounds) * 2 * (b.cfg.slice + b.cfg.sliceWarmup)
+	var walPerSec float64
+	for _, steps := range [][]warmStep{emptySteps, fullSteps} {
+		if n := len(steps); n > 0 {
+			walPerSec = max(walPerSec, steps[n-1].Rate*steps[n-1].WALPerOp)
+		}
+	}
+	r := &checkpointRoom{NeedWAL: walPerSec * need.Seconds(), NeedSeconds: need.Seconds()}
+	st, err := full.db.srv.checkpointState(ctx)
+	if err != nil {
+		// A server that will not say (a role without pg_read_all_settings,
+		// say) is measured as before, its rounds wherever they fall.
+		b.logf("  before the rounds: %v; no room made for the rounds", err)
+		return nil, nil
+	}
+	r.WALLeft, r.TimeLeft = st.WALLeft, st.TimeLeft.Seconds()
+	if st.roomFor(r.NeedWAL, need) {
+		b.logf("  before the rounds: %s", r.text())
+		return r, nil
+	}
+	r.Forced = true
+	if err := full.db.srv.checkpoint(ctx); err != nil {
+		return r, fmt.Errorf("CHECKPOINT: %w", err)
+	}
+	if r.After, err = b.warm(ctx, full, callers, conns, d, afterCheckpointChunk, afterCheckpointFPI, "after a CHECKPOINT,"); err != nil {
+		return r, err
+	}
+	b.logf("  before the rounds: %s", r.text())
+	return r, nil
 }
 
 // warm runs first executions on s for d, in parts of warmChunk, each
 // logged. A slot that keeps its pools keeps the warm-up's: its rounds run
 // on the backends the warm-up ran on.
-func (b *bench) warm(ctx context.Context, s *slot, callers, conns int, d time.Duration) ([]warmStep, error) {
-	op, stop, err := s.w.start(ctx, s.db, conns)
-	if err != nil {
-		return nil, err
-	}
-	if s.keep {
-		s.op, s.stop = op, stop
-	} else {
-		defer stop()
+//
+// After a checkpoint it runs in parts of chunk until one logs fewer than
+// stopFPI full-page images per operation (0: the whole of d), on the
+// pool a kept slot already holds.
+func (b *bench) warm(ctx context.Context, s *slot, callers, conns int, d, chunk time.Duration, stopFPI float64, label string) ([]warmStep, error) {
+	op := s.op
+	if op == nil {
+		var stop func()
+		var err error
+		if op, stop, err = s.w.start(ctx, s.db, conns); err != nil {
+			return nil, err
+		}
+		if s.keep {
+			s.op, s.stop = op, stop
+		} else {
+			defer stop()
+		}
 	}
 	var steps []warmStep
 	began := time.Now()
-	for left := d; left > 0 && ctx.Err() == nil; left -= warmChunk {
+	for left := d; left > 0 && ctx.Err() == nil; left -= chunk {
 		k0, err := s.db.counters(ctx)
 		if err != nil {
 			return steps, err
 		}
 		base := s.issued
-		sm := measure(ctx, callers, 0, min(left, warmChunk), func(ctx context.Context, w int, i int64) (toolSpan, error) {
+		sm := measure(ctx, callers, 0, min(left, chunk), func(ctx context.Context, w int, i int64) (toolSpan, error) {
 			return op(ctx, w, base+i)
 		})
 		s.issued += sm.Total
@@ -320,7 +387,10 @@ func (b *bench) warm(ctx context.Context, s *slot, callers, conns int, d time.Du
 		n := float64(max(sm.Total, 1))
 		st := warmStep{Seconds: time.Since(began).Seconds(), Rate: sm.rate(), FPIPerOp: float64(k1.fpi-k0.fpi) / n, WALPerOp: float64(k1.wal-k0.wal) / n}
 		steps = append(steps, st)
-		b.logf("  warming %s: %3.0fs, %5.0f ops/s, %.2f full-page images/op, %5.0f WAL B/op", s.w.name, st.Seconds, st.Rate, st.FPIPerOp, st.WALPerOp)
+		b.logf("  %s %s: %3.0fs, %5.0f ops/s, %.2f full-page images/op, %5.0f WAL B/op", label, s.w.name, st.Seconds, st.Rate, st.FPIPerOp, st.WALPerOp)
+		if stopFPI > 0 && st.FPIPerOp < stopFPI {
+			break
+		}
 	}
 	return steps, nil
 }

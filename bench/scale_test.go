@@ -109,13 +109,8 @@ func TestScaleRoundsKeepTheWarmUpPools(t *testing.T) {
 	}
 	b, log, ctx, db, _, _ := preloadedBench(t, "bench_scale_warm_", "--scale-rows", "2000", "--slice", "100ms")
 	cfg := b.cfg
-	empty, full := b.scaleSlots(ctx, db, 2000)
+	empty, full := scaleSlotsFor(t, b, ctx, db, 2000)
 	slots := []*slot{empty, full}
-	defer b.dropSlots(slots)
-	defer closeKept(slots)
-	if empty.err != nil || full.err != nil {
-		t.Fatal(empty.err, full.err)
-	}
 	// An autovacuum worker would move the counters too, whenever it
 	// likes: what is checked here is the pools' backends.
 	for _, s := range slots {
@@ -131,9 +126,12 @@ func TestScaleRoundsKeepTheWarmUpPools(t *testing.T) {
 	}
 	// Longer than PostgreSQL's shortest flush interval (a second), so that
 	// the backends hold statistics they have not flushed when it ends.
-	emptySteps, fullSteps := b.warmSides(ctx, empty, full, 2, 2, 3*time.Second)
+	emptySteps, fullSteps, room := b.warmSides(ctx, empty, full, 2, 2, 3*time.Second)
 	if empty.err != nil || full.err != nil || len(emptySteps) != 1 || len(fullSteps) != 1 || emptySteps[0].Rate <= 0 || fullSteps[0].Rate <= 0 {
 		t.Fatalf("warm-up: %+v %+v, %v %v\n%s", emptySteps, fullSteps, empty.err, full.err, log.String())
+	}
+	if room == nil || room.NeedWAL <= 0 || room.NeedSeconds <= 0 {
+		t.Fatalf("no room made for the rounds: %+v\n%s", room, log.String())
 	}
 	warmed := make([][]int, len(slots))
 	for i, s := range slots {
@@ -161,6 +159,77 @@ func TestScaleRoundsKeepTheWarmUpPools(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Rounds that would outlast the server's next checkpoint get a CHECKPOINT
+// before them, and the preloaded side runs on the pool the rounds keep
+// until it logs few whole pages again.
+func TestRoomForRoundsForcesACheckpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL; -short skips it")
+	}
+	b, log, ctx, db, _, _ := preloadedBench(t, "bench_scale_ckpt_", "--scale-rows", "2000", "--slice", "100ms")
+	_, full := scaleSlotsFor(t, b, ctx, db, 2000)
+	before, err := db.srv.checkpointState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.TimeLeft <= 0 || before.TimeLeft > time.Hour || before.WALLeft > 1<<40 {
+		t.Fatalf("checkpoint state: %+v", before)
+	}
+	// More rounds than the time left before checkpoint_timeout holds.
+	b.cfg.rounds = int(before.TimeLeft/(2*(b.cfg.slice+b.cfg.sliceWarmup))) + 1
+	room, err := b.roomForRounds(ctx, full, 2, 2, 10*time.Second, nil, nil)
+	if err != nil || room == nil || !room.Forced || len(room.After) == 0 || room.After[0].Rate <= 0 {
+		t.Fatalf("room %+v, %v\n%s", room, err, log.String())
+	}
+	if last := room.After[len(room.After)-1]; last.FPIPerOp >= afterCheckpointFPI && last.Seconds < 10 {
+		t.Errorf("stopped at %+v, before the full-page images fell under %.2f/op or the time ran out", last, afterCheckpointFPI)
+	}
+	after, err := db.srv.checkpointState(ctx)
+	if err != nil || after.Begun <= before.Begun {
+		t.Fatalf("no checkpoint began: %+v then %+v (%v)", before, after, err)
+	}
+	if full.op == nil || full.stop == nil {
+		t.Error("the preloaded side's pool was not kept for the rounds")
+	}
+	if !strings.Contains(room.text(), "so a CHECKPOINT ran before them") {
+		t.Errorf("report line: %s", room.text())
+	}
+}
+
+func TestCheckpointRoomFor(t *testing.T) {
+	t.Parallel()
+	st := checkpointState{WALLeft: 300e6, TimeLeft: 60 * time.Second}
+	for _, c := range []struct {
+		wal  float64
+		d    time.Duration
+		want bool
+	}{
+		{100e6, 20 * time.Second, true},
+		{250e6, 20 * time.Second, false}, // 1.5 x 250 MB > 300 MB
+		{100e6, 45 * time.Second, false}, // 1.5 x 45 s > 60 s
+		{0, 0, true},
+	} {
+		if got := st.roomFor(c.wal, c.d); got != c.want {
+			t.Errorf("roomFor(%.0f, %v) = %v, want %v", c.wal, c.d, got, c.want)
+		}
+	}
+	if got := (checkpointState{WALLeft: -5e6, TimeLeft: -time.Second}).roomFor(0, 0); got {
+		t.Error("a checkpoint overdue leaves room")
+	}
+}
+
+// scaleSlotsFor is b.scaleSlots, closed and dropped when the test ends.
+func scaleSlotsFor(t *testing.T, b *bench, ctx context.Context, db *database, rows int) (empty, full *slot) {
+	t.Helper()
+	empty, full = b.scaleSlots(ctx, db, rows)
+	slots := []*slot{empty, full}
+	t.Cleanup(func() { closeKept(slots); b.dropSlots(slots) })
+	if empty.err != nil || full.err != nil {
+		t.Fatal(empty.err, full.err)
+	}
+	return empty, full
 }
 
 // preloadedBench is a --quick bench with args, its scale database (named

@@ -35,6 +35,13 @@ func (rep *report) scaleSection(sb *strings.Builder) {
 	if len(sc.EmptyWarmup) > 0 {
 		fmt.Fprintf(sb, "- warm-up of the empty side's pool before it (so that neither side's rounds begin on new backends): %s\n", warmText(sc.EmptyWarmup))
 	}
+	if ck := sc.Checkpoint; ck != nil {
+		if ck.NeedSeconds > 0 {
+			fmt.Fprintf(sb, "- the server's next checkpoint: %s\n", ck.text())
+		} else {
+			fmt.Fprintf(sb, "- checkpoints begun during the rounds: %d\n", ck.InRounds)
+		}
+	}
 	if p := sc.Pair; p != nil {
 		fmt.Fprintf(sb, "- first executions on the preloaded tables / on empty ones, %d callers, paired slices (each side keeps one pool across its slices, its warm-up's when it had one): %s\n", sc.Callers, p.text(""))
 	}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// checkpointState is what the server says of its checkpoints: how many
+// have begun, and how much WAL and time are left before the next one
+// begins on its own.
+//
+// Why the scale pair needs it: the first change to an index page after a
+// checkpoint logs the whole page, and the ledger's key indexes take
+// random keys, so after a checkpoint nearly every first execution on 1M
+// rows logs two or three whole pages until most of those indexes' pages
+// have been logged once (0.52 to 0.57 full-page images per execution in
+// the first 10 s after the preload's checkpoint, 0.00 to 0.03 in the next,
+// 2026-12-06), while the empty side's small indexes are logged whole in a
+// moment. On the shared server (max_wal_size 1GB) the warm-up writes
+// about as much WAL as a checkpoint is triggered by, so the next
+// checkpoint began at the start of the rounds or inside them in two runs
+// of three on a host with fast commits (0.66 and 0.67 full-page images
+// per execution on the 1M side in the rounds, 0.03 and 0.04 on the empty
+// side; the ratio 0.83 and 0.84, and 0.95 in the run whose checkpoint
+// came during the warm-up). Where the rounds fell was chance; a
+// checkpoint's cost is reported apart (checkpointRoom).
+type checkpointState struct {
+	Begun int64 // checkpoints begun since the statistics' reset: timed and requested
+	// WALLeft is the WAL the server can still write before it requests a
+	// checkpoint (max_wal_size / (1 + checkpoint_completion_target), less
+	// a segment, from the last checkpoint's redo point); TimeLeft the time
+	// before checkpoint_timeout begins one.
+	WALLeft  float64
+	TimeLeft time.Duration
+}
+
+// checkpointStateSQL reads checkpointState's fields, begun standing for
+// the count of checkpoints begun: pg_stat_bgwriter's on PostgreSQL 15 and
+// 16, pg_stat_checkpointer's from 17 on. pg_control_checkpoint and
+// CHECKPOINT need a superuser or pg_checkpoint, as the preload's settle
+// does already.
+func checkpointStateSQL(serverVersionNum int) string {
+	begun := `SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter`
+	if serverVersionNum >= 170000 {
+		begun = `SELECT num_timed + num_requested FROM pg_stat_checkpointer`
+	}
+	return `SELECT (` + begun + `),
+	(SELECT setting::float8 * 1024 * 1024 FROM pg_settings WHERE name = 'max_wal_size')
+		/ (1 + current_setting('checkpoint_completion_target')::float8)
+		- (SELECT setting::float8 FROM pg_settings WHERE name = 'wal_segment_size')
+		- pg_wal_lsn_diff(pg_current_wal_insert_lsn(), c.redo_lsn),
+	(SELECT setting::float8 FROM pg_settings WHERE name = 'checkpoint_timeout')
+		- extract(epoch FROM now() - c.checkpoint_time)
+FROM pg_control_checkpoint() c`
+}
+
+func (s *server) checkpointState(ctx context.Context) (checkpointState, error) {
+	c, err := s.admin(ctx)
+	if err != nil {
+		return checkpointState{}, err
+	}
+	defer c.Close(ctx)
+	var num int
+	if err := c.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&num); err != nil {
+		return checkpointState{}, err
+	}
+	var st checkpointState
+	var secs float64
+	if err := c.QueryRow(ctx, checkpointStateSQL(num)).Scan(&st.Begun, &st.WALLeft, &secs); err != nil {
+		return checkpointState{}, fmt.Errorf("checkpoint state: %w", err)
+	}
+	st.TimeLeft = time.Duration(secs * float64(time.Second))
+	return st, nil
+}
+
+func (s *server) checkpoint(ctx context.Context) error {
+	c, err := s.admin(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	_, err = c.Exec(ctx, `CHECKPOINT`)
+	return err
+}
+
+// roomFor reports whether st leaves room for work that writes wal bytes
+// over d without a checkpoint beginning, with half as much again to spare.
+func (st checkpointState) roomFor(wal float64, d time.Duration) bool {
+	return st.WALLeft > 1.5*wal && st.TimeLeft > d+d/2
+}
+
+// checkpointRoom is what the scale pair did about the server's next
+// checkpoint before its rounds.
+type checkpointRoom struct {
+	// Need is the WAL the rounds were expected to write (the warm-up's
+	// last rate and WAL per operation over the rounds' length); WALLeft
+	// and TimeLeft what the server had left after the warm-up.
+	NeedWAL     float64 `json:"need_wal_bytes"`
+	NeedSeconds float64 `json:"need_seconds"`
+	WALLeft     float64 `json:"wal_left_bytes"`
+	TimeLeft    float64 `json:"time_left_seconds"`
+	// Forced says a CHECKPOINT was run because that was not enough; After
+	// is the preloaded side's first executions after it, until they logged
+	// few whole pages again (the checkpoint's cost, unmeasured by the
+	// rounds).
+	Forced bool       `json:"forced"`
+	After  []warmStep `json:"after,omitempty"`
+	// InRounds counts the checkpoints that began during the rounds all
+	// the same.
+	InRounds int64 `json:"checkpoints_in_rounds"`
+}
+
+// afterCheckpointChunk is how long each logged part of the first
+// executions after a forced checkpoint runs, and afterCheckpointFPI the
+// full-page images per execution under which they stop.
+const (
+	afterCheckpointChunk = 2 * time.Second
+	afterCheckpointFPI   = 0.05
+)
+
+// text is the room's line in the report.
+func (r *checkpointRoom) text() string {
+	s := fmt.Sprintf("the rounds needed about %.0f MB of WAL and %.0f s; the server had %.0f MB and %.0f s left before its next checkpoint",
+		r.NeedWAL/1e6, r.NeedSeconds, max(r.WALLeft, 0)/1e6, max(r.TimeLeft, 0))
+	if r.Forced {
+		s += "; so a CHECKPOINT ran before them, and first executions on the preloaded tables went on until they logged few whole pages again: " + warmText(r.After)
+	} else {
+		s += ": no checkpoint forced"
+	}
+	if r.InRounds > 0 {
+		s += fmt.Sprintf("; %d checkpoint(s) began during the rounds all the same", r.InRounds)
+	} else {
+		s += "; none began during the rounds"
+	}
+	return s
+}
