@@ -23,8 +23,9 @@ import (
 // of three on a host with fast commits (0.66 and 0.67 full-page images
 // per execution on the 1M side in the rounds, 0.03 and 0.04 on the empty
 // side; the ratio 0.83 and 0.84, and 0.95 in the run whose checkpoint
-// came during the warm-up). Where the rounds fell was chance; a
-// checkpoint's cost is reported apart (checkpointRoom).
+// came during the warm-up). Where the rounds fell was chance; now they
+// begin after a checkpoint's burst, which is reported apart
+// (roomForRounds, checkpointRoom).
 type checkpointState struct {
 	Begun int64 // checkpoints begun since the statistics' reset: timed and requested
 	// WALLeft is the WAL the server can still write before it requests a
@@ -106,6 +107,10 @@ type checkpointRoom struct {
 	// rounds).
 	Forced bool       `json:"forced"`
 	After  []warmStep `json:"after,omitempty"`
+	// AfterWALLeft is the WAL the server had left before its next
+	// checkpoint once those first executions ended: the pages they logged
+	// whole came out of it.
+	AfterWALLeft float64 `json:"after_wal_left_bytes,omitempty"`
 	// InRounds counts the checkpoints that began during the rounds all
 	// the same.
 	InRounds int64 `json:"checkpoints_in_rounds"`
@@ -125,6 +130,7 @@ func (r *checkpointRoom) text() string {
 		r.NeedWAL/1e6, r.NeedSeconds, max(r.WALLeft, 0)/1e6, max(r.TimeLeft, 0))
 	if r.Forced {
 		s += "; so a CHECKPOINT ran before them, and first executions on the preloaded tables went on until they logged few whole pages again: " + warmText(r.After)
+		s += fmt.Sprintf("; which left %.0f MB", max(r.AfterWALLeft, 0)/1e6)
 	} else {
 		s += ": no checkpoint forced"
 	}
