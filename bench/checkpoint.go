@@ -13,9 +13,9 @@ import (
 // Why the scale pair needs it: the first change to an index page after a
 // checkpoint logs the whole page, and the ledger's key indexes take
 // random keys, so after a checkpoint nearly every first execution on 1M
-// rows logs two or three whole pages until most of those indexes' pages
-// have been logged once (0.52 to 0.57 full-page images per execution in
-// the first 10 s after the preload's checkpoint, 0.00 to 0.03 in the next,
+// rows logs one or two whole pages until most of those indexes' pages
+// have been logged once (0.48 to 0.57 full-page images per execution in
+// the first 10 s after the preload's checkpoint, 0.01 to 0.03 in the next,
 // 2026-12-06), while the empty side's small indexes are logged whole in a
 // moment. On the shared server (max_wal_size 1GB) the warm-up writes
 // about as much WAL as a checkpoint is triggered by, so the next
