@@ -313,7 +313,7 @@ func (rep *report) checkTargets() {
 			// random-key indexes after it logged the whole page.
 			bound = fmt.Sprintf("%d checkpoint(s) began during the rounds", ck.InRounds)
 			if f := rep.find("retrysafe", scaleName(sc.Rows), sc.Callers); f != nil {
-				if e := rep.find("retrysafe", "first execution, 0 rows", sc.Callers); e != nil {
+				if e := rep.find("retrysafe", scaleName(0), sc.Callers); e != nil {
 					bound += fmt.Sprintf(": full-page images per execution %.2f on the preloaded tables, %.2f on empty ones", f.FPIPerOp, e.FPIPerOp)
 				}
 			}

@@ -235,7 +235,7 @@ type warmStep struct {
 // on empty tables; 2026-12-02), which measured connection churn more than
 // table size.
 func (b *bench) scaleSlots(ctx context.Context, db *database, rows int) (empty, full *slot) {
-	empty = b.newSlot(ctx, b.rsFirstWorkloadOver("first execution, 0 rows", func(ctx context.Context, db *database) error {
+	empty = b.newSlot(ctx, b.rsFirstWorkloadOver(scaleName(0), func(ctx context.Context, db *database) error {
 		if err := migrated(ctx, db); err != nil {
 			return err
 		}

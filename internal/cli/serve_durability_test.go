@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/retrysafe/retrysafe/internal/freeport"
 	"github.com/retrysafe/retrysafe/internal/pgtest"
 	"github.com/retrysafe/retrysafe/internal/testutil"
 	"github.com/retrysafe/retrysafe/server/sidecar"
@@ -61,12 +63,13 @@ func TestServeMetricsAddr(t *testing.T) {
 	bin := buildBinary(t)
 	dbURL := pgtest.URL(t)
 	suffix := randSuffix()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// The metrics port is named before the server starts: drawn below the
+	// ephemeral range, where no other test's connection takes it first.
+	mport, err := freeport.Pick()
 	if err != nil {
 		t.Fatal(err)
 	}
-	maddr := ln.Addr().String()
-	ln.Close()
+	maddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(mport))
 	side := testutil.StartProc(t, bin, []string{
 		"DATABASE_URL=" + dbURL,
 		"RETRYSAFE_API_TOKENS=tenant-a=ma-token-a",
