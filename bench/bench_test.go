@@ -314,6 +314,84 @@ func TestVerdictsFromTheIQR(t *testing.T) {
 	}
 }
 
+// The scale target names the server's shared buffers when the preloaded
+// side's key indexes do not fit in them, with both sides' reads, and says
+// nothing of them when they fit or the setting is unknown.
+func TestScaleTargetNamesSharedBuffers(t *testing.T) {
+	pair := newPair("x", 32, []float64{0.80, 0.82, 0.86, 0.90})
+	sizes := &ledgerSizes{Intents: 1_000_000, Rels: []relSize{
+		{Table: "intents", Name: "intents", Kind: "heap", Bytes: 237 << 20},
+		{Table: "intents", Name: "intents_pkey", Kind: "index", Bytes: 85 << 20},
+		{Table: "intents", Name: "intents_idem_key_tenant_id_key", Kind: "index", Bytes: 118 << 20},
+		{Table: "actions", Name: "actions_pkey", Kind: "index", Bytes: 184 << 20},
+		{Table: "actions", Name: "actions_started_lease_idx", Kind: "index", Bytes: 900 << 20}, // not a key index
+	}}
+	bound := func(sharedBuffers string, sz *ledgerSizes) string {
+		rep := &report{
+			Machine: machine{Postgres: map[string]string{"shared_buffers": sharedBuffers}},
+			Scale:   &scaleResult{Rows: 1_000_000, Callers: 32, Pair: &pair, Sizes: sz},
+			Results: []*result{{System: "retrysafe", Workload: scaleName(1_000_000), Callers: 32, BlocksReadPerOp: 1.5},
+				{System: "retrysafe", Workload: scaleName(0), Callers: 32, BlocksReadPerOp: 0.3}},
+		}
+		rep.checkTargets()
+		if len(rep.Targets) != 1 {
+			t.Fatalf("targets: %+v", rep.Targets)
+		}
+		return rep.Targets[0].Bound
+	}
+	want := "the preloaded side's key indexes (387 MB) are 3.0 times shared_buffers (128 MB): " +
+		"blocks read from outside them per execution 1.5 on the preloaded tables, 0.3 on empty ones"
+	if got := bound("128MB", sizes); got != want {
+		t.Errorf("128MB: bound %q, want %q", got, want)
+	}
+	if got := bound("131072kB", sizes); got != want {
+		t.Errorf("131072kB: bound %q, want %q", got, want)
+	}
+	for _, sb := range []string{"1GB", "", "16384", "0MB"} {
+		if got := bound(sb, sizes); got != "" {
+			t.Errorf("shared_buffers %q: bound %q, want none", sb, got)
+		}
+	}
+	if got := bound("128MB", &ledgerSizes{Intents: 1, Rels: sizes.Rels[:3]}); got != "" {
+		t.Errorf("without actions_pkey's size: bound %q, want none", got)
+	}
+}
+
+func TestPGBytes(t *testing.T) {
+	for in, want := range map[string]int64{"128MB": 128 << 20, "16384kB": 16 << 20, "4GB": 4 << 30, "1TB": 1 << 40, "8192B": 8192} {
+		if got, ok := pgBytes(in); !ok || got != want {
+			t.Errorf("pgBytes(%q) = %d, %v; want %d", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "MB", "16384", "128 MB", "128mb", "-1MB", "1.5GB", "9999999999999TB"} {
+		if got, ok := pgBytes(in); ok {
+			t.Errorf("pgBytes(%q) = %d, read; want refused", in, got)
+		}
+	}
+}
+
+// FuzzPGBytes: whatever the setting's text, pgBytes does not panic, and a
+// value it reads is not negative (no overflow) and is a whole number of
+// its unit.
+func FuzzPGBytes(f *testing.F) {
+	for _, s := range []string{"128MB", "16384kB", "4GB", "9223372036854775807B", "8589934592GB", "x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, ok := pgBytes(s)
+		if !ok {
+			return
+		}
+		if n < 0 {
+			t.Fatalf("pgBytes(%q) = %d", s, n)
+		}
+		unit := s[strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' }):]
+		if again, ok := pgBytes(fmt.Sprint(n) + "B"); !ok || again != n || unit == "" {
+			t.Fatalf("pgBytes(%q) = %d, not %d bytes again", s, n, n)
+		}
+	})
+}
+
 func TestScaleTargets(t *testing.T) {
 	pair := newPair("x", 32, []float64{0.88, 0.91, 0.92, 0.93})
 	rep := &report{Scale: &scaleResult{Rows: 10_000_000, Callers: 32, Pair: &pair, Purges: []*purgeRun{

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 )
 
@@ -155,4 +157,42 @@ func groupDigits(n int64) string {
 		out = append(out, s[i])
 	}
 	return string(out)
+}
+
+// keyIndexes are the ledger's indexes that every first execution inserts
+// into at a place its key or its ref picks (an HMAC digest, a caller's
+// reference), so that on preloaded tables the whole of each is the
+// working set, not its right-hand edge.
+var keyIndexes = []struct{ table, name string }{
+	{"intents", "intents_pkey"}, {"intents", "intents_idem_key_tenant_id_key"}, {"actions", "actions_pkey"},
+}
+
+// keyIndexBytes is the size of s's keyIndexes, and whether s had all of
+// them.
+func (s *ledgerSizes) keyIndexBytes() (int64, bool) {
+	var n int64
+	for _, k := range keyIndexes {
+		r, ok := s.find(k.table, k.name)
+		if !ok {
+			return 0, false
+		}
+		n += r.Bytes
+	}
+	return n, true
+}
+
+// pgBytes reads a memory setting as current_setting shows it (128MB,
+// 16384kB, 4GB): a whole number and a unit. A bare number (a count of the
+// setting's own blocks) or anything else is not read.
+func pgBytes(s string) (int64, bool) {
+	i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	if i <= 0 {
+		return 0, false
+	}
+	mult := map[string]int64{"B": 1, "kB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}[s[i:]]
+	n, err := strconv.ParseInt(s[:i], 10, 64)
+	if err != nil || mult == 0 || n > math.MaxInt64/mult {
+		return 0, false
+	}
+	return n * mult, true
 }
