@@ -307,25 +307,24 @@ func (rep *report) checkTargets() {
 	}
 	if sc := rep.Scale; sc != nil && sc.Pair != nil {
 		p := *sc.Pair
-		bound := ""
+		// Both sides' rows, when the run has them, say what each bound
+		// cost per execution.
+		full, empty := rep.find("retrysafe", scaleName(sc.Rows), sc.Callers), rep.find("retrysafe", scaleName(0), sc.Callers)
+		var bounds []string
 		if ck := sc.Checkpoint; ck != nil && ck.InRounds > 0 {
 			// The first change to each page of the preloaded side's
 			// random-key indexes after it logged the whole page.
-			bound = fmt.Sprintf("%d checkpoint(s) began during the rounds", ck.InRounds)
-			if f := rep.find("retrysafe", scaleName(sc.Rows), sc.Callers); f != nil {
-				if e := rep.find("retrysafe", scaleName(0), sc.Callers); e != nil {
-					bound += fmt.Sprintf(": full-page images per execution %.2f on the preloaded tables, %.2f on empty ones", f.FPIPerOp, e.FPIPerOp)
-				}
+			b := fmt.Sprintf("%d checkpoint(s) began during the rounds", ck.InRounds)
+			if full != nil && empty != nil {
+				b += fmt.Sprintf(": full-page images per execution %.2f on the preloaded tables, %.2f on empty ones", full.FPIPerOp, empty.FPIPerOp)
 			}
+			bounds = append(bounds, b)
 		}
-		if b := rep.buffersBound(sc); b != "" {
-			if bound != "" {
-				bound += "; "
-			}
-			bound += b
+		if b := rep.buffersBound(sc, full, empty); b != "" {
+			bounds = append(bounds, b)
 		}
 		add(fmt.Sprintf("%s-row first executions within 10%% of empty at %d callers", count(sc.Rows), sc.Callers),
-			p.text(" of empty"), atLeast(p.Q1, p.Q3, 0.90, len(p.Ratios)), bound, false)
+			p.text(" of empty"), atLeast(p.Q1, p.Q3, 0.90, len(p.Ratios)), strings.Join(bounds, "; "), false)
 	}
 	if sc := rep.Scale; sc != nil {
 		for _, pr := range sc.Purges {
@@ -352,8 +351,8 @@ func (rep *report) checkTargets() {
 // stay in shared buffers (the twenty-ninth host's 1M point: 1.5 blocks
 // read per execution against 0.2 to 0.3, on 128 MB). Empty when the
 // server's shared_buffers or the preload's sizes are unknown, or the
-// indexes fit.
-func (rep *report) buffersBound(sc *scaleResult) string {
+// indexes fit. full and empty are the two sides' rows (nil when missing).
+func (rep *report) buffersBound(sc *scaleResult, full, empty *result) string {
 	if sc.Sizes == nil {
 		return ""
 	}
@@ -363,10 +362,8 @@ func (rep *report) buffersBound(sc *scaleResult) string {
 		return ""
 	}
 	out := fmt.Sprintf("the preloaded side's key indexes (%d MB) are %.1f times shared_buffers (%d MB)", idx>>20, float64(idx)/float64(sb), sb>>20)
-	if f := rep.find("retrysafe", scaleName(sc.Rows), sc.Callers); f != nil {
-		if e := rep.find("retrysafe", scaleName(0), sc.Callers); e != nil {
-			out += fmt.Sprintf(": blocks read from outside them per execution %.1f on the preloaded tables, %.1f on empty ones", f.BlocksReadPerOp, e.BlocksReadPerOp)
-		}
+	if full != nil && empty != nil {
+		out += fmt.Sprintf(": blocks read from outside them per execution %.1f on the preloaded tables, %.1f on empty ones", full.BlocksReadPerOp, empty.BlocksReadPerOp)
 	}
 	return out
 }
