@@ -312,6 +312,62 @@ func TestVerdictsFromTheIQR(t *testing.T) {
 	if tg := got["p99 added latency < 3 ms at 8 callers"]; tg.Met || tg.Undecided || !tg.OutOfReach || !strings.Contains(tg.Bound, "4.80 ms") {
 		t.Errorf("p99 over a single commit's: %+v", tg)
 	}
+	if tg := got["a lone call's p50 <= 1.25 x commit + tool + commit's"]; tg.Bound != "" {
+		t.Errorf("a split without the interleave's rows: %q", tg.Bound)
+	}
+}
+
+// The lone-call target's row says, part by part, where retrysafe's time
+// went against commit + tool + commit's, and what is left without the
+// provider's HTTP exchange.
+func TestLoneTargetSplitsTheCall(t *testing.T) {
+	rep := &report{
+		Pairs: []pairStat{
+			newPair(lonePairName, 1, []float64{1.27, 1.31, 1.29, 1.30}),
+			newPair(loneNoToolPairName, 1, []float64{1.20, 1.22, 1.26, 1.24}),
+		},
+		Lone: &loneResult{Rounds: 4, Cycles: 6, Block: loneBlock, Rows: []loneRow{
+			{System: "floor", Workload: floorToolName, Ops: 90, P50: 0.637, Around: &around{BeforeP50: 0.233, ToolP50: 0.117, AfterP50: 0.277}},
+			{System: "retrysafe", Workload: firstName, Ops: 90, P50: 0.838, Around: &around{BeforeP50: 0.442, ToolP50: 0.151, AfterP50: 0.229}},
+			{System: "floor", Workload: floorTwoName, Ops: 90, P50: 0.435},
+			{System: "retrysafe", Workload: loneNoToolName, Ops: 90, P50: 0.533, Around: &around{BeforeP50: 0.365, AfterP50: 0.165}},
+		}},
+	}
+	rep.checkTargets()
+	var tg *target
+	for i := range rep.Targets {
+		if strings.HasPrefix(rep.Targets[i].Name, "a lone call's p50") {
+			tg = &rep.Targets[i]
+		}
+	}
+	if tg == nil {
+		t.Fatal("no lone-call target")
+	}
+	for _, want := range []string{
+		"the claim took 0.209 ms more than commit + tool + commit's first commit",
+		"the tool call 0.034 ms more",
+		"the completion 0.048 ms less than its second commit",
+		"with the tool in process (no HTTP provider on these cores), retrysafe / two single-row commits 1.23x (IQR 1.21",
+	} {
+		if !strings.Contains(tg.Bound, want) {
+			t.Errorf("bound %q lacks %q", tg.Bound, want)
+		}
+	}
+	if tg.Met || tg.Undecided {
+		t.Errorf("1.27 to 1.31 met 1.25: %+v", tg)
+	}
+
+	// A failed interleave, or one without commit + tool + commit's split,
+	// gives no split.
+	for _, l := range []*loneResult{{Err: "boom"}, {Rows: rep.Lone.Rows[1:]}} {
+		rep.Lone = l
+		rep.checkTargets()
+		for _, tg := range rep.Targets {
+			if strings.HasPrefix(tg.Name, "a lone call's p50") && tg.Bound != "" {
+				t.Errorf("split from %+v: %q", l, tg.Bound)
+			}
+		}
+	}
 }
 
 // The scale target names the server's shared buffers when the preloaded

@@ -237,6 +237,44 @@ func (rep *report) loneSection(sb *strings.Builder) {
 	sb.WriteString("\n")
 }
 
+// loneSplit says where a lone first execution's time went against commit
+// + tool + commit's, part by part (the interleave's p50s before, in and
+// after the tool), and what is left without the provider's HTTP exchange:
+// the lone-call target's context, empty when the interleave has no such
+// rows. A claim is where retrysafe writes more than a single-row commit
+// (an intent and its action, their index entries); a completion that does
+// not wait for its flush is where it writes less.
+func (rep *report) loneSplit() string {
+	l := rep.Lone
+	if l == nil || l.Err != "" {
+		return ""
+	}
+	var shape, rs *loneRow
+	for i := range l.Rows {
+		switch r := &l.Rows[i]; {
+		case r.System == "floor" && r.Workload == floorToolName:
+			shape = r
+		case r.System == "retrysafe" && r.Workload == firstName:
+			rs = r
+		}
+	}
+	if shape == nil || rs == nil || shape.Around == nil || rs.Around == nil {
+		return ""
+	}
+	diff := func(a, b float64) string {
+		if a >= b {
+			return fmt.Sprintf("%.3f ms more", a-b)
+		}
+		return fmt.Sprintf("%.3f ms less", b-a)
+	}
+	s := fmt.Sprintf("p50s: the claim took %s than commit + tool + commit's first commit, the tool call %s, the completion %s than its second commit",
+		diff(rs.Around.BeforeP50, shape.Around.BeforeP50), diff(rs.Around.ToolP50, shape.Around.ToolP50), diff(rs.Around.AfterP50, shape.Around.AfterP50))
+	if p, ok := rep.findPair(loneNoToolPairName, 1); ok {
+		s += "; with the tool in process (no HTTP provider on these cores), retrysafe / two single-row commits " + p.text("x")
+	}
+	return s
+}
+
 // loneWanted: the interleave runs at one caller, when --only allows
 // retrysafe/lone call.
 func (b *bench) loneWanted() bool {

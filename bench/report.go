@@ -285,7 +285,7 @@ func (rep *report) checkTargets() {
 	}
 	if ok {
 		add("a lone call's p50 <= 1.25 x commit + tool + commit's", lone.Name+": "+lone.text("x"),
-			atMost(lone.Q1, lone.Q3, 1.25, len(lone.Ratios)), "", false)
+			atMost(lone.Q1, lone.Q3, 1.25, len(lone.Ratios)), rep.loneSplit(), false)
 	}
 	// A call that must commit before its side effect adds at least one
 	// commit's latency: the floor's own p99 at the same callers bounds
