@@ -108,6 +108,10 @@ type instrRow struct {
 	Workload string    `json:"workload"`
 	Client   []float64 `json:"client_instructions_per_op"`
 	Backend  []float64 `json:"backend_instructions_per_op"`
+	// Allocated is the client's bytes allocated per operation (the Go
+	// runtime's own count): what its garbage collector, off while the
+	// client is counted, would have to reclaim.
+	Allocated []float64 `json:"client_bytes_allocated_per_op"`
 }
 
 func (r instrRow) total() []float64 {
@@ -131,6 +135,7 @@ type instrReport struct {
 // instrSample is one measured run's totals.
 type instrSample struct {
 	client, backend float64
+	allocated       float64 // bytes the client allocated in its measured operations
 }
 
 // runInstructions is --instructions: the counts instead of the timed
@@ -245,6 +250,7 @@ func (b *bench) instrWorkload(ctx context.Context, w workload, shape instrShape,
 		d := float64(shape.n2 - shape.n1)
 		row.Client = append(row.Client, (got[1].client-got[0].client)/d)
 		row.Backend = append(row.Backend, (got[1].backend-got[0].backend)/d)
+		row.Allocated = append(row.Allocated, (got[1].allocated-got[0].allocated)/d)
 	}
 	return row, nil
 }
@@ -278,16 +284,21 @@ func (b *bench) instrOnce(ctx context.Context, w workload, db *database, run str
 	// that report it (AMD EPYC hosts here), the runtime's cputicks uses
 	// it, and valgrind 3.19 cannot decode it (SIGILL, "unhandled
 	// instruction bytes: 0xF 0x1 0xF9"); without it the runtime reads the
-	// clock with a fenced RDTSC, which valgrind runs.
-	cmd.Env = append(os.Environ(), "GOMAXPROCS=1", "GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off")
+	// clock with a fenced RDTSC, which valgrind runs. No collections but
+	// the child's own two (instrChildRun): each marks the whole heap, about
+	// 12M instructions here, and where the pacer put the others, with the
+	// clock's say in it (its background worker's share is time), moved a
+	// run's count by whole cycles, which 40 or 300 operations cannot
+	// average away (a CI run under load read a first execution's client at
+	// -75k instructions per operation). The bytes the operations allocate
+	// are reported instead.
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1", "GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off", "GOGC=off")
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return instrSample{}, fmt.Errorf("%s: %w\n%s", instrChildCmd, err, excerpt(stderr.String(), 30, 60))
 	}
-	var res struct {
-		Backends []int `json:"backends"`
-	}
+	var res instrChildResult
 	if err := json.Unmarshal([]byte(strings.TrimSpace(stdout.String())), &res); err != nil || len(res.Backends) == 0 {
 		return instrSample{}, fmt.Errorf("%s printed %q: want its backends' pids (%v)", instrChildCmd, stdout.String(), err)
 	}
@@ -295,7 +306,7 @@ func (b *bench) instrOnce(ctx context.Context, w workload, db *database, run str
 	if err != nil {
 		return instrSample{}, err
 	}
-	s := instrSample{client: client}
+	s := instrSample{client: client, allocated: float64(res.Allocated)}
 	for _, pid := range res.Backends {
 		v, err := backendTotal(ctx, out, pid)
 		if err != nil {
@@ -407,17 +418,24 @@ func instrChild(args []string) int {
 		fmt.Fprintln(os.Stderr, "bench "+instrChildCmd+": --db, --database, --workload, --run and --ops are required")
 		return 2
 	}
-	pids, err := instrChildRun(context.Background(), *adminURL, *name, *wname, *run, *warmup, *ops, *quick)
+	res, err := instrChildRun(context.Background(), *adminURL, *name, *wname, *run, *warmup, *ops, *quick)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench "+instrChildCmd+":", err)
 		return 1
 	}
-	js, _ := json.Marshal(map[string][]int{"backends": pids})
+	js, _ := json.Marshal(res)
 	fmt.Println(string(js))
 	return 0
 }
 
-func instrChildRun(ctx context.Context, adminURL, name, wname, run string, warmup, ops int, quick bool) ([]int, error) {
+// instrChildResult is what an instrChild prints: the pids of the backends
+// that served it and the bytes its measured operations allocated.
+type instrChildResult struct {
+	Backends  []int  `json:"backends"`
+	Allocated uint64 `json:"allocated_bytes"`
+}
+
+func instrChildRun(ctx context.Context, adminURL, name, wname, run string, warmup, ops int, quick bool) (*instrChildResult, error) {
 	instrRun = run
 	b := &bench{cfg: config{quick: quick}, srv: &server{url: adminURL}, log: io.Discard}
 	w := b.instrWorkloadNamed(wname)
@@ -434,16 +452,20 @@ func instrChildRun(ctx context.Context, adminURL, name, wname, run string, warmu
 	}
 	defer stop()
 	// A collection before the measured operations and one after them, in
-	// every run: the collections in between are then the operations' own,
-	// not an accident of where the previous cycle left the heap.
+	// every run, and none other (instrOnce runs the child with GOGC=off):
+	// both mark the same live heap, and what differs between two runs is
+	// their operations' work, allocation and sweeping included.
+	var before, after runtime.MemStats
 	for i := range warmup + ops {
 		if i == warmup {
 			runtime.GC()
+			runtime.ReadMemStats(&before)
 		}
 		if _, err := op(ctx, 0, int64(i)); err != nil {
 			return nil, fmt.Errorf("operation %d: %w", i, err)
 		}
 	}
+	runtime.ReadMemStats(&after)
 	runtime.GC()
 	// Every backend on the database but the probe's own is the workload's.
 	probe, err := pgx.Connect(ctx, db.url)
@@ -451,10 +473,10 @@ func instrChildRun(ctx context.Context, adminURL, name, wname, run string, warmu
 		return nil, err
 	}
 	defer probe.Close(ctx)
-	var pids []int
+	res := &instrChildResult{Allocated: after.TotalAlloc - before.TotalAlloc}
 	err = probe.QueryRow(ctx, `SELECT coalesce(array_agg(pid ORDER BY pid), '{}') FROM pg_stat_activity
-WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&pids)
-	return pids, err
+WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&res.Backends)
+	return res, err
 }
 
 func (rep *instrReport) markdown() string {
@@ -462,9 +484,9 @@ func (rep *instrReport) markdown() string {
 	fmt.Fprintf(&sb, "## retrysafe instruction counts, %s\n\n", rep.Date.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&sb, "`%s`; %s, %d cores; PostgreSQL %s under callgrind; one caller, one connection, GOMAXPROCS=1; per operation: (run of %d − run of %d) / %d, after %d warm-up operations in each run; one value per repetition (the order of the two runs alternating).\n\n",
 		rep.Command, rep.Machine.CPU, rep.Machine.Cores, rep.Machine.Postgres["server_version"], rep.Ops[1], rep.Ops[0], rep.Ops[1]-rep.Ops[0], rep.Warmup)
-	sb.WriteString("| system | workload | client instructions/op | backend instructions/op | total/op |\n|---|---|---:|---:|---:|\n")
+	sb.WriteString("| system | workload | client instructions/op | backend instructions/op | total/op | client bytes allocated/op |\n|---|---|---:|---:|---:|---:|\n")
 	for _, r := range rep.Rows {
-		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s |\n", r.System, r.Workload, kList(r.Client), kList(r.Backend), kList(r.total()))
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s |\n", r.System, r.Workload, kList(r.Client), kList(r.Backend), kList(r.total()), floatList(r.Allocated, "%.0f"))
 	}
 	sb.WriteString("\n")
 	ratios := []struct{ label, num, den string }{
@@ -491,7 +513,8 @@ func (rep *instrReport) markdown() string {
 		sb.WriteString(strings.Join(lines, "\n") + "\n\n")
 	}
 	sb.WriteString("- Counted: user-space instructions of this benchmark's process (caller, pgx, retrysafe, and both ends of the in-process HTTP tool) and of the backend serving its connection. Not counted: the kernel's work (the loopback TCP sends and receives, WAL writes and flushes), PostgreSQL's WAL writer and checkpointer.\n")
-	sb.WriteString("- A count does not depend on the machine's load: repetitions differ by what the runs themselves do differently (garbage collections, the runtime's scheduler), not by the clock.\n")
+	sb.WriteString("- The client runs with its garbage collector off (GOGC=off) but for one collection at the warm-up's end and one after the operations: its count leaves out the marking of collections, which the pacer places partly by the clock and which come whole (about 12M instructions each here); the bytes an operation allocates say what it would cost in them.\n")
+	sb.WriteString("- A count barely depends on the machine's load: repetitions differ by what the runs themselves do differently (the runtime's scheduler and its clock-driven background work), not by the machine's speed.\n")
 	return sb.String()
 }
 
