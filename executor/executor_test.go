@@ -337,7 +337,11 @@ func TestIsRetryable(t *testing.T) {
 func TestRunReconciler(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, &envOpts{cfg: func(c *executor.Config) {
-		c.Lease, c.Timeout, c.LeaseMargin = 500*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
+		// The releases below come back after their backoff, not their
+		// lease, so a roomy Timeout costs the test nothing; 200 ms once
+		// cut the first call short on a loaded CI machine (an uncertain
+		// timeout instead of the PSP's 500).
+		c.Lease, c.Timeout, c.LeaseMargin = 6*time.Second, 3*time.Second, time.Second
 		c.ReconcileInterval = 50 * time.Millisecond
 	}})
 	// Three releases left for later by NoWait callers after a 500.
