@@ -243,7 +243,7 @@ func (rep *report) loneSection(sb *strings.Builder) {
 // the lone-call target's context, empty when the interleave has no such
 // rows. A claim is where retrysafe writes more than a single-row commit
 // (an intent and its action, their index entries); a completion that does
-// not wait for its flush is where it writes less.
+// not wait for its flush is where it waits less than the second commit.
 func (rep *report) loneSplit() string {
 	l := rep.Lone
 	if l == nil || l.Err != "" {
