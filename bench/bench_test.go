@@ -20,7 +20,7 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.scaleRows != 1_000_000 || len(c.concurrency) != 4 || c.scaleCallers != 32 || c.rounds != 6 || c.slice != time.Second || c.scaleWarmup != 30*time.Second {
+	if c.scaleRows != 1_000_000 || len(c.concurrency) != 4 || c.scaleCallers != 32 || c.rounds != 6 || c.slice != time.Second || c.scaleWarmup != 30*time.Second || c.lonePause != 20*time.Millisecond {
 		t.Fatalf("defaults: %+v", c)
 	}
 	q, err := parseFlags([]string{"--quick", "--slice", "2s"}, io.Discard)
@@ -31,7 +31,7 @@ func TestFlags(t *testing.T) {
 		t.Fatalf("quick: %+v", q)
 	}
 	for _, bad := range [][]string{{"--concurrency", "0"}, {"--concurrency", "a"}, {"--only", "("}, {"extra"},
-		{"--private-server", "shared_buffers"}, {"--private-server", "-", "--db", "postgres://x"}, {"--private-server", "-", "--scale-db", "kept"}, {"--scale-warmup", "-1s"}, {"--duration", "5s"}} {
+		{"--private-server", "shared_buffers"}, {"--private-server", "-", "--db", "postgres://x"}, {"--private-server", "-", "--scale-db", "kept"}, {"--scale-warmup", "-1s"}, {"--duration", "5s"}, {"--lone-pause", "-1ms"}, {"--lone-pause", "11s"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Fatalf("%v: no error", bad)
 		}
@@ -142,7 +142,16 @@ func TestTinyRun(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{lonePairName, loneNoToolPairName} {
+	if l := rep.Lone; l != nil && (l.PauseMS != 20 || l.PausedCycles != lonePausedCycles || len(l.Paused) != 4) {
+		t.Errorf("lone call after a pause: %+v", l)
+	} else if l != nil {
+		for _, r := range l.Paused {
+			if r.Ops != l.Rounds*l.PausedCycles*(loneBlock-1) || r.P50 <= 0 || r.P99 < r.P50 {
+				t.Errorf("lone call row after a pause %+v: want %d calls", r, l.Rounds*l.PausedCycles*(loneBlock-1))
+			}
+		}
+	}
+	for _, name := range []string{lonePairName, loneNoToolPairName, lonePausedPairName, lonePausedNoToolPairName} {
 		if p, ok := rep.findPair(name, 1); !ok || len(p.Ratios) != 4 || p.Median <= 0 {
 			t.Errorf("%s: %+v", name, p)
 		}
@@ -179,7 +188,7 @@ func TestTinyRun(t *testing.T) {
 	for _, s := range []string{"| floor | single-row commit | 1 |", "| retrysafe | replay | 2 |", "Targets (issue 24)", "× floor", "Paired ratios",
 		"Latency around the tool call", "| retrysafe | first execution | 2 |", "| retrysafe first execution, pix.cob / floor | 2 |",
 		"Scale: 2,000 intents", "| actions | `actions_pkey` |", "Purges of the expired rows", "| 20 | 10ms | 2 | 2,000 + 2,000 |",
-		"2k-row first executions within 10% of empty at 2 callers", "A lone call, interleaved", "| retrysafe | first execution, tool in process |", "p99 added latency < 3 ms at 2 callers while purging (batch 20, pause 10ms)"} {
+		"2k-row first executions within 10% of empty at 2 callers", "A lone call, interleaved", "| retrysafe | first execution, tool in process |", "The same after a pause of 20 ms before every call", "p99 added latency < 3 ms at 2 callers while purging (batch 20, pause 10ms)"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("markdown lacks %q:\n%s", s, md)
 		}
@@ -325,12 +334,16 @@ func TestLoneTargetSplitsTheCall(t *testing.T) {
 		Pairs: []pairStat{
 			newPair(lonePairName, 1, []float64{1.27, 1.31, 1.29, 1.30}),
 			newPair(loneNoToolPairName, 1, []float64{1.20, 1.22, 1.26, 1.24}),
+			newPair(lonePausedPairName, 1, []float64{1.18, 1.21, 1.19, 1.22}),
 		},
 		Lone: &loneResult{Rounds: 4, Cycles: 6, Block: loneBlock, Rows: []loneRow{
 			{System: "floor", Workload: floorToolName, Ops: 90, P50: 0.637, Around: &around{BeforeP50: 0.233, ToolP50: 0.117, AfterP50: 0.277}},
 			{System: "retrysafe", Workload: firstName, Ops: 90, P50: 0.838, Around: &around{BeforeP50: 0.442, ToolP50: 0.151, AfterP50: 0.229}},
 			{System: "floor", Workload: floorTwoName, Ops: 90, P50: 0.435},
 			{System: "retrysafe", Workload: loneNoToolName, Ops: 90, P50: 0.533, Around: &around{BeforeP50: 0.365, AfterP50: 0.165}},
+		}, PauseMS: 20, PausedCycles: 1, Paused: []loneRow{
+			{System: "floor", Workload: floorToolName, Ops: 60, P50: 1.201},
+			{System: "retrysafe", Workload: firstName, Ops: 60, P50: 1.432},
 		}},
 	}
 	rep.checkTargets()
@@ -348,6 +361,8 @@ func TestLoneTargetSplitsTheCall(t *testing.T) {
 		"the tool call 0.034 ms more",
 		"the completion 0.048 ms less than its second commit",
 		"with the tool in process (no HTTP provider on these cores), retrysafe / two single-row commits 1.23x (IQR 1.21",
+		"; after a 20 ms pause before every call, retrysafe / commit + tool + commit 1.20x (IQR 1.19",
+		"(p50 1.432 ms against 0.838 back to back)",
 	} {
 		if !strings.Contains(tg.Bound, want) {
 			t.Errorf("bound %q lacks %q", tg.Bound, want)

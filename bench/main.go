@@ -66,6 +66,9 @@ type config struct {
 	// reused by the next one that names it (unless scaleDrop).
 	scaleDB   string
 	scaleDrop bool
+	// lonePause is the pause before every call of the lone-call
+	// interleave's second pass (lone.go); 0 skips that pass.
+	lonePause time.Duration
 	// purgeRows is how many of the preloaded rows are expired (-1: a day's
 	// share, dayShare); purgeSettings the Batch/Pause of each purge under
 	// load, at purgeCallers callers, for at most purgeRounds paired rounds.
@@ -172,6 +175,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.purgeCallers, "purge-callers", 8, "concurrent callers while purging")
 	fs.BoolVar(&c.purgeTail, "purge-tail", true, "let each purge finish under load after its paired rounds (false: stop it there, to compare settings quickly; its rate is then the rounds')")
 	fs.BoolVar(&c.keepPools, "keep-pools", false, "every workload of a level keeps its pools open from its first slice to the level's end, as a deployment does, instead of opening them for each slice (needs about 10 x min(callers, max-conns) connections)")
+	fs.DurationVar(&c.lonePause, "lone-pause", 20*time.Millisecond, "the lone-call interleave runs again with this pause before every call, as an agent's calls come (after the model's turn, not back to back), one block of each workload per round; reported beside the lone-call target, whose verdict rests on the back-to-back interleave (0: no second pass)")
 	fs.BoolVar(&c.skipNaive, "skip-naive", false, "skip the naive check-then-act handler")
 	fs.StringVar(&c.out, "out", "results", "directory for the Markdown and JSON results")
 	priv := fs.String("private-server", "", "start a private, durable PostgreSQL cluster (the installed server binaries, a temporary directory, removed at the end) with these server settings, name=value comma-separated, and run every benchmark on it instead of --db: e.g. shared_buffers=4GB,max_wal_size=16GB,checkpoint_timeout=30min to size the server for the 10M-row point; - for the installation's defaults")
@@ -236,6 +240,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.scaleWarmup < 0 {
 		return c, errors.New("--scale-warmup must not be negative")
+	}
+	if c.lonePause < 0 || c.lonePause > 10*time.Second {
+		return c, errors.New("--lone-pause must be between 0 and 10s")
 	}
 	if c.maxConns < 1 || c.scaleCallers < 1 || c.purgeCallers < 1 {
 		return c, errors.New("--max-conns, --scale-callers and --purge-callers must be positive")
