@@ -211,10 +211,7 @@ func (b *bench) interleave(ctx context.Context, slots []*slot, rs []*loneRunning
 				r := rs[k]
 				for j := range loneBlock {
 					if pause > 0 {
-						select {
-						case <-ctx.Done():
-						case <-time.After(pause):
-						}
+						sleep(ctx, pause)
 					}
 					if err := ctx.Err(); err != nil {
 						return nil, err
@@ -323,15 +320,7 @@ func (rep *report) loneSplit() string {
 	if l == nil || l.Err != "" {
 		return ""
 	}
-	var shape, rs *loneRow
-	for i := range l.Rows {
-		switch r := &l.Rows[i]; {
-		case r.System == "floor" && r.Workload == floorToolName:
-			shape = r
-		case r.System == "retrysafe" && r.Workload == firstName:
-			rs = r
-		}
-	}
+	shape, rs := loneRowOf(l.Rows, "floor", floorToolName), loneRowOf(l.Rows, "retrysafe", firstName)
 	if shape == nil || rs == nil || shape.Around == nil || rs.Around == nil {
 		return ""
 	}
@@ -348,13 +337,21 @@ func (rep *report) loneSplit() string {
 	}
 	if p, ok := rep.findPair(lonePausedPairName, 1); ok {
 		s += fmt.Sprintf("; after a %g ms pause before every call, retrysafe / commit + tool + commit %s", l.PauseMS, p.text("x"))
-		for i := range l.Paused {
-			if r := &l.Paused[i]; r.System == "retrysafe" && r.Workload == firstName {
-				s += fmt.Sprintf(" (p50 %.3f ms against %.3f back to back)", r.P50, rs.P50)
-			}
+		if r := loneRowOf(l.Paused, "retrysafe", firstName); r != nil {
+			s += fmt.Sprintf(" (p50 %.3f ms against %.3f back to back)", r.P50, rs.P50)
 		}
 	}
 	return s
+}
+
+// loneRowOf is the row of system's workload in rows, or nil.
+func loneRowOf(rows []loneRow, system, workload string) *loneRow {
+	for i := range rows {
+		if r := &rows[i]; r.System == system && r.Workload == workload {
+			return r
+		}
+	}
+	return nil
 }
 
 // loneWanted: the interleave runs at one caller, when --only allows
