@@ -5,6 +5,7 @@
 //	./scripts/bench                      the full run (about 10 minutes on 2 cores)
 //	./scripts/bench --quick              a smoke run (about a minute)
 //	./scripts/bench --concurrency 8,32 --slice 2s --skip-dbos --skip-scale
+//	./scripts/bench --combine bench/results/bench-*.json   earlier runs side by side (combine.go)
 //
 // Every database-touching benchmark creates its own database on the server
 // (--db, default $BENCH_DATABASE_URL, $TEST_DATABASE_URL or the local one)
@@ -108,6 +109,9 @@ type config struct {
 	instructions bool
 	// callgrindDir keeps callgrind's output files of --instructions.
 	callgrindDir string
+	// combine: the JSON reports of earlier runs to put side by side
+	// (combine.go) instead of benchmarking.
+	combine []string
 }
 
 type bench struct {
@@ -181,6 +185,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	priv := fs.String("private-server", "", "start a private, durable PostgreSQL cluster (the installed server binaries, a temporary directory, removed at the end) with these server settings, name=value comma-separated, and run every benchmark on it instead of --db: e.g. shared_buffers=4GB,max_wal_size=16GB,checkpoint_timeout=30min to size the server for the 10M-row point; - for the installation's defaults")
 	fs.Var(&c.privateServerEnv, "private-server-env", "NAME=value: more environment for the --private-server (or --instructions) cluster's server, its postmaster and every backend; repeatable. E.g. GLIBC_TUNABLES=glibc.malloc.trim_threshold=67108864:glibc.malloc.mmap_threshold=8388608 keeps glibc from handing each statement's memory back to the kernel and faulting it in again (README, \"PostgreSQL's allocator\")")
 	sess := fs.String("session-settings", "", "PostgreSQL settings every session on a benchmark database starts with, name=value comma-separated (session-level: the server's configuration is not changed), e.g. wal_compression=lz4")
+	comb := fs.Bool("combine", false, "instead of benchmarking, print the targets and paired ratios of the JSON reports named after the flags (results/bench-*.json of earlier runs) side by side, each run's own verdicts and IQRs")
 	only := fs.String("only", "", "regexp: run only the points whose \"system/workload\" matches (the floor always runs; the lone-call interleave at one caller is \"retrysafe/lone call\", the scale runs \"retrysafe/scale\")")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.BoolVar(&c.instructions, "instructions", false, "instead of the timed benchmark, count the instructions one operation executes at one caller, in this process and in its PostgreSQL backend (valgrind's callgrind; a private cluster under it, with --private-server's settings if given): a cost that does not move with the machine's load; --quick for fewer operations, --only to choose workloads")
@@ -189,6 +194,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.groupCommitConns, "group-commit-conns", 0, "retrysafe's executor.Config.GroupCommitConns (default: the executor's)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if *comb {
+		if c.instructions {
+			return c, errors.New("--combine reads earlier runs' reports and --instructions runs a benchmark: one or the other")
+		}
+		if fs.NArg() == 0 {
+			return c, errors.New("--combine needs the JSON reports of the runs to combine, e.g. --combine bench/results/bench-*.json")
+		}
+		c.combine = fs.Args()
+		return c, nil
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -332,6 +347,17 @@ func mainCode() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if cfg.combine != nil {
+		reps, err := loadReports(cfg.combine)
+		if err == nil {
+			err = combined(os.Stdout, reps)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		return 0
+	}
 	if cfg.cpuProfile != "" {
 		f, err := os.Create(cfg.cpuProfile)
 		if err != nil {

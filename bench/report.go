@@ -23,7 +23,10 @@ type machine struct {
 type report struct {
 	Date    time.Time `json:"date"`
 	Command string    `json:"command"`
-	Machine machine   `json:"machine"`
+	// Commit is the checkout's (gitCommit): what --combine says each run
+	// measured.
+	Commit  string  `json:"commit,omitempty"`
+	Machine machine `json:"machine"`
 	// Session is --session-settings: what every benchmark session set.
 	Session     map[string]string `json:"session_settings,omitempty"`
 	Slice       string            `json:"slice"`        // one workload's measured time per round
@@ -109,7 +112,7 @@ func newReport(cfg config, pg map[string]string) *report {
 		cmd += " " + strings.Join(os.Args[1:], " ")
 	}
 	return &report{
-		Date: time.Now().UTC(), Command: cmd,
+		Date: time.Now().UTC(), Command: cmd, Commit: gitCommit(),
 		Machine: machine{CPU: cpuModel(), Cores: runtime.NumCPU(), Kernel: kernel(), Go: runtime.Version(), Postgres: pg},
 		Slice:   cfg.slice.String(), SliceWarmup: cfg.sliceWarmup.String(), Rounds: cfg.rounds, MaxConns: cfg.maxConns,
 		Session: cfg.session,
@@ -396,8 +399,12 @@ func (rep *report) markdown() string {
 		slices.Sort(kv)
 		fmt.Fprintf(&sb, "- every benchmark session set %s (session-level; the server's configuration unchanged)\n", strings.Join(kv, ", "))
 	}
-	fmt.Fprintf(&sb, "- command: `%s` (slices of %s after %s warm-up, %d rounds per level; pool = min(callers, %d); %.0fs in all)\n\n",
-		rep.Command, rep.Slice, rep.SliceWarmup, rep.Rounds, rep.MaxConns, rep.Seconds)
+	at := ""
+	if rep.Commit != "" {
+		at = " at " + rep.Commit
+	}
+	fmt.Fprintf(&sb, "- command: `%s`%s (slices of %s after %s warm-up, %d rounds per level; pool = min(callers, %d); %.0fs in all)\n\n",
+		rep.Command, at, rep.Slice, rep.SliceWarmup, rep.Rounds, rep.MaxConns, rep.Seconds)
 	sb.WriteString("| system | workload | callers | ops/s | × floor (IQR) | p50 ms | p99 ms | added p99 ms | commits/op | WAL B/op | CPU µs/op client / server | note |\n")
 	sb.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rep.Results {
