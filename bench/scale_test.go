@@ -127,7 +127,7 @@ func TestScaleRoundsKeepTheWarmUpPools(t *testing.T) {
 	// Longer than PostgreSQL's shortest flush interval (a second), so that
 	// the backends hold statistics they have not flushed when it ends.
 	emptySteps, fullSteps, room := b.warmSides(ctx, empty, full, 2, 2, 3*time.Second)
-	if empty.err != nil || full.err != nil || len(emptySteps) != 1 || len(fullSteps) != 1 || emptySteps[0].Rate <= 0 || fullSteps[0].Rate <= 0 {
+	if empty.err != nil || full.err != nil || len(emptySteps) != 1 || len(fullSteps) == 0 || fullSteps[0].Past || emptySteps[0].Rate <= 0 || fullSteps[0].Rate <= 0 {
 		t.Fatalf("warm-up: %+v %+v, %v %v\n%s", emptySteps, fullSteps, empty.err, full.err, log.String())
 	}
 	if room == nil || room.NeedWAL <= 0 || room.NeedSeconds <= 0 {
@@ -158,6 +158,44 @@ func TestScaleRoundsKeepTheWarmUpPools(t *testing.T) {
 				t.Errorf("%s: backend %d of the warm-up is gone after the rounds (warm-up %v, after %v)", s.w.name, pid, warmed[i], after)
 			}
 		}
+	}
+}
+
+// A warm-up that ends inside a checkpoint's burst of whole pages goes on
+// past its length, at most as long again, until a part logs few; the
+// parts past it say so.
+func TestWarmUpGoesPastTheBurst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL; -short skips it")
+	}
+	b, log, ctx, db, _, _ := preloadedBench(t, "bench_scale_burst_", "--scale-rows", "50000", "--slice", "100ms")
+	empty, full := scaleSlotsFor(t, b, ctx, db, 50000)
+	// First executions after a checkpoint on the key indexes of 50,000
+	// rows (thousands of pages) log a whole page for most of them for a
+	// few seconds. The parts are longer than PostgreSQL's shortest flush
+	// interval of its WAL statistics (a second), which count the whole
+	// pages.
+	if err := db.srv.checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const d = 3 * time.Second
+	_, steps, _ := b.warmSides(ctx, empty, full, 2, 2, d)
+	if full.err != nil || len(steps) < 2 || steps[0].Past || steps[0].FPIPerOp < afterCheckpointFPI {
+		t.Fatalf("warm-up %+v, %v\n%s", steps, full.err, log.String())
+	}
+	for i, st := range steps[1:] {
+		if !st.Past || st.Seconds <= steps[i].Seconds || st.Rate <= 0 {
+			t.Fatalf("part %d past the warm-up: %+v after %+v", i+1, st, steps[i])
+		}
+		if i+1 < len(steps)-1 && st.FPIPerOp < afterCheckpointFPI {
+			t.Errorf("went on after a part under %.2f FPI/op: %+v", afterCheckpointFPI, steps)
+		}
+	}
+	if last := steps[len(steps)-1]; last.Seconds-steps[0].Seconds > (d + d/2).Seconds() {
+		t.Errorf("went on for %.1f s past a warm-up of %s", last.Seconds-steps[0].Seconds, d)
+	}
+	if txt := warmText(steps); strings.Count(txt, "past --scale-warmup") != 1 || !strings.Contains(log.String(), "still logging whole pages,") {
+		t.Errorf("report: %s\nlog:\n%s", txt, log.String())
 	}
 }
 

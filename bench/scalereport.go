@@ -79,8 +79,14 @@ func (rep *report) scaleSection(sb *strings.Builder) {
 // warmText is a warm-up's steps on one line.
 func warmText(steps []warmStep) string {
 	parts := make([]string, 0, len(steps))
+	past := false
 	for _, w := range steps {
-		parts = append(parts, fmt.Sprintf("%.0f s: %.0f ops/s, %.2f FPI/op, %.0f WAL B/op", w.Seconds, w.Rate, w.FPIPerOp, w.WALPerOp))
+		s := fmt.Sprintf("%.0f s: %.0f ops/s, %.2f FPI/op, %.0f WAL B/op", w.Seconds, w.Rate, w.FPIPerOp, w.WALPerOp)
+		if w.Past && !past {
+			past = true
+			s = fmt.Sprintf("then, past --scale-warmup, until a part logged under %.2f FPI/op: ", afterCheckpointFPI) + s
+		}
+		parts = append(parts, s)
 	}
 	return strings.Join(parts, "; ")
 }
