@@ -63,7 +63,7 @@ func combined(w io.Writer, reps []*report) error {
 			commit = "–"
 		}
 		fmt.Fprintf(&sb, "| %d | %s | %s | %s, %d cores | `%s` | %s |\n", i+1, r.Date.UTC().Format("2006-01-02 15:04"),
-			commit, r.Machine.CPU, r.Machine.Cores, r.Command, (time.Duration(r.Seconds) * time.Second).String())
+			cell(commit), cell(r.Machine.CPU), r.Machine.Cores, cell(r.Command), (time.Duration(r.Seconds) * time.Second).String())
 	}
 
 	var names []string
@@ -83,7 +83,7 @@ func combined(w io.Writer, reps []*report) error {
 		sb.WriteString(" met / no verdict / not met |\n|---|")
 		sb.WriteString(strings.Repeat("---|", len(reps)+1) + "\n")
 		for _, name := range names {
-			fmt.Fprintf(&sb, "| %s |", name)
+			fmt.Fprintf(&sb, "| %s |", cell(name))
 			var met, open, missed int
 			for _, r := range reps {
 				i := slices.IndexFunc(r.Targets, func(t target) bool { return t.Name == name })
@@ -172,9 +172,10 @@ func combined(w io.Writer, reps []*report) error {
 	return err
 }
 
-// cell makes text safe inside a Markdown table cell.
+// cell makes text safe inside a Markdown table cell: a pipe escaped (as
+// GitHub's tables take it, in code spans too), a line break a space.
 func cell(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "|", "/"), "\n", " ")
+	return strings.ReplaceAll(strings.ReplaceAll(s, "|", `\|`), "\n", " ")
 }
 
 // gitCommit names the checkout the benchmark runs from ("9deda67", with

@@ -18,7 +18,7 @@ func TestCombine(t *testing.T) {
 	dir := t.TempDir()
 	day := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
 	mk := func(i int, r *report) string {
-		r.Date, r.Command, r.Seconds = day.Add(time.Duration(i)*10*time.Minute), "./scripts/bench", 540
+		r.Date, r.Command, r.Seconds = day.Add(time.Duration(i)*10*time.Minute), "./scripts/bench --only 'a|b'", 540
 		r.Machine = machine{CPU: "AMD EPYC", Cores: 2}
 		b, err := json.Marshal(r)
 		if err != nil {
@@ -67,12 +67,12 @@ func TestCombine(t *testing.T) {
 		return lines[i]
 	}
 	for _, want := range []string{
-		"| 1 | 2026-12-07 00:00 | abc1234 | AMD EPYC, 2 cores | `./scripts/bench` | 9m0s |",
+		"| 1 | 2026-12-07 00:00 | abc1234 | AMD EPYC, 2 cores | `./scripts/bench --only 'a\\|b'` | 9m0s |",
 		"| 3 | 2026-12-07 00:20 | – |",
 	} {
 		row(want)
 	}
-	if got, want := row("| first executions >= 0.60"), "| first executions >= 0.60 x floor at 32 callers | 0.63 (IQR 0.62–0.64, 4 rounds): **met** | 0.60 (IQR 0.50–0.70, 3 rounds), unstable / wide: no verdict | 0.51 (IQR 0.50–0.52, 3 rounds): not met | 1 / 1 / 1 |"; got != want {
+	if got, want := row("| first executions >= 0.60"), "| first executions >= 0.60 x floor at 32 callers | 0.63 (IQR 0.62–0.64, 4 rounds): **met** | 0.60 (IQR 0.50–0.70, 3 rounds), unstable \\| wide: no verdict | 0.51 (IQR 0.50–0.52, 3 rounds): not met | 1 / 1 / 1 |"; got != want {
 		t.Errorf("target row\n got %s\nwant %s", got, want)
 	}
 	if got, want := row("| added p99"), "| added p99 < 3 ms | 8.07 ms: not met, out of reach | – | – | 0 / 0 / 1 |"; got != want {
