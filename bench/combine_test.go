@@ -134,3 +134,24 @@ func TestGitCommit(t *testing.T) {
 		t.Fatalf("gitCommit() = %q, HEAD is %s", got, head)
 	}
 }
+
+// Text the report did not write itself (an error, a statement's text) goes
+// into its tables through cell: a pipe kept as an escaped pipe, not turned
+// into another character, and a line break not ending the row.
+func TestReportTablesEscapeCells(t *testing.T) {
+	t.Parallel()
+	rep := &report{Results: []*result{
+		{System: "retrysafe", Workload: "first execution", Callers: 8, Err: "dial: a|b\nc"},
+		{System: "retrysafe", Workload: "first execution", Callers: 1, Rate: 100, P50: 1,
+			Statements: &statements{Ops: 10, Stmts: []stmtStat{{Query: "SELECT a || b FROM t", Calls: 10}}}},
+	}}
+	md := rep.markdown()
+	for _, want := range []string{
+		"| retrysafe | first execution | 8 | error | | | | | | | | dial: a\\|b c |\n",
+		"`SELECT a \\|\\| b FROM t` |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}

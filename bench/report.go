@@ -409,7 +409,7 @@ func (rep *report) markdown() string {
 	sb.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rep.Results {
 		if r.Err != "" {
-			fmt.Fprintf(&sb, "| %s | %s | %d | error | | | | | | | | %s |\n", r.System, r.Workload, r.Callers, strings.ReplaceAll(r.Err, "|", "/"))
+			fmt.Fprintf(&sb, "| %s | %s | %d | error | | | | | | | | %s |\n", r.System, r.Workload, r.Callers, cell(r.Err))
 			continue
 		}
 		ratio := "–"

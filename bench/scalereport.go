@@ -58,7 +58,7 @@ func (rep *report) scaleSection(sb *strings.Builder) {
 	for _, p := range sc.Purges {
 		set := p.setting()
 		if p.Err != "" {
-			fmt.Fprintf(sb, "| %d | %s | %d | error: %s | | | | | | | | |\n", set.Batch, set.Pause, p.Callers, strings.ReplaceAll(p.Err, "|", "/"))
+			fmt.Fprintf(sb, "| %d | %s | %d | error: %s | | | | | | | | |\n", set.Batch, set.Pause, p.Callers, cell(p.Err))
 			continue
 		}
 		purged := groupDigits(p.Actions) + " + " + groupDigits(p.Intents)

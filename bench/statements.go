@@ -150,7 +150,7 @@ func (rep *report) statementsTable(sb *strings.Builder) {
 			if len(q) > 70 {
 				q = q[:67] + "..."
 			}
-			fmt.Fprintf(sb, "%s `%s` | %.2f | %.3f | %.1f |\n", head, strings.ReplaceAll(q, "|", "/"),
+			fmt.Fprintf(sb, "%s `%s` | %.2f | %.3f | %.1f |\n", head, cell(q),
 				float64(s.Calls)/float64(max(st.Ops, 1)), s.TotalMs/float64(max(s.Calls, 1)), float64(s.Rows)/float64(max(s.Calls, 1)))
 		}
 	}
