@@ -74,6 +74,10 @@ type slot struct {
 	// slice (see measureSlice). stop closes them.
 	keep bool
 	stop func()
+	// pos is the current slice's place in its round (0: first); firsts
+	// holds, per slice added, whether it ran first.
+	pos    int
+	firsts []bool
 }
 
 // closeKept closes the pools of slots that keep theirs open.
@@ -230,11 +234,12 @@ func (b *bench) rounds(ctx context.Context, slots []*slot, callers int) {
 	conns := min(callers, b.cfg.maxConns)
 	seed := uint64(time.Now().UnixNano())
 	for r := range b.cfg.rounds {
-		for _, i := range roundOrder(len(slots), r, seed) {
+		for pos, i := range roundOrder(len(slots), r, seed) {
 			s := slots[i]
 			if s.err != nil || ctx.Err() != nil {
 				continue
 			}
+			s.pos = pos
 			b.slice(ctx, s, callers, conns)
 		}
 	}
@@ -324,6 +329,7 @@ func (b *bench) measureSlice(ctx context.Context, s *slot, callers, conns int) (
 func (s *slot) add(d sliceData) {
 	s.samples = append(s.samples, d.sm)
 	s.rates = append(s.rates, d.sm.rate())
+	s.firsts = append(s.firsts, s.pos == 0)
 	cpu := 0.0
 	if d.serverKnown && d.sm.Total > 0 {
 		cpu = float64((d.client + d.server.cpu).Microseconds()) / float64(d.sm.Total)

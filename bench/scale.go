@@ -39,9 +39,13 @@ type scaleResult struct {
 	// whether one was forced before them, and how many began during them.
 	Checkpoint *checkpointRoom `json:"checkpoint,omitempty"`
 	// Pair is the preloaded tables' rate over the empty ones', per round.
-	Pair   *pairStat   `json:"pair,omitempty"`
-	Purges []*purgeRun `json:"purges,omitempty"`
-	Err    string      `json:"error,omitempty"`
+	Pair *pairStat `json:"pair,omitempty"`
+	// Rounds are the pair's rounds one by one: which side ran first, each
+	// side's rate and CPU. Order tells whether the ratio's spread comes
+	// from which side follows which (byOrder).
+	Rounds []scaleRound `json:"rounds,omitempty"`
+	Purges []*purgeRun  `json:"purges,omitempty"`
+	Err    string       `json:"error,omitempty"`
 }
 
 // runScale measures first executions on tables holding cfg.scaleRows
@@ -200,6 +204,10 @@ func (b *bench) scalePair(ctx context.Context, db *database, sr *scaleResult) ([
 	p := newPair(scaleName(sr.Rows)+" / 0 rows", callers, ratios(full, empty, false))
 	sr.Pair = &p
 	b.logf("  %s / 0 rows at %d callers: %s", scaleName(sr.Rows), callers, p.text(""))
+	sr.Rounds = scaleRounds(empty, full)
+	if t := byOrder(sr.Rounds); t != "" {
+		b.logf("  %s", t)
+	}
 	// As autovacuum would have: the completions' old row versions are
 	// dead, their space free for the next rows.
 	if err := settle(ctx, empty.db); err != nil {
@@ -211,6 +219,56 @@ func (b *bench) scalePair(ctx context.Context, db *database, sr *scaleResult) ([
 	}
 	b.logSizes("written by the executor", sr.LiveSizes)
 	return rows, nil
+}
+
+// scaleRound is one round of the scale pair.
+type scaleRound struct {
+	PreloadedFirst bool    `json:"preloaded_first"`
+	EmptyRate      float64 `json:"empty_ops_per_sec"`
+	PreloadedRate  float64 `json:"preloaded_ops_per_sec"`
+	// CPU per operation, µs: the benchmark process's and the side's
+	// backends' (0 when the backends' could not be read).
+	EmptyCPU     float64 `json:"empty_cpu_us_per_op"`
+	PreloadedCPU float64 `json:"preloaded_cpu_us_per_op"`
+}
+
+// scaleRounds pairs the two sides' slices round by round (nil when they
+// do not pair up: a side failed).
+func scaleRounds(empty, full *slot) []scaleRound {
+	n := len(full.rates)
+	if len(empty.rates) != n || len(full.firsts) != n || len(full.cpus) != n || len(empty.cpus) != n {
+		return nil
+	}
+	rs := make([]scaleRound, n)
+	for i := range rs {
+		rs[i] = scaleRound{PreloadedFirst: full.firsts[i], EmptyRate: empty.rates[i], PreloadedRate: full.rates[i],
+			EmptyCPU: empty.cpus[i], PreloadedCPU: full.cpus[i]}
+	}
+	return rs
+}
+
+// byOrder splits the rounds' ratios by which side ran first: when the
+// two halves' medians lie apart, the spread is the order's, not the
+// tables'. Empty when either half has no round.
+func byOrder(rs []scaleRound) string {
+	var first, second []float64
+	for _, r := range rs {
+		if r.EmptyRate <= 0 {
+			continue
+		}
+		if r.PreloadedFirst {
+			first = append(first, r.PreloadedRate/r.EmptyRate)
+		} else {
+			second = append(second, r.PreloadedRate/r.EmptyRate)
+		}
+	}
+	if len(first) == 0 || len(second) == 0 {
+		return ""
+	}
+	_, m1, _ := quartiles(first)
+	_, m2, _ := quartiles(second)
+	return fmt.Sprintf("the same ratio by the rounds' order: %.2f (median of %d) when the preloaded side ran first, %.2f (of %d) when it ran second",
+		m1, len(first), m2, len(second))
 }
 
 // warmChunk is how long each logged part of the warm-up runs.

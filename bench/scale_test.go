@@ -291,3 +291,27 @@ func preloadedBench(t *testing.T, prefix string, args ...string) (*bench, *strin
 	t.Cleanup(func() { b.drop(db) })
 	return b, log, ctx, db, sr, m
 }
+
+// The scale pair's rounds keep which side ran first, and byOrder splits
+// the ratios by it; sides that do not pair up give no rounds.
+func TestScaleRoundsByOrder(t *testing.T) {
+	t.Parallel()
+	empty := &slot{rates: []float64{100, 100, 100, 100}, cpus: []float64{1, 1, 1, 1}, firsts: []bool{true, false, false, true}}
+	full := &slot{rates: []float64{80, 130, 120, 70}, cpus: []float64{2, 2, 2, 2}, firsts: []bool{false, true, true, false}}
+	rs := scaleRounds(empty, full)
+	if len(rs) != 4 || !rs[1].PreloadedFirst || rs[0].PreloadedFirst || rs[3].PreloadedRate != 70 || rs[2].EmptyCPU != 1 {
+		t.Fatalf("rounds: %+v", rs)
+	}
+	got := byOrder(rs)
+	want := "1.25 (median of 2) when the preloaded side ran first, 0.75 (of 2) when it ran second"
+	if !strings.HasSuffix(got, want) {
+		t.Errorf("byOrder = %q, want it to end %q", got, want)
+	}
+	if got := byOrder(rs[1:3]); got != "" {
+		t.Errorf("one order only: %q", got)
+	}
+	full.rates = full.rates[:3]
+	if rs := scaleRounds(empty, full); rs != nil {
+		t.Errorf("unpaired sides gave %+v", rs)
+	}
+}

@@ -44,6 +44,9 @@ func (rep *report) scaleSection(sb *strings.Builder) {
 	}
 	if p := sc.Pair; p != nil {
 		fmt.Fprintf(sb, "- first executions on the preloaded tables / on empty ones, %d callers, paired slices (each side keeps one pool across its slices, its warm-up's when it had one): %s\n", sc.Callers, p.text(""))
+		if t := byOrder(sc.Rounds); t != "" {
+			fmt.Fprintf(sb, "- %s\n", t)
+		}
 	}
 	if sc.Err != "" {
 		fmt.Fprintf(sb, "- error: %s\n", sc.Err)
