@@ -74,9 +74,8 @@ type slot struct {
 	// slice (see measureSlice). stop closes them.
 	keep bool
 	stop func()
-	// pos is the current slice's place in its round (0: first); firsts
-	// holds, per slice added, whether it ran first.
-	pos    int
+	// firsts holds, per slice added by rounds, whether it ran first in
+	// its round.
 	firsts []bool
 }
 
@@ -239,16 +238,11 @@ func (b *bench) rounds(ctx context.Context, slots []*slot, callers int) {
 			if s.err != nil || ctx.Err() != nil {
 				continue
 			}
-			s.pos = pos
-			b.slice(ctx, s, callers, conns)
+			if d, ok := b.measureSlice(ctx, s, callers, conns); ok {
+				s.add(d)
+				s.firsts = append(s.firsts, pos == 0)
+			}
 		}
-	}
-}
-
-// slice measures one slice of s and adds it to s's tallies.
-func (b *bench) slice(ctx context.Context, s *slot, callers, conns int) {
-	if d, ok := b.measureSlice(ctx, s, callers, conns); ok {
-		s.add(d)
 	}
 }
 
@@ -329,7 +323,6 @@ func (b *bench) measureSlice(ctx context.Context, s *slot, callers, conns int) (
 func (s *slot) add(d sliceData) {
 	s.samples = append(s.samples, d.sm)
 	s.rates = append(s.rates, d.sm.rate())
-	s.firsts = append(s.firsts, s.pos == 0)
 	cpu := 0.0
 	if d.serverKnown && d.sm.Total > 0 {
 		cpu = float64((d.client + d.server.cpu).Microseconds()) / float64(d.sm.Total)

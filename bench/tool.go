@@ -27,9 +27,11 @@ import (
 // pair) is every operation of the warm-up and the rounds: hundreds of
 // thousands of keys in the benchmark's own process. Kept as strings with
 // their answers, they were a heap the garbage collector marked again every
-// cycle (60 MB and a mark phase of 250 to 790 ms every 1.5 to 2 s at the
-// 10M point, 2026-12-07), CPU taken from whichever slice a cycle fell in:
-// half the slices ran at two thirds of the others' rate, on either side.
+// cycle (at the 10M point a live heap of 127 to 209 MB, more than half of
+// it theirs in a 1M point's profile, and a mark phase of 237 to 788 ms
+// every 1.4 to 2 s; 2026-12-07), CPU taken from whichever slice a cycle
+// fell in: a third of the slices, on either side, ran at two thirds of the
+// others' rate.
 // A key is therefore kept as its SHA-256 prefix and the answer as its
 // sequence number, in a map without pointers, which the collector does
 // not scan.
