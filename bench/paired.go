@@ -44,6 +44,9 @@ type slot struct {
 	// be read). On a machine whose CPU is what runs out, two workloads'
 	// rates stand in the inverse ratio of these.
 	cpus []float64
+	// figs is each round's kernel CPU, reads and full-page images per
+	// operation (zero where the backends could not be read).
+	figs []sliceFigures
 	p50s []float64 // per round, ms
 	// added99s is each round's p99 of added latency (latency minus the
 	// time in the tool), ms.
@@ -257,6 +260,27 @@ type sliceData struct {
 	machine     machineTicks
 }
 
+// sliceFigures are what one slice spent per operation besides its CPU
+// time: its backends' kernel time (µs) and blocks read through the kernel
+// (bytes read / 8 KB), and the full-page images the server logged
+// (server-wide, but one slice runs at a time).
+type sliceFigures struct {
+	Sys, Reads, FPI float64
+}
+
+func (d sliceData) figures() sliceFigures {
+	n := float64(d.sm.Total)
+	if n == 0 {
+		return sliceFigures{}
+	}
+	f := sliceFigures{FPI: float64(d.fpi) / n}
+	if d.serverKnown {
+		f.Sys = float64(d.server.sys.Microseconds()) / n
+		f.Reads = float64(d.server.read) / 8192 / n
+	}
+	return f
+}
+
 // measureSlice measures one slice of s; false (with s.err set) when it
 // failed. The workload's pools are opened for the slice and closed after
 // it: a level's workloads at 128 callers, all open at once, would need more
@@ -328,6 +352,7 @@ func (s *slot) add(d sliceData) {
 		cpu = float64((d.client + d.server.cpu).Microseconds()) / float64(d.sm.Total)
 	}
 	s.cpus = append(s.cpus, cpu)
+	s.figs = append(s.figs, d.figures())
 	s.p50s = append(s.p50s, pct(d.sm.Lat, 0.50))
 	s.added99s = append(s.added99s, pct(d.sm.Added, 0.99))
 	s.wal += d.wal
@@ -470,23 +495,30 @@ func cpuOf(pids []int) (time.Duration, bool) {
 }
 
 // procTimes is what /proc tells of a set of processes: their CPU time, the
-// system part of it, their minor page faults, and the time they waited on
-// a run queue (schedstat; 0 when the kernel does not keep it). The last
-// three say where a backend's CPU went when its statements cost more than
-// another's: into the kernel, into faulting pages in, or nowhere (waiting
-// for a core).
+// system part of it, their minor page faults, the time they waited on a
+// run queue (schedstat; 0 when the kernel does not keep it) and the bytes
+// they read through the kernel (io's rchar; 0 when it cannot be read).
+// The last four say where a backend's CPU went when its statements cost
+// more than another's: into the kernel, into faulting pages in, nowhere
+// (waiting for a core), or into reading blocks that were not in shared
+// buffers (a backend reads a block with one pread of 8 KB, from the page
+// cache or the disk alike, and its clients' messages with recv, which
+// rchar leaves out). Unlike pg_stat_database's blks_read, which a backend
+// reports at most once a second, rchar is current when read, so it can
+// be given slice by slice.
 type procTimes struct {
 	cpu, sys time.Duration
 	minflt   int64
 	runWait  time.Duration
+	read     int64
 }
 
 func (p procTimes) add(q procTimes) procTimes {
-	return procTimes{cpu: p.cpu + q.cpu, sys: p.sys + q.sys, minflt: p.minflt + q.minflt, runWait: p.runWait + q.runWait}
+	return procTimes{cpu: p.cpu + q.cpu, sys: p.sys + q.sys, minflt: p.minflt + q.minflt, runWait: p.runWait + q.runWait, read: p.read + q.read}
 }
 
 func (p procTimes) sub(q procTimes) procTimes {
-	return procTimes{cpu: p.cpu - q.cpu, sys: p.sys - q.sys, minflt: p.minflt - q.minflt, runWait: p.runWait - q.runWait}
+	return procTimes{cpu: p.cpu - q.cpu, sys: p.sys - q.sys, minflt: p.minflt - q.minflt, runWait: p.runWait - q.runWait, read: p.read - q.read}
 }
 
 // procOf sums procTimes over pids; false when one of them cannot be read.
@@ -494,7 +526,7 @@ func procOf(pids []int) (procTimes, bool) {
 	if len(pids) == 0 {
 		return procTimes{}, false
 	}
-	var ticks, sys, flt int64
+	var ticks, sys, flt, read int64
 	var wait time.Duration
 	for _, pid := range pids {
 		proc, err := procfs.NewProc(pid)
@@ -512,9 +544,12 @@ func procOf(pids []int) (procTimes, bool) {
 		if sc, err := proc.Schedstat(); err == nil {
 			wait += time.Duration(sc.WaitingNanoseconds)
 		}
+		if io, err := proc.IO(); err == nil {
+			read += int64(io.RChar)
+		}
 	}
 	tick := func(n int64) time.Duration { return time.Duration(n) * time.Second / clockTicks }
-	return procTimes{cpu: tick(ticks), sys: tick(sys), minflt: flt, runWait: wait}, true
+	return procTimes{cpu: tick(ticks), sys: tick(sys), minflt: flt, runWait: wait, read: read}, true
 }
 
 // Workload names the level's comparisons refer to.

@@ -205,6 +205,9 @@ func (b *bench) scalePair(ctx context.Context, db *database, sr *scaleResult) ([
 	sr.Pair = &p
 	b.logf("  %s / 0 rows at %d callers: %s", scaleName(sr.Rows), callers, p.text(""))
 	sr.Rounds = scaleRounds(empty, full)
+	for i, r := range sr.Rounds {
+		b.logf("  round %d: %s", i+1, r.text())
+	}
 	if t := byOrder(sr.Rounds); t != "" {
 		b.logf("  %s", t)
 	}
@@ -230,21 +233,55 @@ type scaleRound struct {
 	// backends' (0 when the backends' could not be read).
 	EmptyCPU     float64 `json:"empty_cpu_us_per_op"`
 	PreloadedCPU float64 `json:"preloaded_cpu_us_per_op"`
+	// Per operation, each side's backends' kernel time (µs) and blocks
+	// read from outside shared buffers, and the full-page images logged
+	// during its slice: what changes from round to round when the rounds
+	// drift (after a checkpoint, as shared buffers fill).
+	EmptySys       float64 `json:"empty_sys_us_per_op"`
+	PreloadedSys   float64 `json:"preloaded_sys_us_per_op"`
+	EmptyReads     float64 `json:"empty_reads_per_op"`
+	PreloadedReads float64 `json:"preloaded_reads_per_op"`
+	EmptyFPI       float64 `json:"empty_fpi_per_op"`
+	PreloadedFPI   float64 `json:"preloaded_fpi_per_op"`
 }
 
 // scaleRounds pairs the two sides' slices round by round (nil when they
 // do not pair up: a side failed).
 func scaleRounds(empty, full *slot) []scaleRound {
 	n := len(full.rates)
-	if len(empty.rates) != n || len(full.firsts) != n || len(full.cpus) != n || len(empty.cpus) != n {
-		return nil
+	for _, l := range []int{len(empty.rates), len(full.firsts), len(full.cpus), len(empty.cpus), len(full.figs), len(empty.figs)} {
+		if l != n {
+			return nil
+		}
 	}
 	rs := make([]scaleRound, n)
 	for i := range rs {
+		e, f := empty.figs[i], full.figs[i]
 		rs[i] = scaleRound{PreloadedFirst: full.firsts[i], EmptyRate: empty.rates[i], PreloadedRate: full.rates[i],
-			EmptyCPU: empty.cpus[i], PreloadedCPU: full.cpus[i]}
+			EmptyCPU: empty.cpus[i], PreloadedCPU: full.cpus[i],
+			EmptySys: e.Sys, PreloadedSys: f.Sys, EmptyReads: e.Reads, PreloadedReads: f.Reads, EmptyFPI: e.FPI, PreloadedFPI: f.FPI}
 	}
 	return rs
+}
+
+// text is the round on one line: the ratio, then each side's rate and
+// per-operation figures.
+func (r scaleRound) text() string {
+	order := "empty side first"
+	if r.PreloadedFirst {
+		order = "preloaded side first"
+	}
+	ratio := 0.0
+	if r.EmptyRate > 0 {
+		ratio = r.PreloadedRate / r.EmptyRate
+	}
+	return fmt.Sprintf("%.2f (%s); preloaded %.0f ops/s, %s; empty %.0f ops/s, %s", ratio, order,
+		r.PreloadedRate, perOpText(r.PreloadedCPU, r.PreloadedSys, r.PreloadedReads, r.PreloadedFPI),
+		r.EmptyRate, perOpText(r.EmptyCPU, r.EmptySys, r.EmptyReads, r.EmptyFPI))
+}
+
+func perOpText(cpu, sys, reads, fpi float64) string {
+	return fmt.Sprintf("per op %s CPU (backends' kernel %.0f µs), %.2f blocks read, %.2f FPI", cpuText(cpu), sys, reads, fpi)
 }
 
 // byOrder splits the rounds' ratios by which side ran first: when the

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -296,11 +298,25 @@ func preloadedBench(t *testing.T, prefix string, args ...string) (*bench, *strin
 // the ratios by it; sides that do not pair up give no rounds.
 func TestScaleRoundsByOrder(t *testing.T) {
 	t.Parallel()
-	empty := &slot{rates: []float64{100, 100, 100, 100}, cpus: []float64{1, 1, 1, 1}, firsts: []bool{true, false, false, true}}
-	full := &slot{rates: []float64{80, 130, 120, 70}, cpus: []float64{2, 2, 2, 2}, firsts: []bool{false, true, true, false}}
+	figs := func(reads float64) []sliceFigures {
+		return []sliceFigures{{Sys: 40, Reads: reads, FPI: 0.5}, {Sys: 41, Reads: reads}, {Sys: 42, Reads: reads}, {Sys: 43, Reads: reads, FPI: 0.01}}
+	}
+	empty := &slot{rates: []float64{100, 100, 100, 100}, cpus: []float64{1, 1, 1, 1}, firsts: []bool{true, false, false, true}, figs: figs(0.25)}
+	full := &slot{rates: []float64{80, 130, 120, 70}, cpus: []float64{2, 2, 2, 2}, firsts: []bool{false, true, true, false}, figs: figs(1.5)}
 	rs := scaleRounds(empty, full)
-	if len(rs) != 4 || !rs[1].PreloadedFirst || rs[0].PreloadedFirst || rs[3].PreloadedRate != 70 || rs[2].EmptyCPU != 1 {
+	if len(rs) != 4 || !rs[1].PreloadedFirst || rs[0].PreloadedFirst || rs[3].PreloadedRate != 70 || rs[2].EmptyCPU != 1 ||
+		rs[2].PreloadedReads != 1.5 || rs[2].EmptyReads != 0.25 || rs[3].EmptySys != 43 || rs[0].PreloadedFPI != 0.5 {
 		t.Fatalf("rounds: %+v", rs)
+	}
+	var sb strings.Builder
+	roundsTable(&sb, rs)
+	for _, row := range []string{"| 1 | empty | 0.80 | 80 | 2 µs | 40 | 1.50 | 0.50 | 100 | 1 µs | 40 | 0.25 | 0.50 |", "| 2 | preloaded | 1.30 |"} {
+		if !strings.Contains(sb.String(), row) {
+			t.Errorf("rounds table lacks %q:\n%s", row, sb.String())
+		}
+	}
+	if got, want := rs[1].text(), "1.30 (preloaded side first); preloaded 130 ops/s, per op 2 µs CPU (backends' kernel 41 µs), 1.50 blocks read, 0.00 FPI"; !strings.HasPrefix(got, want) {
+		t.Errorf("round text %q, want it to begin %q", got, want)
 	}
 	got := byOrder(rs)
 	want := "1.25 (median of 2) when the preloaded side ran first, 0.75 (of 2) when it ran second"
@@ -310,8 +326,39 @@ func TestScaleRoundsByOrder(t *testing.T) {
 	if got := byOrder(rs[1:3]); got != "" {
 		t.Errorf("one order only: %q", got)
 	}
-	full.rates = full.rates[:3]
+	full.figs = full.figs[:3]
+	if rs := scaleRounds(empty, full); rs != nil {
+		t.Errorf("unpaired figures gave %+v", rs)
+	}
+	full.figs, full.rates = figs(1.5), full.rates[:3]
 	if rs := scaleRounds(empty, full); rs != nil {
 		t.Errorf("unpaired sides gave %+v", rs)
+	}
+}
+
+// A slice's blocks read come from /proc's rchar, which counts what a
+// process reads through the kernel as it happens: this process reading a
+// file of 16 blocks shows at least as much, and a slice's figures divide
+// it by 8 KB and by the operations.
+func TestProcOfCountsReads(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "blocks")
+	if err := os.WriteFile(path, make([]byte, 16*8192), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p0, ok := procOf([]int{os.Getpid()})
+	if !ok {
+		t.Fatal("procOf could not read this process's /proc")
+	}
+	if _, err := os.ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	p1, _ := procOf([]int{os.Getpid()})
+	if d := p1.sub(p0).read; d < 16*8192 {
+		t.Errorf("read %d bytes, want at least %d", d, 16*8192)
+	}
+	d := sliceData{sm: &sample{Total: 4}, fpi: 2, serverKnown: true, server: procTimes{sys: 200 * time.Microsecond, read: 16 * 8192}}
+	if f := d.figures(); f != (sliceFigures{Sys: 50, Reads: 4, FPI: 0.5}) {
+		t.Errorf("figures %+v", f)
 	}
 }

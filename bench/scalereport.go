@@ -48,6 +48,7 @@ func (rep *report) scaleSection(sb *strings.Builder) {
 			fmt.Fprintf(sb, "- %s\n", t)
 		}
 	}
+	roundsTable(sb, sc.Rounds)
 	if sc.Err != "" {
 		fmt.Fprintf(sb, "- error: %s\n", sc.Err)
 	}
@@ -76,6 +77,29 @@ func (rep *report) scaleSection(sb *strings.Builder) {
 			set.Batch, set.Pause, p.Callers, purged, p.ActiveSeconds, p.WallSeconds, p.RowsPerSec, p.RoundsRowsPerSec,
 			p.Deleting, ms(p.DeletingP50Ms), ms(p.DeletingP99Ms), p.Scanning, ms(p.ScanningP50Ms), cpuText(p.ServerCPUPerRowUs),
 			ms(p.WithP99), ms(p.WithoutP99), ms(p.WithMedian), ms(p.WithQ1), ms(p.WithQ3), ratio, p.Rounds)
+	}
+}
+
+// roundsTable gives the scale pair's rounds one by one, so that a ratio
+// that drifts from round to round shows it, and what moved with it.
+func roundsTable(sb *strings.Builder, rs []scaleRound) {
+	if len(rs) == 0 {
+		return
+	}
+	sb.WriteString("\nThe pair's rounds (per operation: CPU of this process and the side's backends, the backends' kernel part, blocks they read from outside shared buffers, full-page images logged):\n\n")
+	sb.WriteString("| round | first | ratio | preloaded ops/s | CPU µs | kernel µs | reads | FPI | empty ops/s | CPU µs | kernel µs | reads | FPI |\n")
+	sb.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for i, r := range rs {
+		first, ratio := "empty", "–"
+		if r.PreloadedFirst {
+			first = "preloaded"
+		}
+		if r.EmptyRate > 0 {
+			ratio = fmt.Sprintf("%.2f", r.PreloadedRate/r.EmptyRate)
+		}
+		fmt.Fprintf(sb, "| %d | %s | %s | %.0f | %s | %.0f | %.2f | %.2f | %.0f | %s | %.0f | %.2f | %.2f |\n",
+			i+1, first, ratio, r.PreloadedRate, cpuText(r.PreloadedCPU), r.PreloadedSys, r.PreloadedReads, r.PreloadedFPI,
+			r.EmptyRate, cpuText(r.EmptyCPU), r.EmptySys, r.EmptyReads, r.EmptyFPI)
 	}
 }
 
