@@ -562,6 +562,16 @@ func TestQuartilesAndPairs(t *testing.T) {
 	if len(seen) < 3 {
 		t.Fatalf("6 rounds had %d orders", len(seen))
 	}
+	// Two alternate, whichever the seed puts first.
+	for _, seed := range []uint64{42, 43} {
+		var firsts []int
+		for r := range 6 {
+			firsts = append(firsts, roundOrder(2, r, seed)[0])
+		}
+		if a := firsts[0]; !slices.Equal(firsts, []int{a, 1 - a, a, 1 - a, a, 1 - a}) {
+			t.Errorf("seed %d: first of each round %v, want them alternating", seed, firsts)
+		}
+	}
 }
 
 func TestSelfCPUAdvances(t *testing.T) {
