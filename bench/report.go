@@ -326,6 +326,9 @@ func (rep *report) checkTargets() {
 		if b := rep.buffersBound(sc, full, empty); b != "" {
 			bounds = append(bounds, b)
 		}
+		if b := cpuBound(sc.Rounds); b != "" {
+			bounds = append(bounds, b)
+		}
 		add(fmt.Sprintf("%s-row first executions within 10%% of empty at %d callers", count(sc.Rows), sc.Callers),
 			p.text(" of empty"), atLeast(p.Q1, p.Q3, 0.90, len(p.Ratios)), strings.Join(bounds, "; "), false)
 	}
@@ -344,6 +347,32 @@ func (rep *report) checkTargets() {
 				below(pr.WithQ1, pr.WithQ3, 3, pr.Rounds), b, out)
 		}
 	}
+}
+
+// cpuBound is the scale pair's ratio a machine whose CPU runs out allows:
+// the empty side's CPU per execution (this process's and its backends')
+// over the preloaded side's, round by round, as the levels give theirs
+// (cpuPairName). Where it is as low as the ratio itself, what the
+// preloaded tables cost is CPU, whatever else the rounds held. Empty
+// without per-round CPU (a remote server, a report from before the rounds
+// were kept).
+func cpuBound(rs []scaleRound) string {
+	var ratios, full, empty, fullSys, emptySys []float64
+	for _, r := range rs {
+		if r.EmptyCPU <= 0 || r.PreloadedCPU <= 0 {
+			return ""
+		}
+		ratios = append(ratios, r.EmptyCPU/r.PreloadedCPU)
+		full, empty = append(full, r.PreloadedCPU), append(empty, r.EmptyCPU)
+		fullSys, emptySys = append(fullSys, r.PreloadedSys), append(emptySys, r.EmptySys)
+	}
+	if len(ratios) == 0 {
+		return ""
+	}
+	med := func(v []float64) float64 { _, m, _ := quartiles(v); return m }
+	p := newPair("", 0, ratios)
+	return fmt.Sprintf("on a machine whose CPU runs out the preloaded side's CPU per execution allows %s (a round's median: %.0f µs against %.0f, its backends' kernel part %.0f against %.0f)",
+		p.text(""), med(full), med(empty), med(fullSys), med(emptySys))
 }
 
 // buffersBound says, when the preloaded side's key indexes are larger

@@ -326,6 +326,14 @@ func TestScaleRoundsByOrder(t *testing.T) {
 	if got := byOrder(rs[1:3]); got != "" {
 		t.Errorf("one order only: %q", got)
 	}
+	want = "allows 0.50 (IQR 0.50–0.50, 4 rounds) (a round's median: 2 µs against 1, its backends' kernel part 42 against 42)"
+	if got := cpuBound(rs); !strings.HasSuffix(got, want) {
+		t.Errorf("cpuBound = %q, want it to end %q", got, want)
+	}
+	rs[2].EmptyCPU = 0
+	if got := cpuBound(rs); got != "" {
+		t.Errorf("cpuBound with a round's CPU unknown = %q", got)
+	}
 	full.figs = full.figs[:3]
 	if rs := scaleRounds(empty, full); rs != nil {
 		t.Errorf("unpaired figures gave %+v", rs)
