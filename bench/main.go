@@ -47,11 +47,8 @@ import (
 const defaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
 // defaultPurgeSettings is the purge under load's Batch/Pause unless
-// --purge-settings says otherwise: 100/20ms, every earlier host's, and
-// 50/20ms, the setting README gives for a purge beside live traffic
-// (on the thirty-fifth host, 10M rows, it held the added p99 under 3 ms
-// where 100/20ms did not, at about half the rate).
-const defaultPurgeSettings = "100/20ms,50/20ms"
+// --purge-settings says otherwise.
+const defaultPurgeSettings = "100/20ms"
 
 type config struct {
 	dbURL        string
