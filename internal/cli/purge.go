@@ -59,8 +59,8 @@ nor the tool settings are read.`, durationText(executor.MinRetention), durationT
 	fs.DurationVar(&p.webhook.LogRetention, "webhook-log-retention", webhook.DefaultPurgeRetention, "keep webhook delivery-log rows this long")
 	fs.DurationVar(&p.webhook.EffectRetention, "webhook-effect-retention", webhook.DefaultPurgeRetention,
 		"keep webhook effects this long; must exceed the longest redelivery horizon of every payment provider")
-	fs.IntVar(&p.actions.Batch, "batch", executor.DefaultPurgeBatch, "most rows one statement deletes (beside live traffic with a latency target, small: see --pause)")
-	fs.DurationVar(&p.actions.Pause, "pause", 0, "sleep after each action batch that deleted rows, to leave I/O to live traffic (beside live traffic with a latency target, e.g. --batch 50 --pause 20ms: README, \"The purge's batch and pause\")")
+	fs.IntVar(&p.actions.Batch, "batch", executor.DefaultPurgeBatch, "most rows one statement deletes")
+	fs.DurationVar(&p.actions.Pause, "pause", 0, "sleep after each action batch that deleted rows, to leave I/O to live traffic (beside live traffic with a latency target, lower the purge's rate with a small --batch and a longer --pause: README, \"The purge's batch and pause\")")
 	loop := fs.Bool("loop", false, "keep running passes until stopped")
 	every := fs.Duration("every", time.Hour, "with --loop: start a pass this often")
 	if err := ParseNoArgs(e, fs, args); err != nil {
