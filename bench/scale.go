@@ -264,6 +264,15 @@ func scaleRounds(empty, full *slot) []scaleRound {
 	return rs
 }
 
+// ratio is the round's preloaded rate over its empty one; false when the
+// empty side measured no rate.
+func (r scaleRound) ratio() (float64, bool) {
+	if r.EmptyRate <= 0 {
+		return 0, false
+	}
+	return r.PreloadedRate / r.EmptyRate, true
+}
+
 // text is the round on one line: the ratio, then each side's rate and
 // per-operation figures.
 func (r scaleRound) text() string {
@@ -271,10 +280,7 @@ func (r scaleRound) text() string {
 	if r.PreloadedFirst {
 		order = "preloaded side first"
 	}
-	ratio := 0.0
-	if r.EmptyRate > 0 {
-		ratio = r.PreloadedRate / r.EmptyRate
-	}
+	ratio, _ := r.ratio()
 	return fmt.Sprintf("%.2f (%s); preloaded %.0f ops/s, %s; empty %.0f ops/s, %s", ratio, order,
 		r.PreloadedRate, perOpText(r.PreloadedCPU, r.PreloadedSys, r.PreloadedReads, r.PreloadedFPI),
 		r.EmptyRate, perOpText(r.EmptyCPU, r.EmptySys, r.EmptyReads, r.EmptyFPI))
@@ -290,13 +296,13 @@ func perOpText(cpu, sys, reads, fpi float64) string {
 func byOrder(rs []scaleRound) string {
 	var first, second []float64
 	for _, r := range rs {
-		if r.EmptyRate <= 0 {
-			continue
-		}
-		if r.PreloadedFirst {
-			first = append(first, r.PreloadedRate/r.EmptyRate)
-		} else {
-			second = append(second, r.PreloadedRate/r.EmptyRate)
+		x, ok := r.ratio()
+		switch {
+		case !ok:
+		case r.PreloadedFirst:
+			first = append(first, x)
+		default:
+			second = append(second, x)
 		}
 	}
 	if len(first) == 0 || len(second) == 0 {

@@ -94,8 +94,8 @@ func roundsTable(sb *strings.Builder, rs []scaleRound) {
 		if r.PreloadedFirst {
 			first = "preloaded"
 		}
-		if r.EmptyRate > 0 {
-			ratio = fmt.Sprintf("%.2f", r.PreloadedRate/r.EmptyRate)
+		if x, ok := r.ratio(); ok {
+			ratio = fmt.Sprintf("%.2f", x)
 		}
 		fmt.Fprintf(sb, "| %d | %s | %s | %.0f | %s | %.0f | %.2f | %.2f | %.0f | %s | %.0f | %.2f | %.2f |\n",
 			i+1, first, ratio, r.PreloadedRate, cpuText(r.PreloadedCPU), r.PreloadedSys, r.PreloadedReads, r.PreloadedFPI,
