@@ -219,7 +219,9 @@ func TestFloorTargetsNameTheMinimalShape(t *testing.T) {
 			newPair(cpuPairName, 32, []float64{0.38, 0.40, 0.39, 0.41}),
 			newPair(inProcPairName, 32, []float64{0.55, 0.56, 0.57, 0.58}), newPair(cpuInProcPairName, 32, []float64{0.54, 0.55, 0.56})},
 		Results: []*result{{System: "floor", Workload: floorToolName, Callers: 32, Ratio: 0.37},
-			{System: "floor", Workload: floorName, Callers: 32, Rate: 10000, ClientCPUPerOp: 40, ServerCPUPerOp: 90}},
+			{System: "floor", Workload: floorName, Callers: 32, Rate: 10000, ClientCPUPerOp: 40, ServerCPUPerOp: 90},
+			{System: "retrysafe", Workload: firstName, Callers: 32, ClientCPUPerOp: 160},
+			{System: "retrysafe", Workload: loneNoToolName, Callers: 32, ClientCPUPerOp: 70}},
 	}
 	rep.checkTargets()
 	if len(rep.Targets) != 1 || rep.Targets[0].Met || rep.Targets[0].Undecided || rep.Targets[0].OutOfReach {
@@ -228,7 +230,8 @@ func TestFloorTargetsNameTheMinimalShape(t *testing.T) {
 	for _, want := range []string{"commit + tool + commit reaches 0.37 of the floor here",
 		"on a machine whose CPU runs out retrysafe's CPU per execution allows 0.40 (IQR 0.39–0.40, 4 rounds)",
 		"the floor kept about 1.3 of 2 cores busy",
-		"with the tool answered in process (no HTTP provider on these cores) retrysafe reaches 0.56 (IQR 0.56–0.57, 4 rounds), its CPU allows 0.55"} {
+		"with the tool answered in process (no HTTP provider on these cores) retrysafe reaches 0.56 (IQR 0.56–0.57, 4 rounds), its CPU allows 0.55 " +
+			"(the provider's HTTP exchange, both ends in this process, took about 90 of the client's 160 µs of CPU per execution)"} {
 		if !strings.Contains(rep.Targets[0].Bound, want) {
 			t.Errorf("bound %q lacks %q", rep.Targets[0].Bound, want)
 		}

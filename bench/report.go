@@ -233,6 +233,15 @@ func (rep *report) checkTargets() {
 			if c, ok := rep.findPair(cpuInProcPairName, callers); ok {
 				s += fmt.Sprintf(", its CPU allows %.2f", c.Median)
 			}
+			// What the stand-in provider's HTTP exchange, its client and
+			// its server both in this process, costs per execution beside
+			// retrysafe's own client work: a deployment pays the client's
+			// side on its cores, not the server's.
+			viaHTTP, own := rep.find("retrysafe", firstName, callers), rep.find("retrysafe", loneNoToolName, callers)
+			if viaHTTP != nil && own != nil && viaHTTP.ClientCPUPerOp > own.ClientCPUPerOp && own.ClientCPUPerOp > 0 {
+				s += fmt.Sprintf(" (the provider's HTTP exchange, both ends in this process, took about %.0f of the client's %.0f µs of CPU per execution)",
+					viaHTTP.ClientCPUPerOp-own.ClientCPUPerOp, viaHTTP.ClientCPUPerOp)
+			}
 			parts = append(parts, s)
 		}
 		if f := rep.find("floor", floorName, callers); f != nil && f.ServerCPUPerOp > 0 {
