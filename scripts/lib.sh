@@ -60,6 +60,25 @@ ensure_pgbouncer() {
   sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
 }
 
+# npm_ci_pinned DIR PACKAGE installs Node.js through apt when node or npm
+# is missing, then runs npm ci in DIR when PACKAGE's installed version is
+# not the one DIR's committed package-lock.json pins: a test's Node.js
+# peer, exactly as pinned, and nothing done when it already is.
+npm_ci_pinned() {
+  local dir=$1 pkg=$2 want have
+  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    echo "==> installing Node.js (apt-get)"
+    sudo_if_needed apt-get update -qq
+    sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+  fi
+  want=$(node -e 'const l=require(process.argv[1]); console.log(l.packages["node_modules/"+process.argv[2]].version)' "$PWD/$dir/package-lock.json" "$pkg")
+  have=$(node -e 'try { console.log(require(process.argv[1]).version) } catch { console.log("") }' "$PWD/$dir/node_modules/$pkg/package.json")
+  if [ "$want" != "$have" ]; then
+    echo "==> npm ci $pkg $want into $dir"
+    (cd "$dir" && npm ci --no-audit --no-fund --silent)
+  fi
+}
+
 # pg_newest_version prints the newest installed PostgreSQL major version:
 # the one whose main cluster ensure_postgres starts.
 pg_newest_version() {

@@ -115,7 +115,7 @@ func (s *Server) putCob(w http.ResponseWriter, r *http.Request) {
 	c.Valor = CobValor{Original: in.Valor.Original}
 	c.Chave = in.Chave
 	c.SolicitacaoPagador = in.SolicitacaoPagador
-	c.PixCopiaECola = brCode(c.Cob)
+	c.PixCopiaECola = brCode(c.Location)
 	writeJSON(w, http.StatusCreated, c.Cob.withoutPix())
 }
 
@@ -124,12 +124,6 @@ func validDevedor(d *Devedor) bool {
 		return false
 	}
 	return (d.CPF != "") != (d.CNPJ != "") && (d.CPF == "" || cpfRe.MatchString(d.CPF)) && (d.CNPJ == "" || cnpjRe.MatchString(d.CNPJ))
-}
-
-// brCode is a stand-in for the charge's Pix Copia e Cola (not an EMV
-// payload: nobody scans the sandbox's QR codes).
-func brCode(c Cob) string {
-	return "00020101021226" + c.Location + "5204000053039865406" + c.Valor.Original + "5802BR6304"
 }
 
 func (c Cob) withoutPix() Cob {

@@ -30,6 +30,15 @@
 // are PixDevolucaoInvalida (400). Refunds are answered EM_PROCESSAMENTO and
 // settle (DEVOLVIDO) in the background loop.
 //
+// A charge's pixCopiaECola is a dynamic BR Code as a PSP's is (the EMV
+// fields the Manual de Padrões para Iniciação do Pix lays out, the
+// charge's location in field 26, the CRC-16 in field 63), so an
+// application that renders or checks the code a customer is sent sees a
+// real one. Its tests check the CRC against the codes the specification
+// publishes in its examples, and have pix-utils, an independent reader
+// (Node.js; scripts/pix-utils.sh), read the codes back. Nothing pays by
+// scanning it: the customer's side is POST /sandbox/cob/{txid}/pagar.
+//
 // Every answer uses a status the specification defines for the operation:
 // errors are problem+json with type https://pix.bcb.gov.br/api/v2/error/…;
 // a missing, unknown or expired token is 403 AcessoNegado (the operations
