@@ -1,9 +1,6 @@
 package apipix
 
-import (
-	"fmt"
-	"strings"
-)
+import "fmt"
 
 // The charge's Pix Copia e Cola: a dynamic BR Code, the EMV QR Code
 // (merchant-presented mode) as the Central Bank's Manual de Padrões para
@@ -27,34 +24,28 @@ const (
 // brCode is the dynamic BR Code of a charge whose payload is at location
 // (a URL without its scheme, as API Pix writes it).
 func brCode(location string) string {
-	var b strings.Builder
-	emvField(&b, "00", "01") // payload format indicator
-	emvField(&b, "01", "12") // point of initiation: dynamic, for one payment
-	var mai strings.Builder
-	emvField(&mai, "00", brCodeGUI)
-	emvField(&mai, "25", location)
-	emvField(&b, "26", mai.String()) // merchant account information
-	emvField(&b, "52", "0000")       // merchant category code: none
-	emvField(&b, "53", "986")        // transaction currency: BRL (ISO 4217)
-	emvField(&b, "58", "BR")
-	emvField(&b, "59", brCodeMerchantName)
-	emvField(&b, "60", brCodeMerchantCity)
-	var add strings.Builder
-	emvField(&add, "05", "***") // reference label: the txid is in the payload
-	emvField(&b, "62", add.String())
-	b.WriteString("6304")
-	return fmt.Sprintf("%s%04X", b.String(), crc16CCITTFalse(b.String()))
+	code := emv("00", "01") + // payload format indicator
+		emv("01", "12") + // point of initiation: dynamic, for one payment
+		emv("26", emv("00", brCodeGUI)+emv("25", location)) + // merchant account information
+		emv("52", "0000") + // merchant category code: none
+		emv("53", "986") + // transaction currency: BRL (ISO 4217)
+		emv("58", "BR") +
+		emv("59", brCodeMerchantName) +
+		emv("60", brCodeMerchantCity) +
+		emv("62", emv("05", "***")) + // reference label: the txid is in the payload
+		"6304"
+	return fmt.Sprintf("%s%04X", code, crc16CCITTFalse(code))
 }
 
-// emvField writes one field. Lengths count bytes; every value here is
-// ASCII, where bytes and characters agree. A value over 99 cannot be
-// written: the sandbox's own locations are far shorter, so one that is not
-// is a bug in the sandbox.
-func emvField(b *strings.Builder, id, value string) {
+// emv is one field: ID, length and value. Lengths count bytes; every
+// value here is ASCII, where bytes and characters agree. A value over 99
+// cannot be written: the sandbox's own locations are far shorter, so one
+// that is not is a bug in the sandbox.
+func emv(id, value string) string {
 	if len(value) > 99 {
 		panic(fmt.Sprintf("apipix: BR Code field %s is %d long (at most 99)", id, len(value)))
 	}
-	fmt.Fprintf(b, "%s%02d%s", id, len(value), value)
+	return fmt.Sprintf("%s%02d%s", id, len(value), value)
 }
 
 // crc16CCITTFalse is CRC-16/CCITT-FALSE (polynomial 0x1021, initial value
