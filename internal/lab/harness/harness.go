@@ -56,7 +56,10 @@ type Proc struct {
 	tail  *ring
 }
 
-// ErrExited means the process ended before it became ready.
+// ErrExited means the process ended before it became ready. Start returns
+// the ended Proc with it, so that a caller can read how it ended (Tail,
+// Err): a worker armed to die at a failpoint may reach it before it says
+// it is ready, since it takes work as soon as it starts.
 var ErrExited = errors.New("process exited")
 
 // Start runs spec and waits until its ready line appears.
@@ -119,7 +122,7 @@ func Start(ctx context.Context, spec Spec) (*Proc, error) {
 		p.Ready = r
 		return p, nil
 	case <-p.done:
-		return nil, fmt.Errorf("%s: %w before it was ready (%v)\n%s", spec.Name, ErrExited, p.err, p.tail)
+		return p, fmt.Errorf("%s: %w before it was ready (%v)\n%s", spec.Name, ErrExited, p.err, p.tail)
 	case <-time.After(timeout):
 		p.Kill()
 		return nil, fmt.Errorf("%s: not ready after %s\n%s", spec.Name, timeout, p.tail)

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -40,12 +41,16 @@ func TestStartKill(t *testing.T) {
 
 func TestExitBeforeReady(t *testing.T) {
 	t.Parallel()
-	_, err := Start(context.Background(), Spec{Name: "child", Args: []string{"-test.run=XXX"}, Env: []string{"HARNESS_CHILD=exit"}, Ready: "never", Timeout: 30 * time.Second})
-	if err == nil {
-		t.Fatal("no error for a child that exited")
+	p, err := Start(context.Background(), Spec{Name: "child", Args: []string{"-test.run=XXX"}, Env: []string{"HARNESS_CHILD=exit"}, Ready: "never", Timeout: 30 * time.Second})
+	if !errors.Is(err, ErrExited) {
+		t.Fatalf("error %v for a child that exited, want ErrExited", err)
 	}
 	if want := "bad config"; !contains(err.Error(), want) {
 		t.Fatalf("error %q lacks the child's stderr %q", err, want)
+	}
+	// The ended process comes back with the error, for its caller to read.
+	if p == nil || !p.Exited() || !contains(p.Tail(), "bad config") {
+		t.Fatalf("Start returned %v with ErrExited, want the ended process with its tail", p)
 	}
 }
 

@@ -240,7 +240,7 @@ func (s *Stack) StartWorkerWith(ctx context.Context, name string, args []string,
 	args = append(append([]string{"worker", "--schema", s.Cfg.Schema}, s.Cfg.WorkerArgs...), args...)
 	p, err := Start(ctx, Spec{Name: name, Bin: s.Cfg.Bin, Args: args, Env: append(s.env(), extraEnv...), Ready: "retrysafe: worker running", Log: s.Cfg.Log})
 	if err != nil {
-		return nil, err
+		return p, err // p, when not nil, has exited (ErrExited)
 	}
 	s.mu.Lock()
 	s.workers = append(s.workers, p)

@@ -2,6 +2,7 @@ package restarttest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -60,10 +61,23 @@ func (t *tester) startWorker(ctx context.Context, role, failpoint string, k int,
 	w.start = time.Now()
 	p, err := t.stack.StartWorkerWith(ctx, name, append([]string{"--owner", name}, args...), env...)
 	if err != nil {
+		// A worker takes jobs left from earlier batches as soon as it
+		// starts, so its failpoint can fire before it says it is
+		// ready: that is the kill it was armed for, not a failed start.
+		if errors.Is(err, harness.ErrExited) && p != nil && w.diedAtFailpoint(p) {
+			w.proc = p
+			return w, nil
+		}
 		return nil, fmt.Errorf("start worker %s: %w", name, err)
 	}
 	w.proc = p
 	return w, nil
+}
+
+// diedAtFailpoint reports whether p, w's process, ended at the failpoint w
+// was armed with.
+func (w *worker) diedAtFailpoint(p *harness.Proc) bool {
+	return w.point != "" && strings.Contains(p.Tail(), "failpoint "+w.point+" hit")
 }
 
 // working reports whether a worker started at since has a job of scope
@@ -149,7 +163,7 @@ func (t *tester) killOf(scen string, w *worker) Kill {
 	how := w.killed // written by killWorker, maybe on the proxy's goroutine
 	t.mu.Unlock()
 	k := Kill{Scenario: scen, Worker: w.name, How: how}
-	if w.point != "" && strings.Contains(w.proc.Tail(), "failpoint "+w.point+" hit") {
+	if w.diedAtFailpoint(w.proc) {
 		k.How, k.Point = "failpoint", w.armed
 	}
 	if k.How == "" {
