@@ -60,24 +60,23 @@ func (t *tester) startWorker(ctx context.Context, role, failpoint string, k int,
 	}
 	w.start = time.Now()
 	p, err := t.stack.StartWorkerWith(ctx, name, append([]string{"--owner", name}, args...), env...)
+	w.proc = p // with ErrExited, the ended process
 	if err != nil {
 		// A worker takes jobs left from earlier batches as soon as it
 		// starts, so its failpoint can fire before it says it is
 		// ready: that is the kill it was armed for, not a failed start.
-		if errors.Is(err, harness.ErrExited) && p != nil && w.diedAtFailpoint(p) {
-			w.proc = p
+		if errors.Is(err, harness.ErrExited) && p != nil && w.diedAtFailpoint() {
 			return w, nil
 		}
 		return nil, fmt.Errorf("start worker %s: %w", name, err)
 	}
-	w.proc = p
 	return w, nil
 }
 
-// diedAtFailpoint reports whether p, w's process, ended at the failpoint w
-// was armed with.
-func (w *worker) diedAtFailpoint(p *harness.Proc) bool {
-	return w.point != "" && strings.Contains(p.Tail(), "failpoint "+w.point+" hit")
+// diedAtFailpoint reports whether w's process ended at the failpoint it was
+// armed with.
+func (w *worker) diedAtFailpoint() bool {
+	return w.point != "" && strings.Contains(w.proc.Tail(), "failpoint "+w.point+" hit")
 }
 
 // working reports whether a worker started at since has a job of scope
@@ -163,7 +162,7 @@ func (t *tester) killOf(scen string, w *worker) Kill {
 	how := w.killed // written by killWorker, maybe on the proxy's goroutine
 	t.mu.Unlock()
 	k := Kill{Scenario: scen, Worker: w.name, How: how}
-	if w.diedAtFailpoint(w.proc) {
+	if w.diedAtFailpoint() {
 		k.How, k.Point = "failpoint", w.armed
 	}
 	if k.How == "" {
