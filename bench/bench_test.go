@@ -20,7 +20,7 @@ func TestFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.scaleRows != 1_000_000 || len(c.concurrency) != 4 || c.scaleCallers != 32 || c.rounds != 6 || c.slice != time.Second || c.scaleWarmup != 30*time.Second || c.lonePause != 20*time.Millisecond {
+	if c.scaleRows != 1_000_000 || len(c.concurrency) != 4 || c.scaleCallers != 32 || c.rounds != 6 || c.slice != time.Second || c.scaleWarmup != 2*time.Minute || c.lonePause != 20*time.Millisecond {
 		t.Fatalf("defaults: %+v", c)
 	}
 	q, err := parseFlags([]string{"--quick", "--slice", "2s"}, io.Discard)
