@@ -50,6 +50,14 @@ const defaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 // --purge-settings says otherwise.
 const defaultPurgeSettings = "100/20ms"
 
+// defaultScaleWarmup is --scale-warmup unless --quick. Two minutes, not
+// 30 s: on the fortieth host the rounds after a 30 s warm-up began with
+// both sides' CPU per execution 1.4 to 1.7 times what it settled to a
+// minute later, unevenly (the first rounds' paired ratios 0.60 to 1.09),
+// while after 120 s the rounds were flat from the first
+// (docs/benchmarks.md).
+const defaultScaleWarmup = 2 * time.Minute
+
 type config struct {
 	dbURL        string
 	quick        bool
@@ -173,7 +181,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.skipDBOS, "skip-dbos", false, "skip DBOS Transact")
 	fs.BoolVar(&c.skipScale, "skip-scale", false, "skip the scale runs (preloaded tables against empty ones, the purge under load)")
 	fs.StringVar(&c.scaleDB, "scale-db", "", "name of the scale runs' database: created and preloaded when missing, reused when it holds a preload of --scale-rows, and kept after the run")
-	warmScale := fs.Duration("scale-warmup", 0, "first executions on the preloaded tables before their paired rounds with empty ones, unmeasured but logged every 10s (rate, full-page images/op), on the pool the preloaded side's rounds then keep (the empty side's pool is warmed too, for 5s or this when shorter): the rounds measure the tables past the checkpoint that ends the preload instead of right after it, on backends that have already mapped the pages they touch; when the rounds would not fit before the server's next checkpoint, a CHECKPOINT follows and first executions go on until its burst of full-page images is over, reported on its own (default 2m0s, none with --quick; 0s: none)")
+	warmScale := fs.Duration("scale-warmup", 0, "first executions on the preloaded tables before their paired rounds with empty ones, unmeasured but logged every 10s (rate, full-page images/op), on the pool the preloaded side's rounds then keep (the empty side's pool is warmed too, for 5s or this when shorter): the rounds measure the tables past the checkpoint that ends the preload instead of right after it, on backends that have already mapped the pages they touch; when the rounds would not fit before the server's next checkpoint, a CHECKPOINT follows and first executions go on until its burst of full-page images is over, reported on its own (default "+defaultScaleWarmup.String()+", none with --quick; 0s: none)")
 	fs.BoolVar(&c.scaleDrop, "scale-drop", false, "drop the --scale-db database at the end of the run")
 	fs.IntVar(&c.purgeRows, "purge-rows", -1, "how many of the preloaded rows finished 8 days ago and are purged (default: a day at 15/s per 10M rows, 12.96 %)")
 	fs.IntVar(&c.purgeCallers, "purge-callers", 8, "concurrent callers while purging")
@@ -246,12 +254,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.concurrency, err = parseInts(conc); err != nil {
 		return c, err
 	}
-	// Two minutes, not 30 s: on the fortieth host the rounds after a 30 s
-	// warm-up began with both sides' CPU per execution 1.4 to 1.7 times
-	// what it settled to a minute later, unevenly (the first rounds'
-	// paired ratios 0.60 to 1.09), while after 120 s the rounds were flat
-	// from the first (docs/benchmarks.md).
-	c.scaleWarmup = 2 * time.Minute
+	c.scaleWarmup = defaultScaleWarmup
 	if c.quick {
 		c.scaleWarmup = 0
 	}
