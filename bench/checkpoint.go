@@ -85,6 +85,71 @@ func (s *server) checkpoint(ctx context.Context) error {
 	return err
 }
 
+// checkpointerQuietSQL says whether the checkpointer is idle or napping
+// between the writes of a spread checkpoint, the two places it reports
+// its statistics from (and whether this role may see its wait event at
+// all: without pg_read_all_stats every wait event reads NULL).
+//
+// Why it matters: the checkpointer counts a checkpoint as it begins but
+// reports the count only when it first naps or when the checkpoint ends,
+// and a checkpoint behind schedule (the case after a burst of whole
+// pages) writes without napping. On the fortieth host (2026-12-07) one
+// began in the fifth of six rounds (22:11:52 in the server's log; 0.80
+// and 2.22 full-page images per execution on the preloaded side in the
+// last two rounds, 0.41 on the empty one) and ended 7.8 s later, after
+// the count was read: the report said none had begun.
+const checkpointerQuietSQL = `SELECT NOT pg_has_role('pg_read_all_stats', 'USAGE')
+	OR coalesce(bool_and(wait_event IN ('CheckpointerMain', 'CheckpointWriteDelay')), true)
+FROM pg_stat_activity WHERE backend_type = 'checkpointer'`
+
+// checkpointSettle bounds the wait for the checkpointer to report a
+// checkpoint under way, and checkpointPoll is how often it asks.
+const (
+	checkpointSettle = 60 * time.Second
+	checkpointPoll   = 100 * time.Millisecond
+)
+
+// settledCheckpointState is checkpointState read once the checkpointer
+// has reported every checkpoint begun (checkpointerQuietSQL), waiting at
+// most checkpointSettle; it returns how long it waited.
+func (s *server) settledCheckpointState(ctx context.Context) (checkpointState, time.Duration, error) {
+	c, err := s.admin(ctx)
+	if err != nil {
+		return checkpointState{}, 0, err
+	}
+	waited, err := waitUntil(ctx, checkpointSettle, checkpointPoll, func(ctx context.Context) (bool, error) {
+		var quiet bool
+		err := c.QueryRow(ctx, checkpointerQuietSQL).Scan(&quiet)
+		return quiet, err
+	})
+	c.Close(ctx)
+	if err != nil {
+		return checkpointState{}, waited, fmt.Errorf("waiting for the checkpointer: %w", err)
+	}
+	st, err := s.checkpointState(ctx)
+	return st, waited, err
+}
+
+// waitUntil asks quiet every poll until it says true or within has passed
+// (not an error: the caller reads what there is), and returns how long
+// it waited.
+func waitUntil(ctx context.Context, within, poll time.Duration, quiet func(context.Context) (bool, error)) (time.Duration, error) {
+	began := time.Now()
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		ok, err := quiet(ctx)
+		if err != nil || ok || time.Since(began) >= within {
+			return time.Since(began), err
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(began), ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
 // roomFor reports whether st leaves room for work that writes wal bytes
 // over d without a checkpoint beginning, with half as much again to spare.
 func (st checkpointState) roomFor(wal float64, d time.Duration) bool {
@@ -112,8 +177,11 @@ type checkpointRoom struct {
 	// whole came out of it.
 	AfterWALLeft float64 `json:"after_wal_left_bytes,omitempty"`
 	// InRounds counts the checkpoints that began during the rounds all
-	// the same.
-	InRounds int64 `json:"checkpoints_in_rounds"`
+	// the same; SettledAfter is how long after the rounds the count was
+	// read, waiting for the checkpointer to report one still under way
+	// (settledCheckpointState).
+	InRounds     int64   `json:"checkpoints_in_rounds"`
+	SettledAfter float64 `json:"settled_after_seconds,omitempty"`
 }
 
 // afterCheckpointChunk is how long each logged part of the first
@@ -136,6 +204,9 @@ func (r *checkpointRoom) text() string {
 	}
 	if r.InRounds > 0 {
 		s += fmt.Sprintf("; %d checkpoint(s) began during the rounds all the same", r.InRounds)
+		if r.SettledAfter >= 1 {
+			s += fmt.Sprintf(" (counted %.0f s after them, once the checkpointer reported it)", r.SettledAfter)
+		}
 	} else {
 		s += "; none began during the rounds"
 	}

@@ -35,6 +35,13 @@ type scaleResult struct {
 	// side's (warmSides).
 	Warmup      []warmStep `json:"warmup,omitempty"`
 	EmptyWarmup []warmStep `json:"empty_warmup,omitempty"`
+	// WarmupExecutions are the first executions the preloaded side ran
+	// before its rounds (the warm-up's and those after a forced
+	// checkpoint): each added an intent and its action, so the rounds
+	// begin on Rows plus as many. At 4,000 or more a second a 1M-row
+	// point's tables grow by half (2026-12-07), and its key indexes, whose
+	// every page a checkpoint's burst logs whole, with them.
+	WarmupExecutions int64 `json:"warmup_executions,omitempty"`
 	// Checkpoint is the server's next checkpoint against the rounds:
 	// whether one was forced before them, and how many began during them.
 	Checkpoint *checkpointRoom `json:"checkpoint,omitempty"`
@@ -178,13 +185,29 @@ func (b *bench) scalePair(ctx context.Context, db *database, sr *scaleResult) ([
 	if b.cfg.scaleWarmup > 0 {
 		sr.EmptyWarmup, sr.Warmup, sr.Checkpoint = b.warmSides(ctx, empty, full, callers, conns, b.cfg.scaleWarmup)
 	}
-	ck0, ckErr := db.srv.checkpointState(ctx)
+	if full.err == nil {
+		sr.WarmupExecutions = full.issued
+		if full.issued > 0 {
+			b.logf("  the preloaded tables hold about %s intents before the rounds: %s preloaded, %s first executions in the warm-up",
+				groupDigits(int64(sr.Rows)+full.issued), groupDigits(int64(sr.Rows)), groupDigits(full.issued))
+		}
+	}
+	// Both counts once the checkpointer has reported a checkpoint under
+	// way, so that none is missed or put in the wrong place.
+	ck0, waited0, ckErr := db.srv.settledCheckpointState(ctx)
+	if waited0 >= time.Second {
+		b.logf("  before the rounds: waited %.1f s for the checkpointer to report the checkpoint under way", waited0.Seconds())
+	}
 	b.rounds(ctx, slots, callers)
-	if ck1, err := db.srv.checkpointState(ctx); err == nil && ckErr == nil {
+	if ck1, waited, err := db.srv.settledCheckpointState(ctx); err == nil && ckErr == nil {
 		if sr.Checkpoint == nil {
 			sr.Checkpoint = &checkpointRoom{}
 		}
 		sr.Checkpoint.InRounds = ck1.Begun - ck0.Begun
+		sr.Checkpoint.SettledAfter = waited.Seconds()
+		if waited >= time.Second {
+			b.logf("  after the rounds: waited %.1f s for the checkpointer to report the checkpoint under way; %d began during the rounds", waited.Seconds(), sr.Checkpoint.InRounds)
+		}
 	}
 	closeKept(slots)
 	rows := []*result{b.pooled(ctx, empty, callers, conns), b.pooled(ctx, full, callers, conns)}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -235,6 +236,89 @@ func TestRoomForRoundsForcesACheckpoint(t *testing.T) {
 	}
 	if !strings.Contains(room.text(), "so a CHECKPOINT ran before them") {
 		t.Errorf("report line: %s", room.text())
+	}
+}
+
+// The counts of checkpoints begun are read once the checkpointer is idle
+// or napping: on a server where nothing else is running one, at once.
+func TestSettledCheckpointState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs PostgreSQL; -short skips it")
+	}
+	t.Parallel()
+	cfg, err := parseFlags([]string{"--quick"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &server{url: cfg.dbURL}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*checkpointSettle)
+	defer cancel()
+	if err := srv.checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, waited, err := srv.settledCheckpointState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited >= checkpointSettle {
+		t.Errorf("waited the whole %s after a CHECKPOINT: the checkpointer never looked idle", checkpointSettle)
+	}
+	if st.Begun <= 0 || st.TimeLeft <= 0 {
+		t.Errorf("state %+v", st)
+	}
+	c, err := srv.admin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var events []string
+	rows, err := c.Query(ctx, `SELECT coalesce(wait_event, 'none') FROM pg_stat_activity WHERE backend_type = 'checkpointer'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var e string
+		if err := rows.Scan(&e); err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, e)
+	}
+	if rows.Err() != nil || len(events) != 1 {
+		t.Fatalf("checkpointer's wait events %v, %v: the quiet test reads no process", events, rows.Err())
+	}
+}
+
+func TestWaitUntil(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	calls := 0
+	waited, err := waitUntil(ctx, time.Minute, time.Millisecond, func(context.Context) (bool, error) {
+		calls++
+		return calls == 3, nil
+	})
+	if err != nil || calls != 3 || waited >= time.Minute {
+		t.Errorf("quiet at the third ask: %d asks, waited %s, %v", calls, waited, err)
+	}
+	calls = 0
+	waited, err = waitUntil(ctx, 20*time.Millisecond, time.Millisecond, func(context.Context) (bool, error) {
+		calls++
+		return false, nil
+	})
+	if err != nil || waited < 20*time.Millisecond || calls < 2 {
+		t.Errorf("never quiet: %d asks, waited %s, %v; want the bound reached without an error", calls, waited, err)
+	}
+	boom := errors.New("boom")
+	if _, err := waitUntil(ctx, time.Minute, time.Millisecond, func(context.Context) (bool, error) { return false, boom }); !errors.Is(err, boom) {
+		t.Errorf("error %v, want %v", err, boom)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := waitUntil(cctx, time.Minute, time.Millisecond, func(context.Context) (bool, error) { return false, nil }); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: %v", err)
+	}
+	r := checkpointRoom{NeedWAL: 142e6, NeedSeconds: 15, WALLeft: 17e6, TimeLeft: 263, InRounds: 1, SettledAfter: 7.8}
+	if txt := r.text(); !strings.Contains(txt, "1 checkpoint(s) began during the rounds all the same (counted 8 s after them, once the checkpointer reported it)") {
+		t.Errorf("report line: %s", txt)
 	}
 }
 

@@ -35,6 +35,10 @@ func (rep *report) scaleSection(sb *strings.Builder) {
 	if len(sc.EmptyWarmup) > 0 {
 		fmt.Fprintf(sb, "- warm-up of the empty side's pool before it (so that neither side's rounds begin on new backends): %s\n", warmText(sc.EmptyWarmup))
 	}
+	if sc.WarmupExecutions > 0 {
+		fmt.Fprintf(sb, "- the preloaded tables held about %s intents when the rounds began: %s preloaded, %s first executions before the rounds\n",
+			groupDigits(int64(sc.Rows)+sc.WarmupExecutions), groupDigits(int64(sc.Rows)), groupDigits(sc.WarmupExecutions))
+	}
 	if ck := sc.Checkpoint; ck != nil {
 		if ck.NeedSeconds > 0 {
 			fmt.Fprintf(sb, "- the server's next checkpoint: %s\n", ck.text())
