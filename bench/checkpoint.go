@@ -192,16 +192,10 @@ const (
 	afterCheckpointFPI   = 0.05
 )
 
-// text is the room's line in the report.
+// text is the room's line in the report: before, then what the rounds
+// met.
 func (r *checkpointRoom) text() string {
-	s := fmt.Sprintf("the rounds needed about %.0f MB of WAL and %.0f s; the server had %.0f MB and %.0f s left before its next checkpoint",
-		r.NeedWAL/1e6, r.NeedSeconds, max(r.WALLeft, 0)/1e6, max(r.TimeLeft, 0))
-	if r.Forced {
-		s += "; so a CHECKPOINT ran before them, and first executions on the preloaded tables went on until they logged few whole pages again: " + warmText(r.After)
-		s += fmt.Sprintf("; which left %.0f MB", max(r.AfterWALLeft, 0)/1e6)
-	} else {
-		s += ": no checkpoint forced"
-	}
+	s := r.before()
 	if r.InRounds > 0 {
 		s += fmt.Sprintf("; %d checkpoint(s) began during the rounds all the same", r.InRounds)
 		if r.SettledAfter >= 1 {
@@ -209,6 +203,20 @@ func (r *checkpointRoom) text() string {
 		}
 	} else {
 		s += "; none began during the rounds"
+	}
+	return s
+}
+
+// before is what was known and done before the rounds, the line the log
+// gives then.
+func (r *checkpointRoom) before() string {
+	s := fmt.Sprintf("the rounds needed about %.0f MB of WAL and %.0f s; the server had %.0f MB and %.0f s left before its next checkpoint",
+		r.NeedWAL/1e6, r.NeedSeconds, max(r.WALLeft, 0)/1e6, max(r.TimeLeft, 0))
+	if r.Forced {
+		s += "; so a CHECKPOINT ran before them, and first executions on the preloaded tables went on until they logged few whole pages again: " + warmText(r.After)
+		s += fmt.Sprintf("; which left %.0f MB", max(r.AfterWALLeft, 0)/1e6)
+	} else {
+		s += ": no checkpoint forced"
 	}
 	return s
 }

@@ -206,8 +206,9 @@ func (b *bench) scalePair(ctx context.Context, db *database, sr *scaleResult) ([
 		sr.Checkpoint.InRounds = ck1.Begun - ck0.Begun
 		sr.Checkpoint.SettledAfter = waited.Seconds()
 		if waited >= time.Second {
-			b.logf("  after the rounds: waited %.1f s for the checkpointer to report the checkpoint under way; %d began during the rounds", waited.Seconds(), sr.Checkpoint.InRounds)
+			b.logf("  after the rounds: waited %.1f s for the checkpointer to report the checkpoint under way", waited.Seconds())
 		}
+		b.logf("  checkpoints begun during the rounds: %d", sr.Checkpoint.InRounds)
 	}
 	closeKept(slots)
 	rows := []*result{b.pooled(ctx, empty, callers, conns), b.pooled(ctx, full, callers, conns)}
@@ -491,7 +492,7 @@ func (b *bench) roomForRounds(ctx context.Context, full *slot, callers, conns in
 	}
 	r.WALLeft, r.TimeLeft = st.WALLeft, st.TimeLeft.Seconds()
 	if st.roomFor(r.NeedWAL, need) {
-		b.logf("  before the rounds: %s", r.text())
+		b.logf("  before the rounds: %s", r.before())
 		return r, nil
 	}
 	r.Forced = true
@@ -504,7 +505,7 @@ func (b *bench) roomForRounds(ctx context.Context, full *slot, callers, conns in
 	if st, err := full.db.srv.checkpointState(ctx); err == nil {
 		r.AfterWALLeft = st.WALLeft
 	}
-	b.logf("  before the rounds: %s", r.text())
+	b.logf("  before the rounds: %s", r.before())
 	return r, nil
 }
 

@@ -320,6 +320,10 @@ func TestWaitUntil(t *testing.T) {
 	if txt := r.text(); !strings.Contains(txt, "1 checkpoint(s) began during the rounds all the same (counted 8 s after them, once the checkpointer reported it)") {
 		t.Errorf("report line: %s", txt)
 	}
+	// The log's line before the rounds cannot know what they will meet.
+	if txt := r.before(); strings.Contains(txt, "during the rounds") || !strings.HasPrefix(r.text(), txt) {
+		t.Errorf("before the rounds: %s", txt)
+	}
 }
 
 func TestCheckpointRoomFor(t *testing.T) {
