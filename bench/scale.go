@@ -474,6 +474,13 @@ func (b *bench) warmSides(ctx context.Context, empty, full *slot, callers, conns
 // three without this read 0.66 and 0.67 against 0.03 and 0.04); in
 // three full runs after, in the two whose burst left 161 and 171 MB, and
 // not in the one it left 200 (0.01 and 0.03 there). The report counts it.
+// Since the warm-up's default became 120 s (1f6608a) its own first
+// executions grow 1M preloaded intents to about 1.7M at 4,000 to 5,000
+// a second, and the burst, which logs each page of the grown key indexes
+// whole once, takes about 480 MB: on the forty-first host (2026-12-07)
+// it left 60 to 70 MB where the rounds needed 118 to 142, and a
+// checkpoint began in the rounds of all three full runs. The 10M
+// command's max_wal_size leaves room.
 func (b *bench) roomForRounds(ctx context.Context, full *slot, callers, conns int, d time.Duration, emptySteps, fullSteps []warmStep) (*checkpointRoom, error) {
 	need := time.Duration(b.cfg.rounds) * 2 * (b.cfg.slice + b.cfg.sliceWarmup)
 	var walPerSec float64
