@@ -93,7 +93,7 @@ func (s *server) checkpoint(ctx context.Context) error {
 // Why it matters: the checkpointer counts a checkpoint as it begins but
 // reports the count only when it first naps or when the checkpoint ends,
 // and a checkpoint behind schedule (the case after a burst of whole
-// pages) writes without napping. On the fortieth host (2026-12-07) one
+// pages) writes without napping. On the forty-first host (2026-12-07) one
 // began in the fifth of six rounds (22:11:52 in the server's log; 0.80
 // and 2.22 full-page images per execution on the preloaded side in the
 // last two rounds, 0.41 on the empty one) and ended 7.8 s later, after

@@ -38,9 +38,10 @@ type scaleResult struct {
 	// WarmupExecutions are the first executions the preloaded side ran
 	// before its rounds (the warm-up's and those after a forced
 	// checkpoint): each added an intent and its action, so the rounds
-	// begin on Rows plus as many. At 4,000 or more a second a 1M-row
-	// point's tables grow by half (2026-12-07), and its key indexes, whose
-	// every page a checkpoint's burst logs whole, with them.
+	// begin on Rows plus as many. At 4,000 to 5,000 a second the 120 s
+	// warm-up grows a 1M-row point's tables by two thirds (2026-12-07),
+	// and its key indexes, whose every page a checkpoint's burst logs
+	// whole, with them.
 	WarmupExecutions int64 `json:"warmup_executions,omitempty"`
 	// Checkpoint is the server's next checkpoint against the rounds:
 	// whether one was forced before them, and how many began during them.
