@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // checkpointState is what the server says of its checkpoints: how many
@@ -62,6 +64,11 @@ func (s *server) checkpointState(ctx context.Context) (checkpointState, error) {
 		return checkpointState{}, err
 	}
 	defer c.Close(ctx)
+	return readCheckpointState(ctx, c)
+}
+
+// readCheckpointState is checkpointState on a connection already open.
+func readCheckpointState(ctx context.Context, c *pgx.Conn) (checkpointState, error) {
 	var num int
 	if err := c.QueryRow(ctx, `SELECT current_setting('server_version_num')::int`).Scan(&num); err != nil {
 		return checkpointState{}, err
@@ -117,16 +124,16 @@ func (s *server) settledCheckpointState(ctx context.Context) (checkpointState, t
 	if err != nil {
 		return checkpointState{}, 0, err
 	}
+	defer c.Close(ctx)
 	waited, err := waitUntil(ctx, checkpointSettle, checkpointPoll, func(ctx context.Context) (bool, error) {
 		var quiet bool
 		err := c.QueryRow(ctx, checkpointerQuietSQL).Scan(&quiet)
 		return quiet, err
 	})
-	c.Close(ctx)
 	if err != nil {
 		return checkpointState{}, waited, fmt.Errorf("waiting for the checkpointer: %w", err)
 	}
-	st, err := s.checkpointState(ctx)
+	st, err := readCheckpointState(ctx, c)
 	return st, waited, err
 }
 
